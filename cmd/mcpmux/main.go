@@ -1,0 +1,312 @@
+// Command mcpmux puts many MCP servers behind one.
+//
+//	mcpmux serve    --config FILE [--identity NAME]   serve MCP over stdio (the default)
+//	mcpmux validate --config FILE                     check the config and every policy file
+//	mcpmux tools    --config FILE --as NAME [--json]  print the catalog NAME would see
+//	mcpmux call     --config FILE --as NAME TOOL JSON send one call through the pipeline
+//	mcpmux version
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// Exit codes of the one-shot commands.
+const (
+	exitOK        = 0
+	exitToolError = 1 // a result with isError, an unavailable child, a timeout
+	exitRefused   = 2 // unknown name, invalid arguments, policy, usage
+	exitBadConfig = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, stdin, stdout, stderr)
+	case "validate":
+		return validate(args, stdout, stderr)
+	case "tools":
+		return tools(args, stdout, stderr)
+	case "call":
+		return call(args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "mcpmux %s (%s)\n", mux.Version, runtime.Version())
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "mcpmux: unknown command %q\n%s", cmd, usage)
+		return exitRefused
+	}
+}
+
+const usage = `usage:
+  mcpmux serve    --config FILE [--identity NAME]    serve MCP over stdio (default)
+  mcpmux validate --config FILE                      check the config and every policy file
+  mcpmux tools    --config FILE --as NAME [--json]   print the catalog NAME would see
+  mcpmux call     --config FILE --as NAME TOOL JSON  send one call through the pipeline
+  mcpmux version
+`
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("mcpmux "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := fs.String("config", "", "config file (TOML)")
+	return fs, cfg
+}
+
+// loaded is everything a command that runs the mux needs.
+type loaded struct {
+	cfg      *config.Config
+	log      zerolog.Logger
+	policies *policy.Store
+}
+
+func load(path string, stderr io.Writer) (*loaded, int) {
+	if path == "" {
+		fmt.Fprintln(stderr, "mcpmux: --config is required")
+		return nil, exitRefused
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, exitBadConfig
+	}
+	log := newLogger(cfg, stderr)
+	policies, err := policy.NewStore(cfg.Mux.PolicyDir, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
+		return nil, exitBadConfig
+	}
+	return &loaded{cfg: cfg, log: log, policies: policies}, exitOK
+}
+
+func newLogger(cfg *config.Config, stderr io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.Mux.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	var w io.Writer = stderr
+	if cfg.Mux.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("serve", stderr)
+	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
+	if fs.Parse(args) != nil {
+		return exitRefused
+	}
+	l, code := load(*cfgPath, stderr)
+	if l == nil {
+		return code
+	}
+	who := l.cfg.Upstream.Identity
+	if *identity != "" {
+		who = *identity
+	}
+	if who == "" {
+		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	m, err := mux.New(l.cfg, l.policies, l.log)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)
+		return exitBadConfig
+	}
+	m.Start(ctx)
+	defer m.Close()
+
+	var watch sync.WaitGroup
+	wctx, stopWatch := context.WithCancel(ctx)
+	watch.Go(func() {
+		if err := l.policies.Watch(wctx, m.PolicyChanged); err != nil && !errors.Is(err, context.Canceled) {
+			l.log.Error().Err(err).Msg("policy watcher stopped")
+		}
+	})
+	defer func() { stopWatch(); watch.Wait() }()
+
+	l.log.Info().Str("identity", who).Int("servers", len(l.cfg.Servers)).Str("version", mux.Version).Msg("mcpmux serving on stdio")
+	err = m.ServeStdio(ctx, who, stdin, stdout)
+	switch {
+	case err == nil:
+		l.log.Info().Msg("stdin closed; stopping")
+	case ctx.Err() != nil:
+		l.log.Info().Msg("signal received; stopping")
+	default:
+		l.log.Error().Err(err).Msg("stdio server failed; stopping")
+		return 1
+	}
+	return exitOK
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("validate", stderr)
+	if fs.Parse(args) != nil {
+		return exitRefused
+	}
+	if *cfgPath == "" {
+		fmt.Fprintln(stderr, "mcpmux: --config is required")
+		return exitRefused
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitBadConfig
+	}
+	set, problems := policy.LoadDir(cfg.Mux.PolicyDir)
+	for _, p := range problems {
+		fmt.Fprintln(stderr, p)
+	}
+	if len(problems) > 0 {
+		return exitBadConfig
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", cfg.File, len(cfg.Servers), len(set.Identities()), cfg.Mux.PolicyDir)
+	return exitOK
+}
+
+// startMux runs the children for a one-shot command and waits until each
+// has started or failed.
+func startMux(l *loaded, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	m, err := mux.New(l.cfg, l.policies, l.log)
+	if err != nil {
+		stop()
+		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)
+		return nil, nil, exitBadConfig
+	}
+	m.Start(ctx)
+	_ = m.WaitReady(ctx)
+	return m, func() { m.Close(); stop() }, exitOK
+}
+
+func tools(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("tools", stderr)
+	as := fs.String("as", "", "identity whose catalog to print")
+	asJSON := fs.Bool("json", false, "print the raw tool list as JSON")
+	if fs.Parse(args) != nil {
+		return exitRefused
+	}
+	if *as == "" {
+		fmt.Fprintln(stderr, "mcpmux tools: --as is required")
+		return exitRefused
+	}
+	l, code := load(*cfgPath, stderr)
+	if l == nil {
+		return code
+	}
+	m, stop, code := startMux(l, stderr)
+	if m == nil {
+		return code
+	}
+	defer stop()
+	list := m.Tools(*as)
+	if *asJSON {
+		defs := make([]any, 0, len(list))
+		for _, t := range list {
+			defs = append(defs, t.Def)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(defs); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, t := range list {
+		mode := "read-write"
+		if t.ReadOnly {
+			mode = "read-only"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Server, mode)
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+func call(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("call", stderr)
+	as := fs.String("as", "", "identity to call as")
+	if fs.Parse(args) != nil {
+		return exitRefused
+	}
+	if *as == "" || fs.NArg() < 1 || fs.NArg() > 2 {
+		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME TOOL 'JSON'")
+		return exitRefused
+	}
+	name, raw := fs.Arg(0), "{}"
+	if fs.NArg() == 2 {
+		raw = fs.Arg(1)
+	}
+	var arguments any
+	if err := json.Unmarshal([]byte(raw), &arguments); err != nil {
+		fmt.Fprintf(stderr, "mcpmux call: arguments are not JSON: %v\n", err)
+		return exitRefused
+	}
+	if _, ok := arguments.(map[string]any); !ok {
+		fmt.Fprintln(stderr, "mcpmux call: arguments must be a JSON object")
+		return exitRefused
+	}
+	l, code := load(*cfgPath, stderr)
+	if l == nil {
+		return code
+	}
+	m, stop, code := startMux(l, stderr)
+	if m == nil {
+		return code
+	}
+	defer stop()
+
+	r := m.CallTool(context.Background(), *as, name, arguments)
+	if r.Tool == nil {
+		fmt.Fprintf(stderr, "%v: %s\n", mux.ErrUnknownTool, name)
+		return exitRefused
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r.Tool); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	switch {
+	case r.Decision == mux.DecisionInvalid:
+		return exitRefused
+	case r.Tool.IsError:
+		return exitToolError
+	}
+	return exitOK
+}

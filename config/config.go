@@ -1,0 +1,225 @@
+// Package config owns mcpmux's configuration file: it decodes the file
+// strictly (an unknown or misspelt key is an error, never silently ignored),
+// fills in defaults, validates every value up front, and computes the
+// environment each child server is started with.
+//
+// Every problem is reported as FILE:LINE: message, and Load reports all the
+// problems it can find at once rather than stopping at the first.
+//
+// The file looks like this (see config.example.toml for every key):
+//
+//	[mux]
+//	separator = "__"
+//	policy_dir = "policies"
+//
+//	[upstream]
+//	identity = "reader"
+//
+//	[servers.docs]
+//	command = "./bin/docs-server"
+//	env = { TOKEN = "${DOCS_TOKEN}" }
+//	read_only = ["search*"]
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	toml "github.com/pelletier/go-toml/v2"
+)
+
+// Defaults for keys the file leaves out.
+const (
+	DefaultSeparator      = "__"
+	DefaultPolicyDir      = "policies"
+	DefaultMaxNameLength  = 48
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultLogLevel       = "info"
+	DefaultLogFormat      = "json"
+	DefaultPageSize       = 0
+	DefaultStartupTimeout = 10 * time.Second
+)
+
+// Limits enforced by validation.
+const (
+	MinMaxNameLength = 8
+	MaxMaxNameLength = 128
+	MaxAliasLength   = 32
+)
+
+// Config is a loaded, validated configuration. Every field is set: keys the
+// file leaves out hold their defaults.
+type Config struct {
+	File     string // absolute path of the config file
+	Mux      Mux
+	Upstream Upstream
+	Servers  []Server // in the order they appear in the file
+}
+
+// Mux is the [mux] table: how mcpmux itself behaves.
+type Mux struct {
+	// Separator joins a server's alias and a tool name into the exposed
+	// name: alias + Separator + tool. It is "_" or "__".
+	Separator string
+	// PolicyDir is the absolute directory holding one policy file per
+	// identity. A relative policy_dir is taken relative to the directory of
+	// the config file.
+	PolicyDir string
+	// MaxNameLength is the longest exposed tool name, 8..128.
+	MaxNameLength int
+	// CallTimeout bounds each tools/call forwarded to a child; > 0.
+	CallTimeout time.Duration
+	// LogLevel is a zerolog level name: trace, debug, info, warn, error,
+	// fatal, panic or disabled.
+	LogLevel string
+	// LogFormat is "json" or "console".
+	LogFormat string
+	// PageSize is the page size of the upstream tools/list; 0 means the
+	// whole catalog in one page.
+	PageSize int
+}
+
+// Upstream is the [upstream] table: the side mcpmux serves.
+// Later versions will add network listeners and authentication here.
+type Upstream struct {
+	// Identity is the identity of the stdio client, whose policy applies
+	// to it. "" means the file configures none (the caller may supply one,
+	// for example from a flag).
+	Identity string
+}
+
+// Server is one [servers.ALIAS] table: a child MCP server started as a
+// process speaking MCP over stdio. Later versions will add remote children
+// (URL, headers) here.
+type Server struct {
+	// Alias is the table key: lower-case letters, digits and inner '-'
+	// (never '_', so exposed names split unambiguously), at most 32 bytes.
+	Alias string
+	// Command is the program to run. A relative command containing '/' has
+	// been made absolute against the config file's directory; a bare name is
+	// kept as written and looked up in PATH when the child starts.
+	Command string
+	Args    []string
+	// Env holds variables set for the child, with ${VAR} references already
+	// expanded from mcpmux's environment.
+	Env map[string]string
+	// InheritEnv names variables passed through from mcpmux's environment
+	// (when set there), in addition to the basic ones Environ always passes.
+	InheritEnv []string
+	// Hide and ReadOnly are glob patterns over the child's own tool names,
+	// as written; each is known to compile with internal/glob.
+	// Hidden tools are never exposed; read-only tools are safe to re-run.
+	Hide     []string
+	ReadOnly []string
+	// TrustAnnotations says whether the child's readOnlyHint annotations
+	// may mark tools read-only (in addition to ReadOnly).
+	TrustAnnotations bool
+	// StartupTimeout bounds starting the child and its MCP handshake; > 0.
+	StartupTimeout time.Duration
+}
+
+// Load reads and parses the config file at path, taking ${VAR} references
+// from the process environment. Errors about the content are an Errors value
+// that names path as written and the line of each problem.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse parses data as the content of the config file named file: file
+// names it in errors, and its directory anchors relative paths. getenv
+// resolves ${VAR} references in env values; nil means no variable is set.
+//
+// On failure Parse returns a nil *Config and an Errors holding every
+// problem it found, in line order.
+func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	if getenv == nil {
+		getenv = func(string) (string, bool) { return "", false }
+	}
+	// Cap the slice at its length, so that positions computed from
+	// subslices (which go-toml and our index derive from capacities) are
+	// always within the document.
+	data = data[:len(data):len(data)]
+
+	// go-toml enforces TOML itself: syntax, duplicate keys, redefined
+	// tables. That can only ever report the first problem.
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		line := 1
+		msg := err.Error()
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, _ = de.Position()
+		}
+		msg = "invalid TOML: " + strings.TrimPrefix(msg, "toml: ")
+		return nil, Errors{{File: file, Line: line, Msg: msg}}
+	}
+	ix, perr := indexDocument(data)
+	if perr != nil {
+		perr.File = file
+		return nil, Errors{perr}
+	}
+
+	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
+	cfg := d.config(doc)
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	cfg.File = abs
+	return cfg, nil
+}
+
+// Environ returns the environment the child process runs with, as sorted
+// "KEY=value" strings. From parent (typically os.Environ()) it keeps only
+// PATH, HOME, USER, LANG, every LC_* variable, TMPDIR, TZ, and the variables
+// named in InheritEnv; then it sets Env, which overrides any of those. When
+// parent holds a name twice, the last one wins, as with os/exec.
+func (s Server) Environ(parent []string) []string {
+	vars := make(map[string]string)
+	for _, kv := range parent {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if passedThrough(k) || slices.Contains(s.InheritEnv, k) {
+			vars[k] = v
+		}
+	}
+	for k, v := range s.Env {
+		vars[k] = v
+	}
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	// Sort on names: sorting whole "K=V" strings would put "A-B=1" before
+	// "A=1", since '-' sorts before '='.
+	slices.SortFunc(env, func(a, b string) int {
+		ka, _, _ := strings.Cut(a, "=")
+		kb, _, _ := strings.Cut(b, "=")
+		return strings.Compare(ka, kb)
+	})
+	return env
+}
+
+// passedThrough reports whether every child gets the variable name from
+// mcpmux's environment.
+func passedThrough(name string) bool {
+	switch name {
+	case "PATH", "HOME", "USER", "LANG", "TMPDIR", "TZ":
+		return true
+	}
+	return strings.HasPrefix(name, "LC_")
+}

@@ -1,0 +1,239 @@
+// Package childproc owns the operating-system side of a child server: its
+// process group, its pipes, noticing its exit, and stopping it and everything
+// it started.
+//
+// Linux is the target. Each child leads its own process group, so that a
+// wrapper (npx, a shell) and whatever it spawned are stopped together, and
+// carries a parent-death signal, so that it does not outlive mcpmux even when
+// mcpmux is killed with SIGKILL.
+package childproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Graceful stop timings: the child first sees its stdin close, then SIGTERM,
+// then SIGKILL.
+const (
+	StdinGrace   = 2 * time.Second
+	SigtermGrace = 3 * time.Second
+)
+
+// ErrSpawnerClosed is returned by Start after the Spawner was closed.
+var ErrSpawnerClosed = errors.New("spawner closed")
+
+// Spec describes a process to start.
+type Spec struct {
+	Path string   // resolved with exec.LookPath when it has no '/'
+	Args []string // not including the program name
+	Env  []string // the whole environment; nil means an empty one
+	Dir  string
+}
+
+// Spawner starts child processes from one OS thread that stays alive until
+// Close. The kernel delivers a parent-death signal when the thread that
+// forked the child exits, not when the process does; Go may retire a thread
+// at any time, so forking from an arbitrary goroutine could kill a healthy
+// child.
+type Spawner struct {
+	reqs chan spawnReq
+	quit chan struct{}
+	done chan struct{}
+}
+
+type spawnReq struct {
+	spec  Spec
+	reply chan spawnReply
+}
+
+type spawnReply struct {
+	p   *Process
+	err error
+}
+
+// NewSpawner starts the spawning thread. The caller must Close it, after
+// every process it started has stopped.
+func NewSpawner() *Spawner {
+	s := &Spawner{reqs: make(chan spawnReq), quit: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *Spawner) loop() {
+	runtime.LockOSThread()
+	// Unlocking on the way out hands the thread back instead of killing it, so
+	// a child started by this thread and still alive (a caller bug) is not
+	// killed by the thread's exit.
+	defer runtime.UnlockOSThread()
+	defer close(s.done)
+	for {
+		select {
+		case r := <-s.reqs:
+			p, err := start(r.spec)
+			r.reply <- spawnReply{p, err}
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// Close stops the spawning thread and waits for it.
+func (s *Spawner) Close() {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	<-s.done
+}
+
+// Start starts a process described by spec.
+func (s *Spawner) Start(ctx context.Context, spec Spec) (*Process, error) {
+	reply := make(chan spawnReply, 1)
+	select {
+	case s.reqs <- spawnReq{spec, reply}:
+	case <-s.quit:
+		return nil, ErrSpawnerClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r := <-reply
+	return r.p, r.err
+}
+
+// Process is a running child. Its pipes belong to the caller; Wait-ing is
+// done by the Process itself, which notices the exit as it happens.
+type Process struct {
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+	Stderr io.ReadCloser
+
+	cmd  *exec.Cmd
+	pgid int
+	done chan struct{}
+	err  error // the exit status; valid once done is closed
+}
+
+func start(spec Spec) (*Process, error) {
+	path := spec.Path
+	cmd := exec.Command(path, spec.Args...)
+	if cmd.Err != nil {
+		return nil, cmd.Err
+	}
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Dir = spec.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
+	// as soon as the child exits and drop an answer it wrote just before.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW)
+		return nil, err
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	if err := cmd.Start(); err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	// The child has its own copies; ours would keep the pipes open forever.
+	closeAll(stdinR, stdoutW, stderrW)
+
+	p := &Process{
+		Stdin:  stdinW,
+		Stdout: stdoutR,
+		Stderr: stderrR,
+		cmd:    cmd,
+		pgid:   cmd.Process.Pid,
+		done:   make(chan struct{}),
+	}
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) wait() {
+	p.err = p.cmd.Wait()
+	// Whatever the child left behind in its group goes with it: a leftover
+	// grandchild would otherwise hold the stdout pipe open and leave pending
+	// calls waiting for an answer that cannot come.
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	close(p.done)
+}
+
+// Pid returns the child's process id, which is also its process group id.
+func (p *Process) Pid() int { return p.pgid }
+
+// Done is closed when the child has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitErr returns how the child exited: nil for status 0, an *exec.ExitError
+// otherwise. It is valid once Done is closed.
+func (p *Process) ExitErr() error {
+	<-p.done
+	return p.err
+}
+
+// Stop ends the child and its whole process group: stdin is closed, then
+// after StdinGrace the group gets SIGTERM, then after SigtermGrace SIGKILL.
+// It returns once the child has been reaped, or when ctx ends (after sending
+// SIGKILL).
+func (p *Process) Stop(ctx context.Context) {
+	_ = p.Stdin.Close()
+	if p.waitFor(ctx, StdinGrace) {
+		return
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	if p.waitFor(ctx, SigtermGrace) {
+		return
+	}
+	p.Kill()
+	<-p.done
+}
+
+// Kill sends SIGKILL to the child's whole process group at once.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+}
+
+// waitFor reports whether the child exited within d; it gives up early,
+// killing the group, when ctx ends.
+func (p *Process) waitFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		p.Kill()
+		<-p.done
+		return true
+	}
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}

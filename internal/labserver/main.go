@@ -1,0 +1,274 @@
+// Command labserver is a small, disposable MCP server used as a downstream
+// child in mcpmux tests. It speaks MCP over stdio (mcp-go) and offers tools
+// that exercise error results, structured output, raw JSON schemas,
+// cancellation, crashes, process groups and tools/list_changed.
+//
+// Environment:
+//
+//	LAB_SOURCE         label used in answers (default "docs")
+//	LAB_NOTES          file that append_note appends to
+//	LAB_STARTED_DIR    directory where slow drops a file named after its tag
+//	LAB_PAGE_SIZE      tools/list page size (pagination off when unset)
+//	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
+//	LAB_SILENT=1       read stdin but never answer; exit 0 when stdin closes
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+const pickSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","description":"either an id or a name","type":"object","minProperties":1,"oneOf":[{"required":["id"]},{"required":["name"]}],"properties":{"id":{"type":"integer"},"name":{"type":"string"}},"additionalProperties":false}`
+
+const echoOutputSchema = `{"type":"object","properties":{"source":{"type":"string"},"message":{"type":"string"}},"required":["source","message"]}`
+
+func main() {
+	source := os.Getenv("LAB_SOURCE")
+	if source == "" {
+		source = "docs"
+	}
+	pid := os.Getpid()
+
+	if os.Getenv("LAB_FAIL_INIT") == "1" {
+		fmt.Fprintf(os.Stderr, "labserver %s pid %d failing at start (LAB_FAIL_INIT)\n", source, pid)
+		os.Exit(3)
+	}
+	if os.Getenv("LAB_SILENT") == "1" {
+		fmt.Fprintf(os.Stderr, "labserver %s pid %d silent\n", source, pid)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+
+	opts := []server.ServerOption{server.WithToolCapabilities(true)}
+	if v := os.Getenv("LAB_PAGE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "labserver: bad LAB_PAGE_SIZE %q\n", v)
+			os.Exit(2)
+		}
+		opts = append(opts, server.WithPaginationLimit(n))
+	}
+	s := server.NewMCPServer("labserver", "0.1.0", opts...)
+	register(s, source)
+
+	fmt.Fprintf(os.Stderr, "labserver %s pid %d ready\n", source, pid)
+	// The default stdio worker pool runs only 5 tool calls at a time; raise it
+	// to the maximum so concurrency limits seen in tests are mcpmux's own.
+	if err := server.ServeStdio(s, server.WithWorkerPoolSize(100)); err != nil {
+		fmt.Fprintf(os.Stderr, "labserver: serve: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// annotations builds a complete set of hints. readOnly tools are also
+// idempotent; no tool reaches outside the local machine.
+func annotations(readOnly, destructive bool) mcp.ToolAnnotation {
+	return mcp.ToolAnnotation{
+		ReadOnlyHint:    mcp.ToBoolPtr(readOnly),
+		DestructiveHint: mcp.ToBoolPtr(destructive),
+		IdempotentHint:  mcp.ToBoolPtr(readOnly),
+		OpenWorldHint:   mcp.ToBoolPtr(false),
+	}
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether the full wait elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func register(s *server.MCPServer, source string) {
+	s.AddTool(mcp.NewTool("search",
+		mcp.WithDescription("Search the lab source. query must be 'public' or 'private'."),
+		mcp.WithString("query", mcp.Required()),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		query := req.GetString("query", "")
+		switch query {
+		case "public":
+			return mcp.NewToolResultText(source + ": public evidence"), nil
+		case "private":
+			return mcp.NewToolResultError("service policy denies private data"), nil
+		default:
+			return mcp.NewToolResultError("unknown query"), nil
+		}
+	})
+
+	s.AddTool(mcp.NewTool("crash_for_test",
+		mcp.WithDescription("Local fault injection only; terminate this disposable test server."),
+		mcp.WithToolAnnotation(annotations(false, true)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		os.Exit(7)
+		return nil, nil
+	})
+
+	s.AddTool(mcp.NewTool("append_note",
+		mcp.WithDescription("Append a line to the LAB_NOTES file, then wait delay_ms before answering."),
+		mcp.WithString("text", mcp.Required()),
+		mcp.WithInteger("delay_ms", mcp.Min(0)),
+		mcp.WithToolAnnotation(annotations(false, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		path := os.Getenv("LAB_NOTES")
+		if path == "" {
+			return mcp.NewToolResultError("LAB_NOTES is not set"), nil
+		}
+		text, err := req.RequireString("text")
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		_, werr := f.WriteString(text + "\n")
+		cerr := f.Close()
+		if werr != nil {
+			return mcp.NewToolResultError(werr.Error()), nil
+		}
+		if cerr != nil {
+			return mcp.NewToolResultError(cerr.Error()), nil
+		}
+		delay := req.GetInt("delay_ms", 0)
+		if !sleepCtx(ctx, time.Duration(delay)*time.Millisecond) {
+			return mcp.NewToolResultError("cancelled"), nil
+		}
+		return mcp.NewToolResultText("noted"), nil
+	})
+
+	s.AddTool(mcp.NewTool("slow",
+		mcp.WithDescription("Wait ms milliseconds, then answer. Drops <LAB_STARTED_DIR>/<tag> first."),
+		mcp.WithInteger("ms", mcp.Required(), mcp.Min(0)),
+		mcp.WithString("tag"),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ms, err := req.RequireInt("ms")
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		if ms < 0 {
+			return mcp.NewToolResultError("ms must be >= 0"), nil
+		}
+		tag := req.GetString("tag", "")
+		if dir := os.Getenv("LAB_STARTED_DIR"); dir != "" {
+			name := filepath.Base(tag)
+			if tag == "" || name == "." || name == "/" || name == ".." {
+				name = "untagged"
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+		}
+		if !sleepCtx(ctx, time.Duration(ms)*time.Millisecond) {
+			return mcp.NewToolResultError("cancelled"), nil
+		}
+		return mcp.NewToolResultText(fmt.Sprintf("slept %d tag=%s", ms, tag)), nil
+	})
+
+	s.AddTool(mcp.NewTool("echo",
+		mcp.WithDescription("Echo a message, as text and as structured content."),
+		mcp.WithString("message"),
+		mcp.WithRawOutputSchema(json.RawMessage(echoOutputSchema)),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		msg := req.GetString("message", "")
+		return mcp.NewToolResultStructured(
+			map[string]any{"source": source, "message": msg},
+			source+": "+msg,
+		), nil
+	})
+
+	pick := mcp.NewToolWithRawSchema("pick", "Pick an item by id or by name.", json.RawMessage(pickSchema))
+	pick.Annotations = annotations(true, false)
+	s.AddTool(pick, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := req.GetArguments()
+		if v, ok := args["id"]; ok {
+			switch n := v.(type) {
+			case float64:
+				return mcp.NewToolResultText(fmt.Sprintf("picked %s", strconv.FormatFloat(n, 'f', -1, 64))), nil
+			case json.Number:
+				return mcp.NewToolResultText("picked " + n.String()), nil
+			default:
+				return mcp.NewToolResultError("id must be an integer"), nil
+			}
+		}
+		if v, ok := args["name"]; ok {
+			name, ok := v.(string)
+			if !ok {
+				return mcp.NewToolResultError("name must be a string"), nil
+			}
+			return mcp.NewToolResultText("picked " + name), nil
+		}
+		return mcp.NewToolResultError("either id or name is required"), nil
+	})
+
+	s.AddTool(mcp.NewTool("whoami",
+		mcp.WithDescription("Return this server's process id."),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
+	})
+
+	s.AddTool(mcp.NewTool("spawn_grandchild",
+		mcp.WithDescription("Start a long-lived 'sleep 1000' that inherits this server's stdout and stderr; return its pid."),
+		mcp.WithToolAnnotation(annotations(false, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		cmd := exec.Command("sleep", "1000")
+		// Like an npx wrapper's real server, the grandchild holds the
+		// child's output pipes open.
+		cmd.Stdout = os.Stdout
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		go func() { _ = cmd.Wait() }() // reap it if it dies while we live
+		return mcp.NewToolResultText(strconv.Itoa(cmd.Process.Pid)), nil
+	})
+
+	var (
+		extraMu sync.Mutex
+		extraOn bool
+	)
+	extra := mcp.NewTool("extra",
+		mcp.WithDescription("A tool that notify_changed adds and removes."),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	)
+	s.AddTool(mcp.NewTool("notify_changed",
+		mcp.WithDescription("Toggle the 'extra' tool, which sends notifications/tools/list_changed."),
+		mcp.WithToolAnnotation(annotations(false, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		extraMu.Lock()
+		defer extraMu.Unlock()
+		// AddTool and DeleteTools broadcast notifications/tools/list_changed
+		// themselves, because the tools capability has listChanged on.
+		if extraOn {
+			s.DeleteTools("extra")
+			extraOn = false
+			return mcp.NewToolResultText("extra off"), nil
+		}
+		s.AddTool(extra, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(source + ": extra"), nil
+		})
+		extraOn = true
+		return mcp.NewToolResultText("extra on"), nil
+	})
+}

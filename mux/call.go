@@ -1,0 +1,171 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Decision says whether a call was let through, and if not, why. The caller
+// is told the same "unknown tool" for the first three; only the log says
+// which.
+type Decision string
+
+const (
+	DecisionAllowed Decision = "allowed"
+	DecisionUnknown Decision = "unknown"
+	DecisionHidden  Decision = "hidden"
+	DecisionDenied  Decision = "denied"
+	DecisionInvalid Decision = "invalid"
+)
+
+// Outcome says how an allowed call ended.
+type Outcome string
+
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeToolError   Outcome = "tool_error"
+	OutcomeUnavailable Outcome = "unavailable"
+	OutcomeTimeout     Outcome = "timeout"
+	OutcomeInterrupted Outcome = "interrupted"
+	OutcomeRetried     Outcome = "retried"
+	// OutcomeRefused is the outcome of every call that was not allowed.
+	OutcomeRefused Outcome = "refused"
+)
+
+// ErrUnknownTool is the one refusal a caller sees for a name that is not in
+// the registry, is hidden, or is outside its policy.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Result is how one call through the mux ended.
+type Result struct {
+	Decision Decision
+	Outcome  Outcome
+	// Tool is the result to hand back; nil when Decision is unknown, hidden
+	// or denied (the caller answers with ErrUnknownTool instead).
+	Tool *mcp.CallToolResult
+}
+
+// Refused reports whether the call was refused before reaching a child.
+func (r Result) Refused() bool { return r.Decision != DecisionAllowed }
+
+// CallTool sends one call through the whole pipeline: registry look-up,
+// policy, argument validation, the child, restarts. args is the decoded
+// JSON arguments (nil means none). It writes one audit line.
+func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
+	return m.call(ctx, identity, name, args, time.Now())
+}
+
+func (m *Mux) call(ctx context.Context, identity, name string, args any, begun time.Time) Result {
+	cat := m.catalog.Load()
+	t, ok := cat.byName[name]
+	if !ok {
+		d, srv := DecisionUnknown, ""
+		if alias, hidden := cat.hidden[name]; hidden {
+			d, srv = DecisionHidden, alias
+		}
+		m.auditLine(identity, name, srv, d, OutcomeRefused, begun)
+		return Result{Decision: d, Outcome: OutcomeRefused}
+	}
+	if !m.policies.Current().For(identity).Allows(t.name, t.readOnly) {
+		m.auditLine(identity, name, t.child.alias, DecisionDenied, OutcomeRefused, begun)
+		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
+	}
+	argMap, err := argumentsObject(args)
+	if err == nil {
+		err = validateArgs(t.schema, argMap)
+	}
+	if err != nil {
+		m.auditLine(identity, name, t.child.alias, DecisionInvalid, OutcomeRefused, begun)
+		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
+			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
+	}
+	res, outcome := m.forward(ctx, t, argMap)
+	m.auditLine(identity, name, t.child.alias, DecisionAllowed, outcome, begun)
+	return Result{Decision: DecisionAllowed, Outcome: outcome, Tool: res}
+}
+
+func argumentsObject(args any) (map[string]any, error) {
+	switch a := args.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any:
+		return a, nil
+	default:
+		return nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
+	}
+}
+
+// forward calls the child, waiting for it to be ready, and re-runs a
+// read-only call once if the child died under it.
+func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.CallToolResult, Outcome) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	defer cancel()
+	retried := false
+	for {
+		sess, err := t.child.session(ctx)
+		if err != nil {
+			if errors.Is(err, ErrUnavailable) {
+				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
+			}
+			return m.ctxEnded(ctx, t)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = t.orig
+		req.Params.Arguments = args
+		res, err := sess.client.CallTool(ctx, req)
+		if err == nil {
+			switch {
+			case retried:
+				return res, OutcomeRetried
+			case res.IsError:
+				return res, OutcomeToolError
+			default:
+				return res, OutcomeOK
+			}
+		}
+		if ctx.Err() != nil {
+			return m.ctxEnded(ctx, t)
+		}
+		if errors.Is(err, transport.ErrTransportClosed) || sess.waitLost(ctx) {
+			if t.readOnly && !retried {
+				retried = true
+				t.child.log.Warn().Str("tool", t.name).Msg("server exited during a read-only call; retrying once on the restarted server")
+				continue
+			}
+			return mcp.NewToolResultError(fmt.Sprintf(
+				"server %s exited during the call to %s; the call may or may not have taken effect, and it was not retried",
+				t.child.alias, t.name)), OutcomeInterrupted
+		}
+		// The child answered with a JSON-RPC error: tell the model what it said.
+		return mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err)), OutcomeToolError
+	}
+}
+
+// ctxEnded answers a call whose context ended: the call timeout, or the
+// caller going away (whose answer nobody reads).
+func (m *Mux) ctxEnded(ctx context.Context, t *tool) (*mcp.CallToolResult, Outcome) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return mcp.NewToolResultError(fmt.Sprintf(
+			"the call to %s timed out after %s; server %s was told to cancel it",
+			t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout
+	}
+	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeTimeout
+}
+
+// auditLine writes the one line every call leaves. Argument values never
+// appear in it.
+func (m *Mux) auditLine(identity, name, server string, d Decision, o Outcome, begun time.Time) {
+	m.audit.Info().
+		Str("identity", identity).
+		Str("tool", name).
+		Str("server", server).
+		Str("decision", string(d)).
+		Str("outcome", string(o)).
+		Int64("duration_ms", time.Since(begun).Milliseconds()).
+		Msg("call")
+}

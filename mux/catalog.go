@@ -1,0 +1,176 @@
+package mux
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/kaptinlin/jsonschema"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/internal/glob"
+)
+
+// tool is one exposed tool: where it goes and how its arguments are checked.
+// It is immutable once built.
+type tool struct {
+	name     string // exposed
+	orig     string // the child's own name
+	child    *child
+	readOnly bool
+	def      mcp.Tool // as listed upstream: the child's definition under the exposed name
+	schema   *jsonschema.Schema
+}
+
+// childCatalog is what one child offers, built once per tools/list.
+type childCatalog struct {
+	tools  []*tool
+	hidden []string // exposed forms of hidden tools, so the audit can say "hidden"
+}
+
+// catalog is the merged, immutable snapshot every call and list reads.
+type catalog struct {
+	tools  []*tool // config order of servers, then each child's order
+	byName map[string]*tool
+	hidden map[string]string // exposed form -> alias
+	wire   []byte            // the tools as listed, to tell whether anything changed
+}
+
+var emptyCatalog = &catalog{byName: map[string]*tool{}, hidden: map[string]string{}}
+
+// wireTool is a tool as a child lists it. Schemas stay raw: mcp-go's typed
+// schema drops keywords such as oneOf and $schema.
+type wireTool struct {
+	Name         string             `json:"name"`
+	Title        string             `json:"title,omitempty"`
+	Description  string             `json:"description,omitempty"`
+	InputSchema  json.RawMessage    `json:"inputSchema"`
+	OutputSchema json.RawMessage    `json:"outputSchema,omitempty"`
+	Annotations  mcp.ToolAnnotation `json:"annotations"`
+	Meta         *mcp.Meta          `json:"_meta,omitempty"`
+	Icons        []mcp.Icon         `json:"icons,omitempty"`
+	Execution    *mcp.ToolExecution `json:"execution,omitempty"`
+}
+
+// buildChildCatalog turns a child's raw tool list into exposed tools. A tool
+// that cannot be offered safely is left out and the log says why; it never
+// fails the whole catalog.
+func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
+	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
+	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
+	names := newNamer(c.alias, m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength)
+	compiler := newCompiler()
+	cat := &childCatalog{}
+	for i, r := range raw {
+		var w wireTool
+		if err := json.Unmarshal(r, &w); err != nil || w.Name == "" {
+			c.log.Warn().Int("index", i).AnErr("error", err).Msg("tool left out: not a valid tool definition")
+			continue
+		}
+		log := c.log.With().Str("child_tool", w.Name).Logger()
+		if hide.Match(w.Name) {
+			cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+sanitize(w.Name))
+			log.Debug().Msg("tool hidden by config")
+			continue
+		}
+		if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired {
+			log.Warn().Msg("tool left out: it can only run as a task, which mcpmux does not relay yet")
+			continue
+		}
+		if len(bytes.TrimSpace(w.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(w.InputSchema), []byte("null")) {
+			w.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		schema, err := compileSchema(compiler, w.InputSchema)
+		if err != nil {
+			log.Warn().Err(err).Msg("tool left out: its inputSchema does not compile")
+			continue
+		}
+		def := mcp.Tool{
+			Title:          w.Title,
+			Description:    w.Description,
+			RawInputSchema: w.InputSchema,
+			Annotations:    w.Annotations,
+			Meta:           w.Meta,
+			Icons:          w.Icons,
+		}
+		if len(w.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(w.OutputSchema), []byte("null")) {
+			def.RawOutputSchema = w.OutputSchema
+		}
+		if err := mcp.ValidateParamHeaderAnnotations(&def); err != nil {
+			log.Warn().Err(err).Msg("tool left out: invalid x-mcp-header annotations")
+			continue
+		}
+		exposed, collided := names.name(w.Name)
+		if collided {
+			log.Warn().Str("tool", exposed).Msg("exposed name collided with another tool of this server; a hash was appended")
+		}
+		def.Name = exposed
+		ro := readOnly.Match(w.Name) ||
+			c.cfg.TrustAnnotations && w.Annotations.ReadOnlyHint != nil && *w.Annotations.ReadOnlyHint
+		cat.tools = append(cat.tools, &tool{
+			name: exposed, orig: w.Name, child: c, readOnly: ro, def: def, schema: schema,
+		})
+	}
+	return cat
+}
+
+// rebuildCatalog merges what every child lists now and, if the result
+// differs from the current snapshot, publishes it. Upstream sessions then
+// get notifications/tools/list_changed from mcp-go.
+func (m *Mux) rebuildCatalog() {
+	m.publishMu.Lock()
+	defer m.publishMu.Unlock()
+	next := &catalog{byName: map[string]*tool{}, hidden: map[string]string{}}
+	var wire bytes.Buffer
+	for _, c := range m.children {
+		listed := c.state.Load().listed
+		if listed == nil {
+			continue
+		}
+		for _, h := range listed.hidden {
+			next.hidden[h] = c.alias
+		}
+		for _, t := range listed.tools {
+			next.tools = append(next.tools, t)
+			next.byName[t.name] = t
+			b, err := json.Marshal(t.def)
+			if err != nil {
+				// Cannot happen for a definition built from decoded JSON; keep
+				// the change visible rather than silently equal.
+				b = []byte(fmt.Sprintf("%p", t))
+			}
+			wire.Write(b)
+			fmt.Fprintf(&wire, "|%s|%t\n", t.orig, t.readOnly)
+		}
+	}
+	next.wire = wire.Bytes()
+	prev := m.catalog.Load()
+	if bytes.Equal(prev.wire, next.wire) && len(prev.hidden) == len(next.hidden) {
+		// Same tools; the new snapshot still matters for the hidden names
+		// and for the schemas of a new child generation.
+		m.catalog.Store(next)
+		m.setServerTools(next, false)
+		return
+	}
+	m.catalog.Store(next)
+	m.setServerTools(next, true)
+	m.log.Info().Int("tools", len(next.tools)).Msg("catalog changed")
+}
+
+// setServerTools registers the snapshot's tools with the upstream server.
+func (m *Mux) setServerTools(cat *catalog, changed bool) {
+	if m.srv == nil {
+		return
+	}
+	if !changed {
+		// mcp-go's SetTools always announces a change; only the handlers
+		// would be refreshed here, and they resolve the tool per call anyway.
+		return
+	}
+	entries := make([]server.ServerTool, 0, len(cat.tools))
+	for _, t := range cat.tools {
+		entries = append(entries, server.ServerTool{Tool: t.def, Handler: m.handleCall})
+	}
+	m.srv.SetTools(entries...)
+}

@@ -1,0 +1,500 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
+)
+
+// childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
+// revision has no initialize; pinning the last one that does makes every
+// restart a real, fresh handshake.
+const childProtocolVersion = "2025-11-25"
+
+// Restart backoff: the first restart comes quickly, later ones slow down to
+// at most maxBackoff; a child that stayed up for healthyUptime starts over.
+const (
+	minBackoff    = 100 * time.Millisecond
+	maxBackoff    = 30 * time.Second
+	healthyUptime = 10 * time.Second
+	// maxListPages bounds tools/list paging, so a child whose cursors never
+	// end cannot keep mcpmux reading forever.
+	maxListPages = 1000
+	// drainGrace is how long an exited child's stdout may still be read for
+	// answers it wrote just before exiting.
+	drainGrace = time.Second
+)
+
+// Phase is where a child is in its life.
+type Phase string
+
+const (
+	PhaseStarting   Phase = "starting"
+	PhaseReady      Phase = "ready"
+	PhaseRestarting Phase = "restarting"
+	PhaseDown       Phase = "down"
+	PhaseStopped    Phase = "stopped"
+)
+
+// ErrUnavailable is wrapped by errors for calls whose child was not ready in
+// time.
+var ErrUnavailable = errors.New("unavailable")
+
+// errSessionLost means the child's process or its stdout went away while a
+// request was in flight.
+var errSessionLost = errors.New("server exited")
+
+// child supervises one child server. Its run goroutine is the only writer of
+// everything here; callers read the published state, which is immutable.
+type child struct {
+	alias string
+	cfg   config.Server
+	deps  *Mux
+	log   zerolog.Logger
+
+	state   atomic.Pointer[childState]
+	refresh chan struct{} // the child said its tool list changed
+}
+
+// childState is one published moment of a child's life. It is never
+// modified; a new one replaces it and closes changed.
+type childState struct {
+	phase   Phase
+	sess    *session      // non-nil only when ready
+	listed  *childCatalog // tools currently offered upstream; nil when withdrawn
+	attempt int           // consecutive failed starts
+	lastErr error
+	changed chan struct{}
+}
+
+func newChild(m *Mux, cfg config.Server) *child {
+	c := &child{
+		alias:   cfg.Alias,
+		cfg:     cfg,
+		deps:    m,
+		log:     m.log.With().Str("server", cfg.Alias).Logger(),
+		refresh: make(chan struct{}, 1),
+	}
+	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
+	return c
+}
+
+// publish replaces the state. Only the run goroutine calls it.
+func (c *child) publish(st childState) {
+	st.changed = make(chan struct{})
+	old := c.state.Swap(&st)
+	close(old.changed)
+	if old.listed != st.listed {
+		c.deps.rebuildCatalog()
+	}
+}
+
+// session returns a ready session, waiting up to the startup timeout for the
+// child to become ready.
+func (c *child) session(ctx context.Context) (*session, error) {
+	timer := time.NewTimer(c.cfg.StartupTimeout)
+	defer timer.Stop()
+	for {
+		st := c.state.Load()
+		if st.sess != nil && !st.sess.isLost() {
+			return st.sess, nil
+		}
+		select {
+		case <-st.changed:
+		case <-timer.C:
+			return nil, c.unavailable(c.state.Load())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *child) unavailable(st *childState) error {
+	why := "not ready within " + c.cfg.StartupTimeout.String()
+	switch {
+	case st.phase == PhaseStopped:
+		why = "mcpmux is shutting down"
+	case st.lastErr != nil:
+		why = st.lastErr.Error()
+	}
+	return fmt.Errorf("server %s is %w: %s", c.alias, ErrUnavailable, why)
+}
+
+// run supervises the child until ctx ends, then stops it. firstDone is
+// called once, after the first start attempt has succeeded or failed.
+func (c *child) run(ctx context.Context, firstDone func()) {
+	var (
+		attempt  int
+		listed   *childCatalog
+		withdraw <-chan time.Time // fires when a restarting child has been gone too long
+		first    = true
+	)
+	for {
+		// Start in a goroutine so that the withdrawal deadline can fire while
+		// a slow attempt is still under way; the loop always collects it.
+		type started struct {
+			sess *session
+			cat  *childCatalog
+			err  error
+		}
+		res := make(chan started, 1)
+		go func() {
+			s, cat, err := c.start(ctx)
+			res <- started{s, cat, err}
+		}()
+		var r started
+	wait:
+		for {
+			select {
+			case r = <-res:
+				break wait
+			case <-withdraw:
+				withdraw = nil
+				listed = nil
+				st := *c.state.Load()
+				st.listed = nil
+				c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
+				c.publish(st)
+			}
+		}
+		if first {
+			first = false
+			defer firstDone() // in case ctx ended during the first attempt
+		}
+		if r.err != nil {
+			if ctx.Err() != nil {
+				c.publish(childState{phase: PhaseStopped, listed: listed})
+				return
+			}
+			attempt++
+			c.log.Error().Err(r.err).Int("attempt", attempt).Msg("server failed to start")
+			phase := PhaseDown
+			if listed != nil {
+				phase = PhaseRestarting
+			}
+			c.publish(childState{phase: phase, listed: listed, attempt: attempt, lastErr: r.err})
+			firstDone()
+			if !c.sleep(ctx, backoff(attempt), &withdraw, &listed) {
+				c.publish(childState{phase: PhaseStopped, listed: listed})
+				return
+			}
+			continue
+		}
+
+		sess := r.sess
+		withdraw = nil
+		listed = r.cat
+		c.log.Info().Int("pid", sess.proc.Pid()).Int("tools", len(r.cat.tools)).Msg("server ready")
+		c.publish(childState{phase: PhaseReady, sess: sess, listed: listed})
+		firstDone()
+
+		why := c.serve(ctx, sess, &listed)
+		uptime := time.Since(sess.started)
+		if ctx.Err() != nil {
+			// The tools stay listed while mcpmux stops: withdrawing them
+			// would only send clients a list_changed on the way out.
+			c.publish(childState{phase: PhaseStopped, listed: listed})
+			c.stopSession(sess)
+			return
+		}
+		c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server exited; restarting")
+		c.teardown(sess)
+		if uptime >= healthyUptime {
+			attempt = 0
+		}
+		attempt++
+		c.publish(childState{phase: PhaseRestarting, listed: listed, attempt: attempt, lastErr: fmt.Errorf("restarting after it exited (%s)", why)})
+		withdraw = time.After(c.cfg.StartupTimeout)
+		if !c.sleep(ctx, backoff(attempt), &withdraw, &listed) {
+			c.publish(childState{phase: PhaseStopped, listed: listed})
+			return
+		}
+	}
+}
+
+// sleep waits d, withdrawing the child's tools if the deadline passes
+// meanwhile. It reports false when ctx ended.
+func (c *child) sleep(ctx context.Context, d time.Duration, withdraw *<-chan time.Time, listed **childCatalog) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-*withdraw:
+			*withdraw = nil
+			*listed = nil
+			st := *c.state.Load()
+			st.listed = nil
+			c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
+			c.publish(st)
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := minBackoff
+	for i := 1; i < attempt && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// serve watches a ready session until it is lost or ctx ends, re-reading the
+// catalog whenever the child says it changed. It returns why it stopped.
+func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog) string {
+	for {
+		select {
+		case <-ctx.Done():
+			return "mcpmux stopping"
+		case <-sess.proc.Done():
+			return exitReason(sess.proc.ExitErr())
+		case <-sess.eof:
+			return "closed its stdout"
+		case <-c.refresh:
+			lctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
+			cat, err := c.readCatalog(lctx, sess)
+			cancel()
+			if err != nil {
+				c.log.Error().Err(err).Msg("re-reading the tool list failed; keeping the previous one")
+				continue
+			}
+			*listed = cat
+			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
+		}
+	}
+}
+
+func exitReason(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// session is one process generation of a child and the MCP session on it.
+type session struct {
+	proc    *childproc.Process
+	tr      *transport.Stdio
+	client  *client.Client
+	started time.Time
+	eof     chan struct{} // closed when the child's stdout ends
+	ids     atomic.Uint64 // for mcpmux's own raw requests
+	logDone sync.WaitGroup
+}
+
+func (s *session) isLost() bool {
+	select {
+	case <-s.proc.Done():
+		return true
+	case <-s.eof:
+		return true
+	default:
+		return false
+	}
+}
+
+// lost is closed... callers use waitLost to tell a dead child from another error.
+func (s *session) waitLost(ctx context.Context) bool {
+	if s.isLost() {
+		return true
+	}
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-s.proc.Done():
+		return true
+	case <-s.eof:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return s.isLost()
+	}
+}
+
+// start launches the process, runs initialize and reads the catalog, all
+// within the startup timeout.
+func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
+	defer cancel()
+	proc, err := c.deps.spawner.Start(sctx, childproc.Spec{
+		Path: c.cfg.Command,
+		Args: c.cfg.Args,
+		Env:  c.cfg.Environ(c.deps.environ),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sess := &session{proc: proc, started: time.Now(), eof: make(chan struct{})}
+	sess.logDone.Add(1)
+	go func() {
+		defer sess.logDone.Done()
+		c.logStderr(proc.Stderr, proc.Pid())
+	}()
+	sess.tr = transport.NewIO(&eofReader{r: proc.Stdout, eof: sess.eof}, proc.Stdin, nil)
+	sess.client = client.NewClient(sess.tr, client.WithProtocolVersion(childProtocolVersion))
+	// The transport keeps this context for requests the child sends us; it
+	// must live as long as the session, not the start-up.
+	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: start: %w", c.alias, err)
+	}
+	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
+		// Runs on the transport's read goroutine: hand off, never block.
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case c.refresh <- struct{}{}:
+			default:
+			}
+		}
+	})
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = childProtocolVersion
+	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
+	if _, err := sess.client.Initialize(sctx, init); err != nil {
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: initialize: %w", c.alias, c.startErr(sctx, sess, err))
+	}
+	cat, err := c.readCatalog(sctx, sess)
+	if err != nil {
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: tools/list: %w", c.alias, c.startErr(sctx, sess, err))
+	}
+	return sess, cat, nil
+}
+
+// startErr explains a failed start-up step in the terms an operator needs.
+func (c *child) startErr(ctx context.Context, sess *session, err error) error {
+	if sess.waitLost(ctx) {
+		select {
+		case <-sess.proc.Done():
+			return fmt.Errorf("process exited (%s)", exitReason(sess.proc.ExitErr()))
+		default:
+			return errors.New("process closed its stdout")
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s", c.cfg.StartupTimeout)
+	}
+	return err
+}
+
+// abort kills a session that never became ready.
+func (c *child) abort(sess *session) {
+	sess.proc.Kill()
+	c.teardown(sess)
+}
+
+// stopSession stops a healthy session gracefully, as on shutdown.
+func (c *child) stopSession(sess *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
+	defer cancel()
+	sess.proc.Stop(ctx)
+	c.teardown(sess)
+}
+
+// teardown releases what a dead session holds. The process has exited or
+// been killed; its stdout is read until it ends (or drainGrace), so that an
+// answer written just before the exit still reaches its caller.
+func (c *child) teardown(sess *session) {
+	<-sess.proc.Done()
+	t := time.NewTimer(drainGrace)
+	select {
+	case <-sess.eof:
+	case <-t.C:
+	}
+	t.Stop()
+	_ = sess.tr.Close()
+	_ = sess.proc.Stdout.Close()
+	_ = sess.proc.Stderr.Close()
+	sess.logDone.Wait()
+}
+
+// logStderr logs the child's stderr line by line until it ends.
+func (c *child) logStderr(r io.Reader, pid int) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	for sc.Scan() {
+		c.log.Info().Int("pid", pid).Str("stderr", sc.Text()).Msg("server stderr")
+	}
+}
+
+// eofReader closes eof when the underlying reader fails or ends.
+type eofReader struct {
+	r    io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
+}
+
+// listPage is a tools/list result kept raw, so that no schema keyword is lost
+// on the way through.
+type listPage struct {
+	Tools      []json.RawMessage `json:"tools"`
+	NextCursor string            `json:"nextCursor"`
+}
+
+// readCatalog reads the child's whole tool list and builds its catalog.
+func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
+	var raw []json.RawMessage
+	cursor := ""
+	seen := map[string]bool{}
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("more than %d pages", maxListPages)
+		}
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		// String ids keep these apart from the client's numeric ones.
+		id := mcp.NewRequestId(fmt.Sprintf("mcpmux-list-%d", sess.ids.Add(1)))
+		resp, err := sess.tr.SendRequest(ctx, transport.JSONRPCRequest{
+			JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsList), Params: params,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, resp.Error.AsError()
+		}
+		var p listPage
+		if err := json.Unmarshal(resp.Result, &p); err != nil {
+			return nil, fmt.Errorf("decode page %d: %w", page+1, err)
+		}
+		raw = append(raw, p.Tools...)
+		if p.NextCursor == "" {
+			break
+		}
+		if seen[p.NextCursor] {
+			return nil, fmt.Errorf("cursor %q repeats", p.NextCursor)
+		}
+		seen[p.NextCursor] = true
+		cursor = p.NextCursor
+	}
+	return c.deps.buildChildCatalog(c, raw), nil
+}

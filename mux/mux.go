@@ -1,0 +1,178 @@
+// Package mux is the multiplexer: it supervises the child servers, merges
+// their catalogs into one immutable snapshot, routes each call by a registry
+// look-up, enforces hiding, argument validation and per-identity policy, and
+// serves the result upstream as one MCP server.
+//
+// Where things live:
+//   - child.go: one child's process, MCP session, restarts and catalog reads;
+//   - catalog.go: exposed tools and the merged snapshot;
+//   - call.go: the call pipeline and its audit line;
+//   - upstream.go: the mcp-go server, sessions and list_changed;
+//   - names.go, schema.go: exposed names and argument checking.
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// Version is mcpmux's version, reported to clients and children.
+var Version = "0.1.0-dev"
+
+// Mux multiplexes the child servers of one config.
+type Mux struct {
+	cfg      *config.Config
+	policies *policy.Store
+	log      zerolog.Logger
+	audit    zerolog.Logger
+	environ  []string
+
+	children []*child // config order
+	spawner  *childproc.Spawner
+	catalog  atomic.Pointer[catalog]
+
+	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
+	srv       *server.MCPServer
+	sessions  sessions
+
+	initial     chan struct{} // closed once every child's first start is over
+	initialOnce sync.Once
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New prepares a Mux for cfg. It starts nothing; call Start.
+func New(cfg *config.Config, policies *policy.Store, log zerolog.Logger) (*Mux, error) {
+	for _, s := range cfg.Servers {
+		need := len(s.Alias) + len(cfg.Mux.Separator) + 1 + 1 + hashLen
+		if cfg.Mux.MaxNameLength < need {
+			return nil, fmt.Errorf("max_name_length %d is too short for server %s: it needs at least %d",
+				cfg.Mux.MaxNameLength, s.Alias, need)
+		}
+	}
+	m := &Mux{
+		cfg:      cfg,
+		policies: policies,
+		log:      log,
+		audit:    log.With().Str("log", "audit").Logger(),
+		environ:  os.Environ(),
+		initial:  make(chan struct{}),
+	}
+	m.catalog.Store(emptyCatalog)
+	for _, s := range cfg.Servers {
+		m.children = append(m.children, newChild(m, s))
+	}
+	m.srv = m.newServer()
+	return m, nil
+}
+
+// Start launches every child's supervisor. Children start in parallel; the
+// first tools/list waits for them (see WaitReady).
+func (m *Mux) Start(ctx context.Context) {
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.spawner = childproc.NewSpawner()
+	var pending sync.WaitGroup
+	pending.Add(len(m.children))
+	for _, c := range m.children {
+		var once sync.Once
+		m.wg.Go(func() { c.run(ctx, func() { once.Do(pending.Done) }) })
+	}
+	m.wg.Go(func() {
+		pending.Wait()
+		m.initialOnce.Do(func() { close(m.initial) })
+	})
+}
+
+// WaitReady waits until every child has become ready or failed its first
+// start, or ctx ends. Each child's attempt is bounded by its own
+// startup_timeout.
+func (m *Mux) WaitReady(ctx context.Context) error {
+	select {
+	case <-m.initial:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops every child (stdin closed, then SIGTERM, then SIGKILL to its
+// process group) and waits for all of mcpmux's goroutines.
+func (m *Mux) Close() {
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	m.wg.Wait()
+	m.spawner.Close()
+}
+
+// Server returns the upstream MCP server, for transports to serve.
+func (m *Mux) Server() *server.MCPServer { return m.srv }
+
+// ToolInfo describes one tool as an identity sees it.
+type ToolInfo struct {
+	Name     string
+	Server   string
+	Original string
+	ReadOnly bool
+	Def      any // the definition as listed upstream (mcp.Tool)
+}
+
+// Tools lists what identity may see, in catalog order.
+func (m *Mux) Tools(identity string) []ToolInfo {
+	var out []ToolInfo
+	for _, t := range m.visible(identity, m.catalog.Load()) {
+		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, Original: t.orig, ReadOnly: t.readOnly, Def: t.def})
+	}
+	return out
+}
+
+// ChildStatus is one child's published state, for status output.
+type ChildStatus struct {
+	Alias   string
+	Phase   Phase
+	Attempt int
+	LastErr error
+	Tools   int
+}
+
+// Status reports every child's state in config order.
+func (m *Mux) Status() []ChildStatus {
+	var out []ChildStatus
+	for _, c := range m.children {
+		st := c.state.Load()
+		n := 0
+		if st.listed != nil {
+			n = len(st.listed.tools)
+		}
+		out = append(out, ChildStatus{Alias: c.alias, Phase: st.phase, Attempt: st.attempt, LastErr: st.lastErr, Tools: n})
+	}
+	return out
+}
+
+// visible returns the tools of cat that identity may see, in order.
+func (m *Mux) visible(identity string, cat *catalog) []*tool {
+	p := m.policies.Current().For(identity)
+	var out []*tool
+	for _, t := range cat.tools {
+		if p.Allows(t.name, t.readOnly) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// errNotStarted guards against calls before Start.
+var errNotStarted = errors.New("mux not started")

@@ -1,0 +1,138 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kaptinlin/jsonschema"
+)
+
+// newCompiler returns a compiler that never leaves the machine: a child's
+// schema must not make mcpmux fetch anything. One compiler serves one child
+// catalog generation, since compiling the same $id twice on one compiler
+// returns the first schema.
+func newCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	for scheme := range c.Loaders {
+		delete(c.Loaders, scheme)
+	}
+	return c
+}
+
+// compileSchema compiles one tool's inputSchema. A schema whose $refs do not
+// all resolve is refused: jsonschema v0.9.8 would otherwise accept anything
+// against it.
+func compileSchema(c *jsonschema.Compiler, raw []byte) (*jsonschema.Schema, error) {
+	s, err := c.Compile(raw)
+	if err != nil {
+		return nil, err
+	}
+	if refs := s.UnresolvedReferenceURIs(); len(refs) > 0 {
+		return nil, fmt.Errorf("unresolvable $ref: %s", strings.Join(refs, ", "))
+	}
+	return s, nil
+}
+
+// errInvalidArguments marks a validation failure; its text is written for
+// the model and names each failing path.
+var errInvalidArguments = errors.New("invalid arguments")
+
+// validateArgs checks args against a compiled schema and returns an error
+// whose message lists every leaf failure with its JSON pointer.
+func validateArgs(s *jsonschema.Schema, args map[string]any) error {
+	res := s.ValidateMap(args)
+	if res.IsValid() {
+		return nil
+	}
+	problems := leafErrors(res)
+	if len(problems) == 0 {
+		problems = []string{"(root): does not match the schema"}
+	}
+	return fmt.Errorf("%w:\n- %s", errInvalidArguments, strings.Join(problems, "\n- "))
+}
+
+// leafErrors renders the deepest failures of a result, one per path, in a
+// stable order. A property that is missing is reported by "required" on its
+// parent; the library also evaluates the missing value as null against the
+// property's own schema, and that echo is dropped.
+func leafErrors(res *jsonschema.EvaluationResult) []string {
+	type leaf struct{ path, keyword, msg string }
+	var leaves []leaf
+	missing := map[string]bool{}
+	var walk func(r *jsonschema.EvaluationResult)
+	walk = func(r *jsonschema.EvaluationResult) {
+		if r.Valid {
+			return
+		}
+		childInvalid := false
+		for _, d := range r.Details {
+			if !d.Valid {
+				childInvalid = true
+				walk(d)
+			}
+		}
+		for kw, e := range r.Errors {
+			if kw == "required" {
+				for _, p := range missingProps(e.Params) {
+					missing[r.InstanceLocation+"/"+p] = true
+				}
+			}
+			// An error on a node with failing children summarises them
+			// ("properties do not match"), except for the keywords that only
+			// ever report on this node itself.
+			if childInvalid && !selfKeyword(kw) {
+				continue
+			}
+			leaves = append(leaves, leaf{r.InstanceLocation, kw, e.Error()})
+		}
+	}
+	walk(res)
+
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range leaves {
+		if missing[l.path] && l.keyword != "required" {
+			continue
+		}
+		path := l.path
+		if path == "" {
+			path = "(root)"
+		}
+		line := path + ": " + l.msg
+		if !seen[line] {
+			seen[line] = true
+			out = append(out, line)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// selfKeyword reports keywords whose error concerns the node itself even when
+// some of its children also fail.
+func selfKeyword(kw string) bool {
+	switch kw {
+	case "required", "type", "minProperties", "maxProperties", "additionalProperties",
+		"dependentRequired", "const", "enum", "minItems", "maxItems", "uniqueItems":
+		return true
+	}
+	return false
+}
+
+func missingProps(params map[string]any) []string {
+	// v0.9.8 reports one missing property as "property": "'a'" and several
+	// as "properties": "'a', 'b'".
+	var out []string
+	for _, key := range []string{"property", "properties"} {
+		v, _ := params[key].(string)
+		for _, p := range strings.Split(v, ",") {
+			p = strings.Trim(strings.TrimSpace(p), "'\"")
+			if p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

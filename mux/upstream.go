@@ -1,0 +1,245 @@
+package mux
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// Upstream concurrency: the stdio server runs 5 tool calls at a time unless
+// told otherwise, which would serialise slow calls behind each other.
+const (
+	stdioWorkers = 100 // mcp-go v1.2.1 caps the pool here
+	stdioQueue   = 4096
+)
+
+type identityKey struct{}
+
+// WithIdentity returns a context that carries the caller's authenticated
+// identity. Identity never comes from the request body.
+func WithIdentity(ctx context.Context, identity string) context.Context {
+	return context.WithValue(ctx, identityKey{}, identity)
+}
+
+// IdentityFrom returns the identity WithIdentity stored, or "".
+func IdentityFrom(ctx context.Context) string {
+	id, _ := ctx.Value(identityKey{}).(string)
+	return id
+}
+
+// newServer builds the upstream MCP server. mcp-go owns the protocol; the
+// mux plugs in where it decides: which tools a caller sees (the filter), what
+// a call does (the handler), and what happens around lists and refusals
+// (hooks).
+func (m *Mux) newServer() *server.MCPServer {
+	hooks := &server.Hooks{}
+	hooks.AddBeforeListTools(m.beforeListTools)
+	hooks.AddAfterListTools(m.afterListTools)
+	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest) {
+		_ = m.WaitReady(ctx)
+	})
+	hooks.AddOnError(m.auditRefusal)
+	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
+		m.sessions.add(s.SessionID(), IdentityFrom(ctx))
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
+		m.sessions.remove(s.SessionID())
+	})
+	return server.NewMCPServer("mcpmux", Version,
+		server.WithToolCapabilities(true),
+		server.WithToolFilter(m.filterTools),
+		server.WithHooks(hooks),
+		server.WithRecovery(),
+	)
+}
+
+// ServeStdio serves one client over in and out as identity until in ends or
+// ctx is done.
+func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
+	s := server.NewStdioServer(m.srv)
+	s.SetErrorLogger(log.New(m.log.With().Str("component", "stdio").Logger(), "", 0))
+	server.WithWorkerPoolSize(stdioWorkers)(s)
+	server.WithQueueSize(stdioQueue)(s)
+	// The session is registered with Listen's context, so the identity must
+	// already be in it for list_changed to find the session.
+	return s.Listen(WithIdentity(ctx, identity), in, out)
+}
+
+// filterTools is the access check mcp-go applies to tools/list and to every
+// tools/call. It answers from the mux's own snapshot and in its order.
+func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	identity := IdentityFrom(ctx)
+	p := m.policies.Current().For(identity)
+	cat := m.catalog.Load()
+	if len(tools) == 1 {
+		// A call-time check: one tool, no order to keep.
+		t, ok := cat.byName[tools[0].Name]
+		if ok && p.Allows(t.name, t.readOnly) {
+			return tools
+		}
+		return nil
+	}
+	out := make([]mcp.Tool, 0, len(cat.tools))
+	for _, t := range m.visible(identity, cat) {
+		out = append(out, t.def)
+	}
+	return out
+}
+
+// handleCall is the handler of every exposed tool.
+func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	r := m.CallTool(ctx, IdentityFrom(ctx), req.Params.Name, req.Params.Arguments)
+	if r.Tool == nil {
+		// Only when the catalog or policy changed between mcp-go's check and
+		// this one.
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
+	}
+	return r.Tool, nil
+}
+
+// auditRefusal writes the audit line for calls mcp-go refused before they
+// reached the handler: names outside the registry or the caller's policy.
+func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+	if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
+		return
+	}
+	req, ok := message.(*mcp.CallToolRequest)
+	if !ok {
+		return
+	}
+	// Re-running the look-up classifies the refusal for the log.
+	m.classifyRefusal(ctx, req.Params.Name)
+}
+
+func (m *Mux) classifyRefusal(ctx context.Context, name string) {
+	cat := m.catalog.Load()
+	d, srv := DecisionUnknown, ""
+	if t, ok := cat.byName[name]; ok {
+		d, srv = DecisionDenied, t.child.alias
+	} else if alias, ok := cat.hidden[name]; ok {
+		d, srv = DecisionHidden, alias
+	}
+	m.auditLine(IdentityFrom(ctx), name, srv, d, OutcomeRefused, time.Now())
+}
+
+// Paging. mcp-go pages by name order; the mux keeps catalog order, so with
+// page_size set it cuts the pages itself after mcp-go built the full list.
+
+const cursorPrefix = "mcpmux:"
+
+func encodeCursor(offset int) string {
+	return base64.StdEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
+}
+
+func decodeCursor(c string) (int, bool) {
+	b, err := base64.StdEncoding.DecodeString(c)
+	if err != nil || !strings.HasPrefix(string(b), cursorPrefix) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(string(b), cursorPrefix))
+	return n, err == nil && n >= 0
+}
+
+// invalidCursor is not base64, so mcp-go answers -32602 for it.
+const invalidCursor = "!"
+
+func (m *Mux) beforeListTools(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
+	_ = m.WaitReady(ctx)
+	if c := req.Params.Cursor; c != "" {
+		if _, ok := decodeCursor(string(c)); !ok || m.cfg.Mux.PageSize == 0 {
+			req.Params.Cursor = invalidCursor
+		}
+	}
+}
+
+func (m *Mux) afterListTools(ctx context.Context, _ any, req *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+	size := m.cfg.Mux.PageSize
+	if size == 0 || res == nil {
+		return
+	}
+	all := m.filterTools(ctx, nil)
+	start, _ := decodeCursor(string(req.Params.Cursor))
+	start = min(start, len(all))
+	end := min(start+size, len(all))
+	res.Tools = all[start:end]
+	res.NextCursor = ""
+	if end < len(all) {
+		res.NextCursor = mcp.Cursor(encodeCursor(end))
+	}
+}
+
+// sessions maps upstream session ids to identities, for list_changed. It is
+// touched when sessions come and go and when policies change, never by calls.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]string
+}
+
+func (s *sessions) add(id, identity string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[string]string{}
+	}
+	s.byID[id] = identity
+}
+
+func (s *sessions) remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+}
+
+func (s *sessions) of(identities map[string]bool) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, who := range s.byID {
+		if identities[who] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// PolicyChanged tells the sessions of every identity whose visible tools
+// changed between old and new that their tool list changed.
+func (m *Mux) PolicyChanged(old, new *policy.Set) {
+	cat := m.catalog.Load()
+	affected := map[string]bool{}
+	for _, id := range policy.Changed(old, new) {
+		if !slices.Equal(visibleUnder(old.For(id), cat), visibleUnder(new.For(id), cat)) {
+			affected[id] = true
+		}
+	}
+	if len(affected) == 0 {
+		return
+	}
+	for _, sid := range m.sessions.of(affected) {
+		if err := m.srv.SendNotificationToSpecificClient(sid, mcp.MethodNotificationToolsListChanged, nil); err != nil {
+			m.log.Warn().Err(err).Str("session", sid).Msg("could not send tools/list_changed")
+		}
+	}
+}
+
+func visibleUnder(p *policy.Policy, cat *catalog) []string {
+	var out []string
+	for _, t := range cat.tools {
+		if p.Allows(t.name, t.readOnly) {
+			out = append(out, t.name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,365 @@
+// Package policy owns mcpmux's policy files: it parses them, matches tool
+// names against them, and watches the policy directory so that an edited
+// policy takes effect without a restart.
+//
+// Each identity has one file, <identity>.toml, in the policy directory:
+//
+//	allow = ["docs__*"]              # tools this identity may see and call
+//	allow_read_only = ["tickets__*"] # the same, but only read-only tools
+//	deny = ["*__delete_*"]           # wins over both allows
+//
+// The format is strict: an unknown key, a value of the wrong type or an
+// empty pattern is an error, reported as FILE:LINE: message, because a typo
+// must never silently change who may do what. An empty file is a valid
+// policy that grants nothing, and an identity without a file has no access.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// Ext is the file name extension of policy files.
+const Ext = ".toml"
+
+// maxFileSize bounds how much of a file is read: a policy is a few lines,
+// and a policy directory entry pointing at something huge (or endless) must
+// not stall a reload.
+const maxFileSize = 1 << 20
+
+// Policy is one identity's rules. It is never modified after Parse returns
+// it, so it may be shared freely.
+type Policy struct {
+	Identity string // the file name without Ext
+	File     string // the file the policy was read from
+
+	allow, allowReadOnly, deny glob.Set
+
+	// rules holds the patterns as written, each list sorted and
+	// de-duplicated, so that two policies with the same meaning compare
+	// equal however their files are laid out.
+	rules [numKeys][]string
+}
+
+// Allows reports whether the policy lets its identity see and call the tool
+// with the given exposed name. readOnly reports whether the tool is
+// read-only. A nil policy allows nothing.
+//
+// Allows takes no locks and does not allocate: it is called on every tool
+// call.
+func (p *Policy) Allows(name string, readOnly bool) bool {
+	if p == nil || p.deny.Match(name) {
+		return false
+	}
+	return p.allow.Match(name) || readOnly && p.allowReadOnly.Match(name)
+}
+
+// sameRules reports whether p and q grant exactly the same access. Two nil
+// policies have the same rules; a nil and a non-nil policy do not, since
+// having no policy file differs from having an empty one only in being
+// absent from a Set.
+func (p *Policy) sameRules(q *Policy) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	for k := range p.rules {
+		if !slices.Equal(p.rules[k], q.rules[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns the policy's rules in policy file syntax, for logs.
+func (p *Policy) String() string {
+	if p == nil {
+		return "<no policy>"
+	}
+	var b strings.Builder
+	for k, pats := range p.rules {
+		if len(pats) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(keyNames[k])
+		b.WriteString(" = [")
+		for i, s := range pats {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Quote(s))
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+// Identity returns the identity whose policy is in the named file: the base
+// name without Ext. It returns "" for a name that is not a policy file:
+// one without Ext, or a dotfile (editors' temporary files and Kubernetes'
+// ..data links are dotfiles).
+func Identity(file string) string {
+	base := filepath.Base(file)
+	if strings.HasPrefix(base, ".") || !strings.HasSuffix(base, Ext) {
+		return ""
+	}
+	return strings.TrimSuffix(base, Ext)
+}
+
+// ParseFile reads and parses the policy file at path.
+func ParseFile(path string) (*Policy, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse parses the contents of a policy file. file names the file in errors
+// and gives the policy's identity (see Identity).
+//
+// Problems in the contents are reported as Errors, all of them when the
+// file is valid TOML, else the syntax error alone.
+func Parse(file string, data []byte) (*Policy, error) {
+	id := Identity(file)
+	if id == "" {
+		return nil, fmt.Errorf("policy: %s: not a policy file name (want IDENTITY%s)", file, Ext)
+	}
+	rules, err := parseRules(file, data)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{Identity: id, File: file}
+	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny}
+	for k, pats := range rules {
+		// Compile reports nothing for patterns parseRules accepted; the
+		// check stays so that a stricter glob cannot be ignored here.
+		set, err := glob.CompileSet(pats)
+		if err != nil {
+			return nil, fmt.Errorf("policy: %s: %s: %w", file, keyNames[k], err)
+		}
+		*sets[k] = set
+		p.rules[k] = slices.Compact(slices.Sorted(slices.Values(pats)))
+	}
+	return p, nil
+}
+
+// readFile reads a policy file, refusing ones too large to be a policy.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("policy: %s: file is larger than %d bytes", path, maxFileSize)
+	}
+	return data, nil
+}
+
+// The keys of a policy file, in the order they are documented.
+const (
+	keyAllow = iota
+	keyAllowReadOnly
+	keyDeny
+	numKeys
+)
+
+var keyNames = [numKeys]string{"allow", "allow_read_only", "deny"}
+
+var utf8BOM = []byte("\ufeff")
+
+// parseRules returns the patterns of each key in a policy file.
+//
+// It walks go-toml's syntax tree rather than decoding into a struct, for two
+// reasons found in go-toml v2's decoder. It matches keys to fields without
+// regard to case, so a file with both deny and Deny would silently lose
+// one deny list. And it reports some errors inside arrays at line 1,
+// because array nodes carry no position. Here every problem is located by a
+// key or a scalar value, whose positions are exact.
+func parseRules(file string, data []byte) ([numKeys][]string, error) {
+	var (
+		rules [numKeys][]string
+		errs  Errors
+		seen  [numKeys]int // line each key was set on; 0 if not yet
+	)
+	// go-toml rejects a byte order mark, which some editors write.
+	data = bytes.TrimPrefix(data, utf8BOM)
+	var p unstable.Parser
+	p.Reset(data)
+	report := func(line int, format string, args ...any) {
+		errs = append(errs, &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	}
+	for p.NextExpression() {
+		expr := p.Expression()
+		key, keyLine := keyOf(&p, expr)
+		if expr.Kind != unstable.KeyValue {
+			report(keyLine, "unexpected table [%s]: a policy has only the keys allow, allow_read_only and deny", key)
+			continue
+		}
+		k := slices.Index(keyNames[:], key)
+		if k < 0 {
+			report(keyLine, "unknown key %q", key)
+			continue
+		}
+		if seen[k] != 0 {
+			report(keyLine, "duplicate key %q (first set on line %d)", key, seen[k])
+			continue
+		}
+		seen[k] = keyLine
+
+		value := expr.Value()
+		if value.Kind != unstable.Array {
+			report(lineOf(&p, value, keyLine), "%s must be an array of strings, not %s", key, kindName(value.Kind))
+			continue
+		}
+		pats := []string{} // not nil: a key set to [] is still set
+		for it := value.Children(); it.Next(); {
+			el := it.Node()
+			switch {
+			case el.Kind != unstable.String:
+				report(lineOf(&p, el, keyLine), "%s must contain only strings, not %s", key, kindName(el.Kind))
+			case len(el.Data) == 0:
+				report(lineOf(&p, el, keyLine), "empty pattern in %s", key)
+			default:
+				pats = append(pats, string(el.Data))
+			}
+		}
+		rules[k] = pats
+	}
+	if err := p.Error(); err != nil {
+		// After a syntax error, nothing found before it is worth reporting:
+		// the file is being edited or is not a policy file at all.
+		return rules, Errors{syntaxError(file, data, err)}
+	}
+	if len(errs) > 0 {
+		return rules, errs
+	}
+	return rules, nil
+}
+
+// keyOf returns the dotted key of a key-value or table expression and the
+// line it starts on.
+func keyOf(p *unstable.Parser, expr *unstable.Node) (string, int) {
+	var (
+		b    strings.Builder
+		line int
+	)
+	for it := expr.Key(); it.Next(); {
+		if line == 0 {
+			line = p.Shape(it.Node().Raw).Start.Line
+		} else {
+			b.WriteByte('.')
+		}
+		b.Write(it.Node().Data)
+	}
+	return b.String(), line
+}
+
+// lineOf returns the line a value starts on. go-toml records no position
+// for an array, so an array is located by its first element that has one,
+// or else at the fallback line.
+func lineOf(p *unstable.Parser, n *unstable.Node, fallback int) int {
+	if n.Kind != unstable.Array {
+		return p.Shape(n.Raw).Start.Line
+	}
+	for it := n.Children(); it.Next(); {
+		if line := lineOf(p, it.Node(), 0); line != 0 {
+			return line
+		}
+	}
+	return fallback
+}
+
+// syntaxError locates a go-toml parser error. The parser's error points into
+// data (its "highlight"); anything else is reported without a line rather
+// than at a wrong one.
+func syntaxError(file string, data []byte, err error) *Error {
+	e := &Error{File: file, Msg: err.Error()}
+	var perr *unstable.ParserError
+	if errors.As(err, &perr) && perr.Highlight != nil {
+		// A subslice of data shares its backing array, so the capacity
+		// left after it gives its offset (this is how go-toml does it).
+		off := cap(data) - cap(perr.Highlight)
+		if off >= 0 && off+len(perr.Highlight) <= len(data) {
+			e.Line = 1 + bytes.Count(data[:off], []byte("\n"))
+		}
+	}
+	return e
+}
+
+func kindName(k unstable.Kind) string {
+	switch k {
+	case unstable.String:
+		return "a string"
+	case unstable.Bool:
+		return "a boolean"
+	case unstable.Integer:
+		return "an integer"
+	case unstable.Float:
+		return "a float"
+	case unstable.Array:
+		return "an array"
+	case unstable.InlineTable:
+		return "a table"
+	case unstable.LocalDate, unstable.LocalTime, unstable.LocalDateTime, unstable.DateTime:
+		return "a date or time"
+	}
+	return strings.ToLower(k.String())
+}
+
+// Error is one problem in a policy file, located by line.
+type Error struct {
+	File string // the file name as given to Parse or ParseFile
+	Line int    // 1-based; 0 if unknown
+	Msg  string // one line, no file or line prefix
+}
+
+// Error returns "FILE:LINE: message".
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return e.File + ": " + e.Msg
+	}
+	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
+}
+
+// Errors is every problem found in one policy file, in the order found
+// (which is line order). Parse never returns an empty Errors.
+type Errors []*Error
+
+// Error returns the problems one per line.
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems, for errors.Is and errors.As.
+func (es Errors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errs
+}

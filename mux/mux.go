@@ -13,7 +13,6 @@ package mux
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -37,6 +36,7 @@ type Mux struct {
 	log      zerolog.Logger
 	audit    zerolog.Logger
 	environ  []string
+	guard    string
 
 	children []*child // config order
 	spawner  *childproc.Spawner
@@ -53,8 +53,19 @@ type Mux struct {
 	wg     sync.WaitGroup
 }
 
+// Options are what a Mux takes from the process that hosts it rather than
+// from the config.
+type Options struct {
+	Log zerolog.Logger
+	// Guard is the path of a binary that runs childproc.RunGuard when its
+	// first argument is childproc.GuardArg (mcpmux itself), so that no
+	// descendant of a child outlives mcpmux; "" starts children directly.
+	Guard string
+}
+
 // New prepares a Mux for cfg. It starts nothing; call Start.
-func New(cfg *config.Config, policies *policy.Store, log zerolog.Logger) (*Mux, error) {
+func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error) {
+	log := opts.Log
 	for _, s := range cfg.Servers {
 		need := len(s.Alias) + len(cfg.Mux.Separator) + 1 + 1 + hashLen
 		if cfg.Mux.MaxNameLength < need {
@@ -66,6 +77,7 @@ func New(cfg *config.Config, policies *policy.Store, log zerolog.Logger) (*Mux, 
 		cfg:      cfg,
 		policies: policies,
 		log:      log,
+		guard:    opts.Guard,
 		audit:    log.With().Str("log", "audit").Logger(),
 		environ:  os.Environ(),
 		initial:  make(chan struct{}),
@@ -82,7 +94,7 @@ func New(cfg *config.Config, policies *policy.Store, log zerolog.Logger) (*Mux, 
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
-	m.spawner = childproc.NewSpawner()
+	m.spawner = childproc.NewSpawner(m.guard)
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	for _, c := range m.children {
@@ -173,6 +185,3 @@ func (m *Mux) visible(identity string, cat *catalog) []*tool {
 	}
 	return out
 }
-
-// errNotStarted guards against calls before Start.
-var errNotStarted = errors.New("mux not started")

@@ -121,7 +121,7 @@ func load(dir string, prev *Set, gen uint64) (_ *Set, _ []problem, err error) {
 	policies := make(map[string]*Policy)
 	var problems []problem
 	for _, e := range entries {
-		id := Identity(e.Name())
+		id := identityOf(e.Name())
 		if id == "" {
 			continue
 		}

@@ -140,7 +140,7 @@ func TestChanged(t *testing.T) {
 
 func mustParse(t testing.TB, identity, data string) *Policy {
 	t.Helper()
-	p, err := Parse(identity+Ext, []byte(data))
+	p, err := Parse(identity+ext, []byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}

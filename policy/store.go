@@ -42,6 +42,10 @@ type Store struct {
 	watching atomic.Bool // whether Watch is running
 
 	mu sync.Mutex // serializes reloads
+
+	// testHookWatching, if set, is called once Watch has started watching
+	// the directory, so that tests know later changes will be seen.
+	testHookWatching func()
 }
 
 // errBox lets an error of any type, or none, live in an atomic.Pointer.
@@ -155,6 +159,9 @@ func (s *Store) Watch(ctx context.Context, onChange func(old, new *Set)) error {
 	if err := w.Add(s.dir); err != nil {
 		return fmt.Errorf("policy: watching %s: %w", s.dir, err)
 	}
+	if s.testHookWatching != nil {
+		s.testHookWatching()
+	}
 	l := &watchLoop{s: s, w: w, onChange: onChange, dir: filepath.Clean(s.dir)}
 	l.run(ctx)
 	return nil
@@ -174,9 +181,9 @@ type watchLoop struct {
 }
 
 func (l *watchLoop) run(ctx context.Context) {
-	// Re-read once now: the directory may have changed since NewStore or
-	// the previous Watch read it.
-	l.reload = time.NewTimer(0)
+	// Re-read as if there had been an event: the directory may have
+	// changed since NewStore or the previous Watch read it, unseen.
+	l.reload = time.NewTimer(settleDelay)
 	l.pendingSince = time.Now()
 	defer l.reload.Stop()
 	defer l.stopRewatch()

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -39,6 +40,9 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == childproc.GuardArg {
+		os.Exit(childproc.RunGuard(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -121,6 +125,16 @@ func newLogger(cfg *config.Config, stderr io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
+func muxOptions(log zerolog.Logger) mux.Options {
+	opts := mux.Options{Log: log}
+	if self, err := os.Executable(); err == nil {
+		opts.Guard = self
+	} else {
+		log.Warn().Err(err).Msg("cannot find mcpmux's own binary: children run without a guard, and their descendants may outlive a killed mcpmux")
+	}
+	return opts
+}
+
 func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("serve", stderr)
 	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
@@ -141,7 +155,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	m, err := mux.New(l.cfg, l.policies, l.log)
+	m, err := mux.New(l.cfg, l.policies, muxOptions(l.log))
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)
 		return exitBadConfig
@@ -201,7 +215,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 // has started or failed.
 func startMux(l *loaded, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	m, err := mux.New(l.cfg, l.policies, l.log)
+	m, err := mux.New(l.cfg, l.policies, muxOptions(l.log))
 	if err != nil {
 		stop()
 		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)

@@ -43,8 +43,12 @@ type Spec struct {
 // forked the child exits, not when the process does; Go may retire a thread
 // at any time, so forking from an arbitrary goroutine could kill a healthy
 // child.
+//
+// With a guard binary, each child runs under a guard process (see RunGuard)
+// that takes the child's whole process group down when mcpmux dies.
 type Spawner struct {
-	reqs chan spawnReq
+	guard string
+	reqs  chan spawnReq
 	quit chan struct{}
 	done chan struct{}
 }
@@ -59,10 +63,12 @@ type spawnReply struct {
 	err error
 }
 
-// NewSpawner starts the spawning thread. The caller must Close it, after
-// every process it started has stopped.
-func NewSpawner() *Spawner {
-	s := &Spawner{reqs: make(chan spawnReq), quit: make(chan struct{}), done: make(chan struct{})}
+// NewSpawner starts the spawning thread. guard is the path of a binary that
+// runs RunGuard when its first argument is GuardArg, or "" to start children
+// directly. The caller must Close the Spawner after every process it started
+// has stopped.
+func NewSpawner(guard string) *Spawner {
+	s := &Spawner{guard: guard, reqs: make(chan spawnReq), quit: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -77,7 +83,7 @@ func (s *Spawner) loop() {
 	for {
 		select {
 		case r := <-s.reqs:
-			p, err := start(r.spec)
+			p, err := start(r.spec, s.guard)
 			r.reply <- spawnReply{p, err}
 		case <-s.quit:
 			return
@@ -122,18 +128,26 @@ type Process struct {
 	err  error // the exit status; valid once done is closed
 }
 
-func start(spec Spec) (*Process, error) {
-	path := spec.Path
-	cmd := exec.Command(path, spec.Args...)
-	if cmd.Err != nil {
-		return nil, cmd.Err
+func start(spec Spec, guard string) (*Process, error) {
+	path, err := exec.LookPath(spec.Path)
+	if err != nil {
+		return nil, err
 	}
+	deathSig := syscall.SIGKILL
+	args := spec.Args
+	if guard != "" {
+		args = append([]string{GuardArg, "--", path}, spec.Args...)
+		path = guard
+		// The guard catches it and takes the whole group down.
+		deathSig = syscall.SIGTERM
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.

@@ -7,25 +7,25 @@ package glob
 
 import (
 	"errors"
-	"strings"
+	"fmt"
+	"unicode/utf8"
 )
 
 // ErrBadPattern reports a pattern that can never match anything.
 var ErrBadPattern = errors.New("bad pattern")
 
-// Pattern is a compiled glob: '*' matches any run of characters (including
+// Pattern is a checked glob: '*' matches any run of characters (including
 // none), '?' exactly one character; every other character matches itself.
 type Pattern struct {
-	src   string
-	parts []string // literal runs between '*'s; '?' is kept and matched per rune
+	src string
 }
 
 // Compile checks a pattern and prepares it for matching.
 func Compile(pattern string) (Pattern, error) {
 	if pattern == "" {
-		return Pattern{}, errors.Join(ErrBadPattern, errors.New("empty pattern"))
+		return Pattern{}, fmt.Errorf("%w: empty pattern", ErrBadPattern)
 	}
-	return Pattern{src: pattern, parts: strings.Split(pattern, "*")}, nil
+	return Pattern{src: pattern}, nil
 }
 
 // MustCompile is Compile for patterns known at build time.
@@ -40,27 +40,47 @@ func MustCompile(pattern string) Pattern {
 // String returns the pattern as written.
 func (p Pattern) String() string { return p.src }
 
-// Match reports whether name matches the whole pattern.
+// Match reports whether name matches the whole pattern. It allocates
+// nothing: policies run it on every call.
 func (p Pattern) Match(name string) bool {
-	if len(p.parts) == 0 {
+	pat := p.src
+	if pat == "" {
 		return false
 	}
-	if len(p.parts) == 1 {
-		return matchFixed(p.parts[0], name)
-	}
-	first, last := p.parts[0], p.parts[len(p.parts)-1]
-	if !hasPrefix(name, first) {
-		return false
-	}
-	name = name[prefixLen(name, first):]
-	for _, mid := range p.parts[1 : len(p.parts)-1] {
-		i := index(name, mid)
-		if i < 0 {
-			return false
+	// Backtracking over the last '*' only is enough: a later star can always
+	// absorb what an earlier one would have taken.
+	px, nx := 0, 0
+	starPx, starNx := -1, 0
+	for px < len(pat) || nx < len(name) {
+		if px < len(pat) {
+			switch c := pat[px]; c {
+			case '*':
+				starPx, starNx = px, nx
+				px++
+				continue
+			case '?':
+				if nx < len(name) {
+					_, w := utf8.DecodeRuneInString(name[nx:])
+					px, nx = px+1, nx+w
+					continue
+				}
+			default:
+				if nx < len(name) && name[nx] == c {
+					px, nx = px+1, nx+1
+					continue
+				}
+			}
 		}
-		name = name[i+prefixLen(name[i:], mid):]
+		if starPx >= 0 && starNx < len(name) {
+			// Let the star take one more character and try again.
+			_, w := utf8.DecodeRuneInString(name[starNx:])
+			starNx += w
+			px, nx = starPx+1, starNx
+			continue
+		}
+		return false
 	}
-	return hasSuffix(name, last)
+	return true
 }
 
 // Set is a list of patterns; it matches a name that any of them matches.
@@ -87,71 +107,4 @@ func (s Set) Match(name string) bool {
 		}
 	}
 	return false
-}
-
-// The helpers below treat '?' in the literal as "any one rune".
-
-func matchFixed(lit, s string) bool {
-	ls, ss := []rune(lit), []rune(s)
-	if len(ls) != len(ss) {
-		return false
-	}
-	for i := range ls {
-		if ls[i] != '?' && ls[i] != ss[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// prefixLen returns how many bytes of s the literal consumes, assuming it
-// matches at the start of s.
-func prefixLen(s, lit string) int {
-	n := 0
-	for range []rune(lit) {
-		_, size := firstRune(s[n:])
-		n += size
-	}
-	return n
-}
-
-func hasPrefix(s, lit string) bool {
-	rs := []rune(s)
-	ls := []rune(lit)
-	if len(rs) < len(ls) {
-		return false
-	}
-	return matchFixed(lit, string(rs[:len(ls)]))
-}
-
-func hasSuffix(s, lit string) bool {
-	rs := []rune(s)
-	ls := []rune(lit)
-	if len(rs) < len(ls) {
-		return false
-	}
-	return matchFixed(lit, string(rs[len(rs)-len(ls):]))
-}
-
-// index returns the byte offset of the first place lit matches in s, or -1.
-func index(s, lit string) int {
-	if !strings.Contains(lit, "?") {
-		return strings.Index(s, lit)
-	}
-	for i := range s {
-		if hasPrefix(s[i:], lit) {
-			return i
-		}
-	}
-	if lit == "" {
-		return len(s)
-	}
-	return -1
-}
-
-func firstRune(s string) (rune, int) {
-	for _, r := range s {
-		return r, len(string(r))
-	}
-	return 0, 0
 }

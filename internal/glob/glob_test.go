@@ -42,3 +42,14 @@ func TestCompileEmpty(t *testing.T) {
 		t.Fatal("empty pattern compiled")
 	}
 }
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	p := MustCompile("github__*_review_?omment")
+	name := "github__create_pull_request_review_comment"
+	if n := testing.AllocsPerRun(100, func() { p.Match(name) }); n != 0 {
+		t.Fatalf("Match allocates %v times", n)
+	}
+	if !p.Match(name) {
+		t.Fatal("no match")
+	}
+}

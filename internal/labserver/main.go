@@ -10,6 +10,7 @@
 //	LAB_STARTED_DIR    directory where slow drops a file named after its tag
 //	LAB_PAGE_SIZE      tools/list page size (pagination off when unset)
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
+//	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
 //	LAB_SILENT=1       read stdin but never answer; exit 0 when stdin closes
 package main
 
@@ -43,6 +44,12 @@ func main() {
 	if os.Getenv("LAB_FAIL_INIT") == "1" {
 		fmt.Fprintf(os.Stderr, "labserver %s pid %d failing at start (LAB_FAIL_INIT)\n", source, pid)
 		os.Exit(3)
+	}
+	if f := os.Getenv("LAB_FAIL_INIT_FILE"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			fmt.Fprintf(os.Stderr, "labserver %s pid %d failing at start (%s exists)\n", source, pid, f)
+			os.Exit(3)
+		}
 	}
 	if os.Getenv("LAB_SILENT") == "1" {
 		fmt.Fprintf(os.Stderr, "labserver %s pid %d silent\n", source, pid)
@@ -179,6 +186,8 @@ func register(s *server.MCPServer, source string) {
 			}
 		}
 		if !sleepCtx(ctx, time.Duration(ms)*time.Millisecond) {
+			// Tests read this from mcpmux's log to see the cancellation arrive.
+			fmt.Fprintf(os.Stderr, "labserver %s slow %s cancelled\n", source, tag)
 			return mcp.NewToolResultError("cancelled"), nil
 		}
 		return mcp.NewToolResultText(fmt.Sprintf("slept %d tag=%s", ms, tag)), nil

@@ -1,0 +1,85 @@
+package childproc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+)
+
+// GuardArg, as the first argument of a binary that calls RunGuard, makes it
+// run as a guard (see Spawner).
+const GuardArg = "__mcpmux-guard"
+
+// RunGuard runs args ("--", path, args...) as the guard of one child and
+// returns the exit code to leave with.
+//
+// A parent-death signal reaches only the process it was set on, so a child
+// that is itself a wrapper (npx, a shell) would leave its own children
+// behind when mcpmux is killed outright. The guard leads the child's process
+// group, starts the real command inside it, and when mcpmux dies it kills the
+// whole group. Its stdin and stdout go straight to the child: it copies
+// nothing.
+func RunGuard(args []string) int {
+	if len(args) < 2 || args[0] != "--" {
+		fmt.Fprintln(os.Stderr, "mcpmux guard: usage: "+GuardArg+" -- PROGRAM [ARGS...]")
+		return 2
+	}
+	// The child's own parent-death signal follows this thread.
+	runtime.LockOSThread()
+	parent := os.Getppid()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if os.Getppid() != parent {
+		killGroup()
+	}
+
+	cmd := exec.Command(args[1], args[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcpmux guard: %v\n", err)
+		return 127
+	}
+	// The pipes' ends of the guard would otherwise keep them open after the
+	// child and its descendants have gone.
+	_ = os.Stdin.Close()
+	_ = os.Stdout.Close()
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			return exitCode(err)
+		case <-sigs:
+			if os.Getppid() != parent {
+				killGroup()
+			}
+			// Otherwise mcpmux is stopping the group: the child got the same
+			// signal and decides for itself; the guard waits for it.
+		}
+	}
+}
+
+func killGroup() {
+	_ = syscall.Kill(0, syscall.SIGKILL)
+	os.Exit(137) // not reached: the guard is in the group
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}

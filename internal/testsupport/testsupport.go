@@ -1,0 +1,578 @@
+// Package testsupport starts the real things tests need: the mcpmux and
+// labserver binaries, config and policy files on disk, and a real MCP client
+// connected to mcpmux over its stdio.
+package testsupport
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Wait is the failure bound of every wait in the tests: generous, because it
+// only ever runs out when something is broken.
+const Wait = 15 * time.Second
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// Main runs the tests and removes the binaries they built.
+func Main(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// RepoRoot returns the module root.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Binaries builds mcpmux and labserver once per test process and returns
+// their paths.
+func Binaries(t testing.TB) (mcpmux, labserver string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "mcpmux-test-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/mcpmux", "./internal/labserver")
+		cmd.Dir = RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "mcpmux"), filepath.Join(buildDir, "labserver")
+}
+
+// Server is one [servers.X] table of a test config.
+type Server struct {
+	Alias    string
+	Env      map[string]string
+	Hide     []string
+	ReadOnly []string
+	// Extra is raw TOML appended to the table (e.g. `startup_timeout = "1s"`).
+	Extra string
+	// Command overrides the labserver binary.
+	Command string
+	Args    []string
+}
+
+// Lab is a config file and its policy directory on disk.
+type Lab struct {
+	Dir       string
+	Config    string
+	PolicyDir string
+	// Notes is where each server's append_note writes (LAB_NOTES), one file
+	// per alias: Notes + "." + alias.
+	Notes string
+	// Started is LAB_STARTED_DIR: slow calls leave a file named by their tag.
+	Started string
+}
+
+// NewLab writes a config with the given [mux] lines and servers. Each
+// labserver child gets LAB_SOURCE=alias, LAB_NOTES and LAB_STARTED_DIR.
+func NewLab(t testing.TB, muxLines string, servers ...Server) *Lab {
+	t.Helper()
+	_, labserver := Binaries(t)
+	dir := t.TempDir()
+	l := &Lab{
+		Dir:       dir,
+		Config:    filepath.Join(dir, "mcpmux.toml"),
+		PolicyDir: filepath.Join(dir, "policies"),
+		Notes:     filepath.Join(dir, "notes"),
+		Started:   filepath.Join(dir, "started"),
+	}
+	for _, d := range []string{l.PolicyDir, l.Started} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[mux]\npolicy_dir = %q\n%s\n\n[upstream]\nidentity = \"reader\"\n", l.PolicyDir, muxLines)
+	for _, s := range servers {
+		cmd := s.Command
+		if cmd == "" {
+			cmd = labserver
+		}
+		fmt.Fprintf(&b, "\n[servers.%s]\ncommand = %q\n", s.Alias, cmd)
+		if len(s.Args) > 0 {
+			fmt.Fprintf(&b, "args = %s\n", tomlList(s.Args))
+		}
+		env := map[string]string{
+			"LAB_SOURCE":      s.Alias,
+			"LAB_NOTES":       l.Notes + "." + s.Alias,
+			"LAB_STARTED_DIR": l.Started,
+		}
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		b.WriteString("env = {")
+		first := true
+		for _, k := range sortedKeys(env) {
+			if !first {
+				b.WriteString(",")
+			}
+			first = false
+			fmt.Fprintf(&b, " %s = %q", k, env[k])
+		}
+		b.WriteString(" }\n")
+		if len(s.Hide) > 0 {
+			fmt.Fprintf(&b, "hide = %s\n", tomlList(s.Hide))
+		}
+		if len(s.ReadOnly) > 0 {
+			fmt.Fprintf(&b, "read_only = %s\n", tomlList(s.ReadOnly))
+		}
+		b.WriteString(s.Extra + "\n")
+	}
+	if err := os.WriteFile(l.Config, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func tomlList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+// WritePolicy saves identity's policy the way editors do: write a temporary
+// file, then rename it over the old one.
+func (l *Lab) WritePolicy(t testing.TB, identity, body string) {
+	t.Helper()
+	tmp := filepath.Join(l.PolicyDir, "."+identity+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(l.PolicyDir, identity+".toml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NotesOf returns what alias's append_note calls wrote.
+func (l *Lab) NotesOf(t testing.TB, alias string) string {
+	t.Helper()
+	b, err := os.ReadFile(l.Notes + "." + alias)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// WaitStarted waits until a slow call tagged tag has reached its child.
+func (l *Lab) WaitStarted(t testing.TB, tag string) {
+	t.Helper()
+	path := filepath.Join(l.Started, tag)
+	WaitFor(t, "slow call "+tag+" to reach its server", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+}
+
+// WaitFor polls cond until it holds, failing the test after Wait. It is for
+// conditions only the operating system can tell (a file appeared, a process
+// is gone), never a stand-in for an event the test could wait on.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Alive reports whether a process exists and is not a zombie.
+func Alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// Mux is a running mcpmux binary with a real MCP client on its stdio.
+type Mux struct {
+	Cmd    *exec.Cmd
+	Client *client.Client
+	Log    *LogTap
+	stdin  io.WriteCloser
+	t      testing.TB
+	notes  chan mcp.JSONRPCNotification
+	exited chan struct{}
+	err    error
+}
+
+// StartMux starts `mcpmux serve --config lab.Config` with extra args, and
+// connects and initializes an MCP client. The process is stopped at cleanup,
+// and the test fails if any child it started outlives it.
+func StartMux(t testing.TB, lab *Lab, args ...string) *Mux {
+	t.Helper()
+	bin, _ := Binaries(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", lab.Config}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &Mux{Cmd: cmd, stdin: stdin, t: t, notes: make(chan mcp.JSONRPCNotification, 64), exited: make(chan struct{})}
+	m.Log = newLogTap(stderr)
+	go func() {
+		<-m.Log.done // stderr ends when mcpmux exits
+		m.err = cmd.Wait()
+		close(m.exited)
+	}()
+	t.Cleanup(func() {
+		m.Stop()
+		for _, pid := range m.Log.ChildPids() {
+			if Alive(pid) {
+				t.Errorf("child pid %d outlived mcpmux", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+
+	tr := transport.NewIO(stdout, stdin, nil)
+	c := client.NewClient(tr)
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		select {
+		case m.notes <- n:
+		default:
+		}
+	})
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize: %v\nlog:\n%s", err, m.Log.Text())
+	}
+	m.Client = c
+	return m
+}
+
+// Call calls a tool with a bound of Wait.
+func (m *Mux) Call(name string, args any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	return m.Client.CallTool(ctx, req)
+}
+
+// MustCall calls a tool and fails the test on a protocol error.
+func (m *Mux) MustCall(name string, args any) *mcp.CallToolResult {
+	m.t.Helper()
+	res, err := m.Call(name, args)
+	if err != nil {
+		m.t.Fatalf("call %s: %v", name, err)
+	}
+	return res
+}
+
+// ToolNames lists the tools mcpmux shows this client, in order.
+func (m *Mux) ToolNames() []string {
+	m.t.Helper()
+	var names []string
+	for _, t := range m.RawTools() {
+		var head struct{ Name string }
+		_ = json.Unmarshal(t, &head)
+		names = append(names, head.Name)
+	}
+	return names
+}
+
+// RawTools lists the tools as they come over the wire, following cursors.
+func (m *Mux) RawTools() []json.RawMessage {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	var all []json.RawMessage
+	cursor := ""
+	for page := 1; ; page++ {
+		p := m.RawRequest(ctx, "tools/list", map[string]any{"cursor": cursor}, cursor == "")
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(p, &res); err != nil {
+			m.t.Fatal(err)
+		}
+		all = append(all, res.Tools...)
+		if res.NextCursor == "" {
+			return all
+		}
+		if page > 100 {
+			m.t.Fatal("tools/list does not end")
+		}
+		cursor = res.NextCursor
+	}
+}
+
+var rawIDs struct {
+	sync.Mutex
+	n int
+}
+
+// RawRequest sends a request and returns its raw result, failing on an error.
+// noParams drops params (for a first tools/list page).
+func (m *Mux) RawRequest(ctx context.Context, method string, params map[string]any, noParams bool) json.RawMessage {
+	m.t.Helper()
+	res, err := m.RawRequestErr(ctx, method, params, noParams)
+	if err != nil {
+		m.t.Fatalf("%s: %v", method, err)
+	}
+	return res
+}
+
+// RawRequestErr is RawRequest returning the JSON-RPC error.
+func (m *Mux) RawRequestErr(ctx context.Context, method string, params map[string]any, noParams bool) (json.RawMessage, error) {
+	rawIDs.Lock()
+	rawIDs.n++
+	id := fmt.Sprintf("raw-%d", rawIDs.n)
+	rawIDs.Unlock()
+	req := transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(id), Method: method}
+	if !noParams {
+		req.Params = params
+	}
+	resp, err := m.Client.GetTransport().SendRequest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.AsError()
+	}
+	return resp.Result, nil
+}
+
+// Notification waits for a notification with the given method.
+func (m *Mux) Notification(method string) mcp.JSONRPCNotification {
+	m.t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case n := <-m.notes:
+			if n.Method == method {
+				return n
+			}
+		case <-timeout:
+			m.t.Fatalf("no %s notification", method)
+		}
+	}
+}
+
+// DrainNotifications forgets notifications received so far.
+func (m *Mux) DrainNotifications() {
+	for {
+		select {
+		case <-m.notes:
+		default:
+			return
+		}
+	}
+}
+
+// Stop closes mcpmux's stdin and waits for it to exit.
+func (m *Mux) Stop() error {
+	_ = m.stdin.Close()
+	select {
+	case <-m.exited:
+	case <-time.After(Wait):
+		_ = m.Cmd.Process.Kill()
+		<-m.exited
+		m.t.Errorf("mcpmux did not exit after its stdin closed")
+	}
+	return m.err
+}
+
+// Exited is closed once the mcpmux process has exited.
+func (m *Mux) Exited() <-chan struct{} { return m.exited }
+
+// ExitErr is how mcpmux exited; valid after Exited.
+func (m *Mux) ExitErr() error { return m.err }
+
+// LogTap collects mcpmux's JSON log lines from stderr and lets tests wait
+// for one.
+type LogTap struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	raw   []string
+	more  chan struct{} // closed and replaced whenever a line arrives
+	done  chan struct{}
+}
+
+func newLogTap(r io.Reader) *LogTap {
+	l := &LogTap{more: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			var line map[string]any
+			_ = json.Unmarshal(sc.Bytes(), &line)
+			l.mu.Lock()
+			l.raw = append(l.raw, sc.Text())
+			if line != nil {
+				l.lines = append(l.lines, line)
+			}
+			close(l.more)
+			l.more = make(chan struct{})
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// WaitLine waits for a log line for which match holds and returns it. Lines
+// already seen count.
+func (l *LogTap) WaitLine(t testing.TB, what string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	timeout := time.After(Wait)
+	seen := 0
+	for {
+		l.mu.Lock()
+		for ; seen < len(l.lines); seen++ {
+			if match(l.lines[seen]) {
+				line := l.lines[seen]
+				l.mu.Unlock()
+				return line
+			}
+		}
+		more := l.more
+		l.mu.Unlock()
+		select {
+		case <-more:
+		case <-l.done:
+			// One last look, then give up.
+			l.mu.Lock()
+			n := len(l.lines)
+			l.mu.Unlock()
+			if seen == n {
+				t.Fatalf("mcpmux exited without logging %s\nlog:\n%s", what, l.Text())
+			}
+		case <-timeout:
+			t.Fatalf("no log line for %s\nlog:\n%s", what, l.Text())
+		}
+	}
+}
+
+// Lines returns the JSON lines logged so far that match.
+func (l *LogTap) Lines(match func(map[string]any) bool) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range l.lines {
+		if match(line) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// Text returns everything logged so far.
+func (l *LogTap) Text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.raw, "\n")
+}
+
+// ChildPids returns the pid of every child process mcpmux reported ready.
+func (l *LogTap) ChildPids() []int {
+	var pids []int
+	for _, line := range l.Lines(Msg("server ready")) {
+		if pid, ok := line["pid"].(float64); ok {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}
+
+// Msg matches lines with the given message and, pairwise, string fields.
+func Msg(msg string, kv ...string) func(map[string]any) bool {
+	return func(line map[string]any) bool {
+		if line["message"] != msg {
+			return false
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if fmt.Sprint(line[kv[i]]) != kv[i+1] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Text returns the text of a result's content, joined.
+func Text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

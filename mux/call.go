@@ -33,6 +33,8 @@ const (
 	OutcomeTimeout     Outcome = "timeout"
 	OutcomeInterrupted Outcome = "interrupted"
 	OutcomeRetried     Outcome = "retried"
+	// OutcomeCancelled is a call its caller gave up on before the answer.
+	OutcomeCancelled Outcome = "cancelled"
 	// OutcomeRefused is the outcome of every call that was not allowed.
 	OutcomeRefused Outcome = "refused"
 )
@@ -154,7 +156,7 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool) (*mcp.CallToolResult, Outco
 			"the call to %s timed out after %s; server %s was told to cancel it",
 			t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout
 	}
-	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeTimeout
+	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }
 
 // auditLine writes the one line every call leaves. Argument values never

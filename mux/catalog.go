@@ -62,10 +62,19 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 	names := newNamer(c.alias, m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength)
 	compiler := newCompiler()
 	cat := &childCatalog{}
+	leftOut := map[string]string{}
+	// skip logs a tool that is left out, once for as long as the reason holds.
+	skip := func(name, why string, err error) {
+		leftOut[name] = why
+		if c.leftOut[name] != why {
+			c.log.Warn().Str("child_tool", name).AnErr("error", err).Msg("tool left out: " + why)
+		}
+	}
+	defer func() { c.leftOut = leftOut }()
 	for i, r := range raw {
 		var w wireTool
 		if err := json.Unmarshal(r, &w); err != nil || w.Name == "" {
-			c.log.Warn().Int("index", i).AnErr("error", err).Msg("tool left out: not a valid tool definition")
+			skip(fmt.Sprintf("#%d", i), "not a valid tool definition", err)
 			continue
 		}
 		log := c.log.With().Str("child_tool", w.Name).Logger()
@@ -75,7 +84,7 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			continue
 		}
 		if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired {
-			log.Warn().Msg("tool left out: it can only run as a task, which mcpmux does not relay yet")
+			skip(w.Name, "it can only run as a task, which mcpmux does not relay yet", nil)
 			continue
 		}
 		if len(bytes.TrimSpace(w.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(w.InputSchema), []byte("null")) {
@@ -83,7 +92,7 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 		}
 		schema, err := compileSchema(compiler, w.InputSchema)
 		if err != nil {
-			log.Warn().Err(err).Msg("tool left out: its inputSchema does not compile")
+			skip(w.Name, "its inputSchema does not compile", err)
 			continue
 		}
 		def := mcp.Tool{
@@ -98,7 +107,7 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			def.RawOutputSchema = w.OutputSchema
 		}
 		if err := mcp.ValidateParamHeaderAnnotations(&def); err != nil {
-			log.Warn().Err(err).Msg("tool left out: invalid x-mcp-header annotations")
+			skip(w.Name, "invalid x-mcp-header annotations", err)
 			continue
 		}
 		exposed, collided := names.name(w.Name)

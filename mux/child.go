@@ -68,6 +68,11 @@ type child struct {
 
 	state   atomic.Pointer[childState]
 	refresh chan struct{} // the child said its tool list changed
+
+	// leftOut remembers which tools were already reported as left out, so a
+	// re-read of the same catalog does not repeat the warning. Only the
+	// goroutines of run touch it, one at a time.
+	leftOut map[string]string
 }
 
 // childState is one published moment of a child's life. It is never
@@ -88,6 +93,7 @@ func newChild(m *Mux, cfg config.Server) *child {
 		deps:    m,
 		log:     m.log.With().Str("server", cfg.Alias).Logger(),
 		refresh: make(chan struct{}, 1),
+		leftOut: map[string]string{},
 	}
 	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
 	return c
@@ -272,7 +278,9 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 			cat, err := c.readCatalog(lctx, sess)
 			cancel()
 			if err != nil {
-				c.log.Error().Err(err).Msg("re-reading the tool list failed; keeping the previous one")
+				if ctx.Err() == nil {
+					c.log.Error().Err(err).Msg("re-reading the tool list failed; keeping the previous one")
+				}
 				continue
 			}
 			*listed = cat

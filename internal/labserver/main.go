@@ -11,6 +11,7 @@
 //	LAB_PAGE_SIZE      tools/list page size (pagination off when unset)
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
 //	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
+//	LAB_START_DELAY_MS wait this long before serving (a slow start)
 //	LAB_SILENT=1       read stdin but never answer; exit 0 when stdin closes
 package main
 
@@ -55,6 +56,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "labserver %s pid %d silent\n", source, pid)
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
+	}
+
+	if v := os.Getenv("LAB_START_DELAY_MS"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			fmt.Fprintf(os.Stderr, "labserver: bad LAB_START_DELAY_MS %q\n", v)
+			os.Exit(2)
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow start is what it simulates
 	}
 
 	opts := []server.ServerOption{server.WithToolCapabilities(true)}

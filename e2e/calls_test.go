@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// A call that runs past call_timeout is answered with isError, and the
+// child is told to cancel it.
+func TestCallTimeoutCancelsTheChild(t *testing.T) {
+	lab := ts.NewLab(t, `call_timeout = "300ms"`, ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	res := m.MustCall("docs__slow", map[string]any{"ms": 60000, "tag": "late"})
+	if !res.IsError || !strings.Contains(ts.Text(res), "timed out after 300ms") {
+		t.Fatalf("isError=%v text=%q", res.IsError, ts.Text(res))
+	}
+	m.Log.WaitLine(t, "timeout audit", ts.Msg("call", "tool", "docs__slow", "outcome", "timeout"))
+	// The child's handler saw notifications/cancelled and said so on stderr.
+	m.Log.WaitLine(t, "child cancelled", ts.Msg("server stderr", "server", "docs", "stderr", "labserver docs slow late cancelled"))
+}
+
+// A client that cancels its call has the cancellation passed on.
+func TestClientCancellationReachesTheChild(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "docs__slow"
+		req.Params.Arguments = map[string]any{"ms": 60000, "tag": "gaveup"}
+		_, err := m.Client.CallTool(ctx, req)
+		errc <- err
+	}()
+	lab.WaitStarted(t, "gaveup")
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("cancelled call returned a result")
+	}
+	m.Log.WaitLine(t, "child cancelled", ts.Msg("server stderr", "server", "docs", "stderr", "labserver docs slow gaveup cancelled"))
+	m.Log.WaitLine(t, "cancelled audit", ts.Msg("call", "tool", "docs__slow", "outcome", "cancelled"))
+}
+
+// A child that is gone longer than startup_timeout answers "unavailable",
+// has its tools withdrawn with list_changed, and gets them back when it
+// returns. The other child serves throughout.
+func TestUnavailableChildIsWithdrawnAndComesBack(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "fail-init")
+	lab := ts.NewLab(t, `call_timeout = "30s"`,
+		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`},
+		ts.Server{Alias: "tickets"},
+	)
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	pid := childPid(t, m, "docs")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.DrainNotifications()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Still listed while it restarts; the call waits startup_timeout, then
+	// says why.
+	res := m.MustCall("docs__search", map[string]any{"query": "public"})
+	if !res.IsError || !strings.HasPrefix(ts.Text(res), "server docs is unavailable: ") {
+		t.Fatalf("isError=%v text=%q", res.IsError, ts.Text(res))
+	}
+	m.Log.WaitLine(t, "unavailable audit", ts.Msg("call", "tool", "docs__search", "outcome", "unavailable"))
+	if got := ts.Text(m.MustCall("tickets__search", map[string]any{"query": "public"})); got != "tickets: public evidence" {
+		t.Errorf("tickets while docs is down: %q", got)
+	}
+
+	m.Notification(mcp.MethodNotificationToolsListChanged)
+	for _, n := range m.ToolNames() {
+		if strings.HasPrefix(n, "docs__") {
+			t.Fatalf("docs tools still listed after withdrawal: %v", m.ToolNames())
+		}
+	}
+	_, err := m.Call("docs__search", map[string]any{"query": "public"})
+	wantUnknownTool(t, err, "docs__search")
+
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	m.Notification(mcp.MethodNotificationToolsListChanged)
+	if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+		t.Errorf("after return: %q", got)
+	}
+}
+
+// A child that cannot start at all does not stop the others.
+func TestChildThatCannotStart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		srv  ts.Server
+	}{
+		{"missing command", ts.Server{Alias: "broken", Command: "/nonexistent/mcp-server"}},
+		{"exits at start", ts.Server{Alias: "broken", Env: map[string]string{"LAB_FAIL_INIT": "1"}}},
+		{"silent initialize", ts.Server{Alias: "broken", Env: map[string]string{"LAB_SILENT": "1"}, Extra: `startup_timeout = "500ms"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, c.srv)
+			lab.WritePolicy(t, "reader", `allow = ["*"]`)
+			m := ts.StartMux(t, lab)
+			names := m.ToolNames()
+			if len(names) == 0 || !strings.HasPrefix(names[0], "docs__") {
+				t.Fatalf("tools = %v", names)
+			}
+			for _, n := range names {
+				if strings.HasPrefix(n, "broken__") {
+					t.Errorf("%s listed", n)
+				}
+			}
+			m.Log.WaitLine(t, "start failure", ts.Msg("server failed to start", "server", "broken"))
+			// It keeps being retried with backoff.
+			m.Log.WaitLine(t, "second attempt", func(l map[string]any) bool {
+				return ts.Msg("server failed to start", "server", "broken")(l) && l["attempt"] == float64(2)
+			})
+			if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+				t.Errorf("docs: %q", got)
+			}
+		})
+	}
+}
+
+// Nothing a child started outlives mcpmux, even when mcpmux is killed with
+// SIGKILL and cannot clean up.
+func TestNoOrphansAfterSIGKILL(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	var pids []int
+	for _, alias := range []string{"docs", "tickets"} {
+		pids = append(pids, childPid(t, m, alias))
+		var gc int
+		if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &gc); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, gc)
+	}
+	pids = append(pids, m.Log.ChildPids()...) // the guards
+	for _, pid := range pids {
+		if !ts.Alive(pid) {
+			t.Fatalf("pid %d not running before the kill", pid)
+		}
+	}
+	if err := m.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-m.Exited()
+	for _, pid := range pids {
+		ts.WaitFor(t, fmt.Sprintf("pid %d to die with mcpmux", pid), func() bool { return !ts.Alive(pid) })
+	}
+}
+
+// SIGTERM stops mcpmux and every child gracefully.
+func TestSIGTERMStopsChildren(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	pids := []int{childPid(t, m, "docs"), childPid(t, m, "tickets")}
+	if err := m.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-m.Exited()
+	if err := m.ExitErr(); err != nil {
+		t.Errorf("exit: %v", err)
+	}
+	for _, pid := range pids {
+		if ts.Alive(pid) {
+			t.Errorf("child %d still running after mcpmux exited", pid)
+		}
+	}
+	m.Log.WaitLine(t, "signal log", ts.Msg("signal received; stopping"))
+}
+
+// The child's own list_changed makes mcpmux read its catalog again and tell
+// upstream.
+func TestChildListChangedIsRelayed(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	has := func(name string) bool {
+		for _, n := range m.ToolNames() {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	if has("docs__extra") {
+		t.Fatal("extra listed before it exists")
+	}
+	m.DrainNotifications()
+	m.MustCall("docs__notify_changed", nil)
+	m.Notification(mcp.MethodNotificationToolsListChanged)
+	if !has("docs__extra") {
+		t.Fatalf("docs__extra not listed after list_changed: %v", m.ToolNames())
+	}
+}
+
+// A schema with oneOf, minProperties, $schema and a top-level description
+// is advertised byte for byte as the child wrote it, and enforced.
+func TestRawSchemaSurvives(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	var pick json.RawMessage
+	for _, raw := range m.RawTools() {
+		var head struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			t.Fatal(err)
+		}
+		if head.Name == "docs__pick" {
+			pick = head.InputSchema
+		}
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(pick, &schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, kw := range []string{"oneOf", "minProperties", "$schema", "description", "additionalProperties"} {
+		if _, ok := schema[kw]; !ok {
+			t.Errorf("keyword %s lost: %s", kw, pick)
+		}
+	}
+	cases := []struct {
+		args    map[string]any
+		isError bool
+		text    string
+	}{
+		{map[string]any{"id": 7}, false, "picked 7"},
+		{map[string]any{"name": "x"}, false, "picked x"},
+		{map[string]any{}, true, "(root)"},
+		{map[string]any{"id": 1, "name": "x"}, true, "(root)"},
+		{map[string]any{"id": "seven"}, true, "/id"},
+		{map[string]any{"other": true}, true, "other"},
+	}
+	for _, c := range cases {
+		res := m.MustCall("docs__pick", c.args)
+		if res.IsError != c.isError || !strings.Contains(ts.Text(res), c.text) {
+			t.Errorf("pick %v: isError=%v text=%q", c.args, res.IsError, ts.Text(res))
+		}
+	}
+}
+
+// A child that lists its tools in pages is read to the end; upstream pages
+// with opaque cursors keep catalog order.
+func TestPaging(t *testing.T) {
+	lab := ts.NewLab(t, "page_size = 3",
+		ts.Server{Alias: "docs", Env: map[string]string{"LAB_PAGE_SIZE": "2"}},
+		ts.Server{Alias: "tickets"},
+	)
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
+	defer cancel()
+
+	first := m.RawRequest(ctx, "tools/list", nil, true)
+	var page struct {
+		Tools      []json.RawMessage `json:"tools"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(first, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tools) != 3 || page.NextCursor == "" {
+		t.Fatalf("first page: %d tools, cursor %q", len(page.Tools), page.NextCursor)
+	}
+	names := m.ToolNames()
+	if len(names) != 18 {
+		t.Fatalf("%d tools over all pages, want 18 (9 per child): %v", len(names), names)
+	}
+	for i, n := range names {
+		if i < 9 && !strings.HasPrefix(n, "docs__") || i >= 9 && !strings.HasPrefix(n, "tickets__") {
+			t.Fatalf("order: %v", names)
+		}
+	}
+	// Byte for byte the same every time.
+	a, _ := json.Marshal(m.RawTools())
+	b, _ := json.Marshal(m.RawTools())
+	if string(a) != string(b) {
+		t.Error("two listings differ")
+	}
+	for _, bad := range []string{"not-a-cursor", "bWNwbXV4Oi0x"} {
+		_, err := m.RawRequestErr(ctx, "tools/list", map[string]any{"cursor": bad}, false)
+		if !errors.Is(err, mcp.ErrInvalidParams) {
+			t.Errorf("cursor %q: got %v, want -32602", bad, err)
+		}
+	}
+}
+
+// Many calls at once, to both children, slow and fast, reads and writes:
+// every answer reaches its own caller, and a slow call on one child does not
+// hold up another child.
+func TestConcurrentMixedCalls(t *testing.T) {
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+
+	// A call that blocks docs for the whole test.
+	blocked := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "docs__slow"
+		req.Params.Arguments = map[string]any{"ms": 60000, "tag": "hog"}
+		_, err := m.Client.CallTool(ctx, req)
+		blocked <- err
+	}()
+	lab.WaitStarted(t, "hog")
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	notes := 0
+	for i := range 200 {
+		wg.Go(func() {
+			alias := []string{"docs", "tickets"}[i%2]
+			var name, want string
+			var args map[string]any
+			switch i % 4 {
+			case 0, 1:
+				name, args, want = alias+"__echo", map[string]any{"message": fmt.Sprint("m", i)}, fmt.Sprintf("%s: m%d", alias, i)
+			case 2:
+				name, args, want = alias+"__slow", map[string]any{"ms": 20, "tag": fmt.Sprint("s", i)}, fmt.Sprintf("slept 20 tag=s%d", i)
+			case 3:
+				name, args, want = alias+"__append_note", map[string]any{"text": fmt.Sprint("n", i)}, "noted"
+				mu.Lock()
+				notes++
+				mu.Unlock()
+			}
+			res, err := m.Call(name, args)
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			if got := ts.Text(res); got != want || res.IsError {
+				t.Errorf("call %d (%s): got %q, want %q", i, name, got, want)
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Count(lab.NotesOf(t, "docs"), "\n") + strings.Count(lab.NotesOf(t, "tickets"), "\n")
+	if lines != notes {
+		t.Errorf("%d notes written, want %d", lines, notes)
+	}
+	cancel()
+	<-blocked
+}
+
+// The first tools/list waits for every child to be ready, so the client sees
+// the whole catalog at once, even when a child is slow to start.
+func TestFirstListWaitsForChildren(t *testing.T) {
+	lab := ts.NewLab(t, "",
+		ts.Server{Alias: "docs", Env: map[string]string{"LAB_START_DELAY_MS": "700"}},
+		ts.Server{Alias: "tickets"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	start := time.Now()
+	if n := len(m.ToolNames()); n != 18 {
+		t.Fatalf("first list has %d tools, want 18 (after %v)", n, time.Since(start))
+	}
+}

@@ -139,7 +139,7 @@ func start(spec Spec, guard string) (*Process, error) {
 		args = append([]string{GuardArg, "--", path}, spec.Args...)
 		path = guard
 		// The guard catches it and takes the whole group down.
-		deathSig = syscall.SIGTERM
+		deathSig = GuardDeathSignal
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = spec.Env

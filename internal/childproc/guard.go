@@ -14,6 +14,12 @@ import (
 // run as a guard (see Spawner).
 const GuardArg = "__mcpmux-guard"
 
+// GuardDeathSignal is the guard's parent-death signal. It is one mcpmux never
+// sends otherwise: the kernel sends the parent-death signal when the thread
+// that forked exits, which can be before the rest of mcpmux is gone, so the
+// guard cannot tell a death from a stop by looking at its parent.
+const GuardDeathSignal = syscall.SIGUSR1
+
 // RunGuard runs args ("--", path, args...) as the guard of one child and
 // returns the exit code to leave with.
 //
@@ -31,10 +37,15 @@ func RunGuard(args []string) int {
 	// The child's own parent-death signal follows this thread.
 	runtime.LockOSThread()
 	parent := os.Getppid()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	death := make(chan os.Signal, 1)
+	signal.Notify(death, GuardDeathSignal)
+	// Caught, never ignored: an ignored signal would stay ignored in the
+	// child across exec. A stop from mcpmux reaches the whole group, so the
+	// child gets it itself and the guard simply waits for the child.
+	stops := make(chan os.Signal, 1)
+	signal.Notify(stops, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if os.Getppid() != parent {
-		killGroup()
+		killGroup() // mcpmux died before the handler was in place
 	}
 
 	cmd := exec.Command(args[1], args[2:]...)
@@ -55,12 +66,9 @@ func RunGuard(args []string) int {
 		select {
 		case err := <-done:
 			return exitCode(err)
-		case <-sigs:
-			if os.Getppid() != parent {
-				killGroup()
-			}
-			// Otherwise mcpmux is stopping the group: the child got the same
-			// signal and decides for itself; the guard waits for it.
+		case <-death:
+			killGroup()
+		case <-stops:
 		}
 	}
 }

@@ -425,6 +425,38 @@ func (m *Mux) Notification(method string) mcp.JSONRPCNotification {
 	}
 }
 
+// WaitTools waits for tools/list_changed notifications until, after one of
+// them, the tool list satisfies cond, and returns that list. A notification
+// sent for an earlier change may still be on its way, so the first one to
+// arrive proves little by itself.
+func (m *Mux) WaitTools(what string, cond func(names []string) bool) []string {
+	m.t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case n := <-m.notes:
+			if n.Method != mcp.MethodNotificationToolsListChanged {
+				continue
+			}
+		case <-timeout:
+			m.t.Fatalf("no list_changed after which the tool list %s; last: %v", what, m.ToolNames())
+		}
+		if names := m.ToolNames(); cond(names) {
+			return names
+		}
+	}
+}
+
+// Contains reports whether names has name.
+func Contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
 // DrainNotifications forgets notifications received so far.
 func (m *Mux) DrainNotifications() {
 	for {

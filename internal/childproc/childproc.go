@@ -49,8 +49,8 @@ type Spec struct {
 type Spawner struct {
 	guard string
 	reqs  chan spawnReq
-	quit chan struct{}
-	done chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
 }
 
 type spawnReq struct {

@@ -61,22 +61,24 @@ func leafErrors(res *jsonschema.EvaluationResult) []string {
 	type leaf struct{ path, keyword, msg string }
 	var leaves []leaf
 	missing := map[string]bool{}
-	var walk func(r *jsonschema.EvaluationResult)
-	walk = func(r *jsonschema.EvaluationResult) {
+	// A detail's InstanceLocation is relative to its parent's.
+	var walk func(r *jsonschema.EvaluationResult, base string)
+	walk = func(r *jsonschema.EvaluationResult, base string) {
 		if r.Valid {
 			return
 		}
+		here := base + r.InstanceLocation
 		childInvalid := false
 		for _, d := range r.Details {
 			if !d.Valid {
 				childInvalid = true
-				walk(d)
+				walk(d, here)
 			}
 		}
 		for kw, e := range r.Errors {
 			if kw == "required" {
 				for _, p := range missingProps(e.Params) {
-					missing[r.InstanceLocation+"/"+p] = true
+					missing[here+"/"+p] = true
 				}
 			}
 			// An error on a node with failing children summarises them
@@ -85,10 +87,10 @@ func leafErrors(res *jsonschema.EvaluationResult) []string {
 			if childInvalid && !selfKeyword(kw) {
 				continue
 			}
-			leaves = append(leaves, leaf{r.InstanceLocation, kw, e.Error()})
+			leaves = append(leaves, leaf{here, kw, e.Error()})
 		}
 	}
-	walk(res)
+	walk(res, "")
 
 	seen := map[string]bool{}
 	var out []string

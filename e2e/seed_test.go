@@ -139,3 +139,21 @@ func TestAuditNeverLogsArguments(t *testing.T) {
 		t.Errorf("argument values appear in the log:\n%s", m.Log.Text())
 	}
 }
+
+// Clients of the 2026-07-28 protocol, which has no initialize, get the same
+// catalog and answers, keyed on the same identity.
+func TestModernProtocolClient(t *testing.T) {
+	lab := seedLab(t, "")
+	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`)
+	m := ts.StartMuxModern(t, lab)
+	names := m.ToolNames()
+	if !ts.Contains(names, "docs__search") || ts.Contains(names, "tickets__search") {
+		t.Fatalf("tools = %v", names)
+	}
+	if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+		t.Errorf("docs__search = %q", got)
+	}
+	_, err := m.Call("tickets__search", map[string]any{"query": "public"})
+	wantUnknownTool(t, err, "tickets__search")
+	wantUnknownTool(t, err, "tickets__search")
+}

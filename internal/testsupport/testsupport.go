@@ -253,9 +253,22 @@ type Mux struct {
 }
 
 // StartMux starts `mcpmux serve --config lab.Config` with extra args, and
-// connects and initializes an MCP client. The process is stopped at cleanup,
-// and the test fails if any child it started outlives it.
+// connects and initializes an MCP client speaking protocol 2025-11-25. The
+// process is stopped at cleanup, and the test fails if any child it started
+// outlives it.
 func StartMux(t testing.TB, lab *Lab, args ...string) *Mux {
+	t.Helper()
+	return startMux(t, lab, mcp.LATEST_LEGACY_PROTOCOL_VERSION, args)
+}
+
+// StartMuxModern is StartMux with a client of protocol 2026-07-28, which has
+// no initialize handshake.
+func StartMuxModern(t testing.TB, lab *Lab, args ...string) *Mux {
+	t.Helper()
+	return startMux(t, lab, "", args)
+}
+
+func startMux(t testing.TB, lab *Lab, version string, args []string) *Mux {
 	t.Helper()
 	bin, _ := Binaries(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--config", lab.Config}, args...)...)
@@ -292,7 +305,11 @@ func StartMux(t testing.TB, lab *Lab, args ...string) *Mux {
 	})
 
 	tr := transport.NewIO(stdout, stdin, nil)
-	c := client.NewClient(tr)
+	var opts []client.ClientOption
+	if version != "" {
+		opts = append(opts, client.WithProtocolVersion(version))
+	}
+	c := client.NewClient(tr, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
@@ -305,10 +322,13 @@ func StartMux(t testing.TB, lab *Lab, args ...string) *Mux {
 		}
 	})
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ProtocolVersion = version
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux-test", Version: "1"}
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("initialize: %v\nlog:\n%s", err, m.Log.Text())
+	}
+	if version == "" && !mcp.IsModernProtocol(c.ProtocolVersion()) {
+		t.Fatalf("client negotiated %q, want the modern protocol", c.ProtocolVersion())
 	}
 	m.Client = c
 	return m

@@ -155,5 +155,4 @@ func TestModernProtocolClient(t *testing.T) {
 	}
 	_, err := m.Call("tickets__search", map[string]any{"query": "public"})
 	wantUnknownTool(t, err, "tickets__search")
-	wantUnknownTool(t, err, "tickets__search")
 }

@@ -141,100 +141,97 @@ func (c *child) unavailable(st *childState) error {
 }
 
 // run supervises the child until ctx ends, then stops it. firstDone is
-// called once, after the first start attempt has succeeded or failed.
+// called once the first start attempt has succeeded or failed (it must be
+// safe to call more than once).
 func (c *child) run(ctx context.Context, firstDone func()) {
-	var (
-		attempt  int
-		listed   *childCatalog
-		withdraw <-chan time.Time // fires when a restarting child has been gone too long
-		first    = true
-	)
+	defer firstDone() // ctx may end during the first attempt
+	sv := &supervisor{c: c}
 	for {
-		// Start in a goroutine so that the withdrawal deadline can fire while
-		// a slow attempt is still under way; the loop always collects it.
-		type started struct {
-			sess *session
-			cat  *childCatalog
-			err  error
-		}
-		res := make(chan started, 1)
-		go func() {
-			s, cat, err := c.start(ctx)
-			res <- started{s, cat, err}
-		}()
-		var r started
-	wait:
-		for {
-			select {
-			case r = <-res:
-				break wait
-			case <-withdraw:
-				withdraw = nil
-				listed = nil
-				st := *c.state.Load()
-				st.listed = nil
-				c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
-				c.publish(st)
+		sess, cat, err := sv.start(ctx)
+		if ctx.Err() != nil {
+			if sess != nil {
+				c.stopSession(sess)
 			}
+			break
 		}
-		if first {
-			first = false
-			defer firstDone() // in case ctx ended during the first attempt
-		}
-		if r.err != nil {
-			if ctx.Err() != nil {
-				c.publish(childState{phase: PhaseStopped, listed: listed})
-				return
-			}
-			attempt++
-			c.log.Error().Err(r.err).Int("attempt", attempt).Msg("server failed to start")
+		if err != nil {
+			sv.attempt++
+			c.log.Error().Err(err).Int("attempt", sv.attempt).Msg("server failed to start")
 			phase := PhaseDown
-			if listed != nil {
+			if sv.listed != nil {
 				phase = PhaseRestarting
 			}
-			c.publish(childState{phase: phase, listed: listed, attempt: attempt, lastErr: r.err})
+			c.publish(childState{phase: phase, listed: sv.listed, attempt: sv.attempt, lastErr: err})
 			firstDone()
-			if !c.sleep(ctx, backoff(attempt), &withdraw, &listed) {
-				c.publish(childState{phase: PhaseStopped, listed: listed})
+		} else {
+			sv.listed, sv.withdraw = cat, nil
+			c.log.Info().Int("pid", sess.proc.Pid()).Int("tools", len(cat.tools)).Msg("server ready")
+			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
+			firstDone()
+
+			why := c.serve(ctx, sess, &sv.listed)
+			if ctx.Err() != nil {
+				// Published first, so that no call picks the session up while
+				// it stops. The tools stay listed: withdrawing them would only
+				// send clients a list_changed on the way out.
+				c.publish(childState{phase: PhaseStopped, listed: sv.listed})
+				c.stopSession(sess)
 				return
 			}
-			continue
+			uptime := time.Since(sess.started)
+			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server exited; restarting")
+			c.teardown(sess)
+			if uptime >= healthyUptime {
+				sv.attempt = 0
+			}
+			sv.attempt++
+			c.publish(childState{phase: PhaseRestarting, listed: sv.listed, attempt: sv.attempt,
+				lastErr: fmt.Errorf("restarting after it exited (%s)", why)})
+			sv.withdraw = time.After(c.cfg.StartupTimeout)
 		}
+		if !sv.sleep(ctx, backoff(sv.attempt)) {
+			break
+		}
+	}
+	c.publish(childState{phase: PhaseStopped, listed: sv.listed})
+}
 
-		sess := r.sess
-		withdraw = nil
-		listed = r.cat
-		c.log.Info().Int("pid", sess.proc.Pid()).Int("tools", len(r.cat.tools)).Msg("server ready")
-		c.publish(childState{phase: PhaseReady, sess: sess, listed: listed})
-		firstDone()
+// supervisor is the state of one child's run loop; only run touches it.
+type supervisor struct {
+	c       *child
+	attempt int           // consecutive failures, for the backoff
+	listed  *childCatalog // what the child offers upstream; nil when withdrawn
+	// withdraw fires when a child that went away has not come back within
+	// its startup timeout; nil when no withdrawal is pending.
+	withdraw <-chan time.Time
+}
 
-		why := c.serve(ctx, sess, &listed)
-		uptime := time.Since(sess.started)
-		if ctx.Err() != nil {
-			// The tools stay listed while mcpmux stops: withdrawing them
-			// would only send clients a list_changed on the way out.
-			c.publish(childState{phase: PhaseStopped, listed: listed})
-			c.stopSession(sess)
-			return
-		}
-		c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server exited; restarting")
-		c.teardown(sess)
-		if uptime >= healthyUptime {
-			attempt = 0
-		}
-		attempt++
-		c.publish(childState{phase: PhaseRestarting, listed: listed, attempt: attempt, lastErr: fmt.Errorf("restarting after it exited (%s)", why)})
-		withdraw = time.After(c.cfg.StartupTimeout)
-		if !c.sleep(ctx, backoff(attempt), &withdraw, &listed) {
-			c.publish(childState{phase: PhaseStopped, listed: listed})
-			return
+// start makes one start attempt. It runs the attempt in a goroutine, which
+// it always waits for, so that a pending withdrawal can happen during a slow
+// attempt.
+func (sv *supervisor) start(ctx context.Context) (*session, *childCatalog, error) {
+	type started struct {
+		sess *session
+		cat  *childCatalog
+		err  error
+	}
+	res := make(chan started, 1)
+	go func() {
+		s, cat, err := sv.c.start(ctx)
+		res <- started{s, cat, err}
+	}()
+	for {
+		select {
+		case r := <-res:
+			return r.sess, r.cat, r.err
+		case <-sv.withdraw:
+			sv.withdrawNow()
 		}
 	}
 }
 
-// sleep waits d, withdrawing the child's tools if the deadline passes
-// meanwhile. It reports false when ctx ended.
-func (c *child) sleep(ctx context.Context, d time.Duration, withdraw *<-chan time.Time, listed **childCatalog) bool {
+// sleep waits d, or until ctx ends (reporting false).
+func (sv *supervisor) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -243,15 +240,18 @@ func (c *child) sleep(ctx context.Context, d time.Duration, withdraw *<-chan tim
 			return true
 		case <-ctx.Done():
 			return false
-		case <-*withdraw:
-			*withdraw = nil
-			*listed = nil
-			st := *c.state.Load()
-			st.listed = nil
-			c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
-			c.publish(st)
+		case <-sv.withdraw:
+			sv.withdrawNow()
 		}
 	}
+}
+
+func (sv *supervisor) withdrawNow() {
+	sv.withdraw, sv.listed = nil, nil
+	st := *sv.c.state.Load()
+	st.listed = nil
+	sv.c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
+	sv.c.publish(st)
 }
 
 func backoff(attempt int) time.Duration {

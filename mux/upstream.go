@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
-	"log"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,13 +14,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/policy"
-)
-
-// Upstream concurrency: the stdio server runs 5 tool calls at a time unless
-// told otherwise, which would serialise slow calls behind each other.
-const (
-	stdioWorkers = 100 // mcp-go v1.2.1 caps the pool here
-	stdioQueue   = 4096
 )
 
 type identityKey struct{}
@@ -63,18 +54,6 @@ func (m *Mux) newServer() *server.MCPServer {
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 	)
-}
-
-// ServeStdio serves one client over in and out as identity until in ends or
-// ctx is done.
-func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
-	s := server.NewStdioServer(m.srv)
-	s.SetErrorLogger(log.New(m.log.With().Str("component", "stdio").Logger(), "", 0))
-	server.WithWorkerPoolSize(stdioWorkers)(s)
-	server.WithQueueSize(stdioQueue)(s)
-	// The session is registered with Listen's context, so the identity must
-	// already be in it for list_changed to find the session.
-	return s.Listen(WithIdentity(ctx, identity), in, out)
 }
 
 // filterTools is the access check mcp-go applies to tools/list and to every

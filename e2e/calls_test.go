@@ -357,6 +357,9 @@ func TestConcurrentMixedCalls(t *testing.T) {
 	}
 	cancel()
 	<-blocked
+	// The cancellation travels on its own; see it arrive before the test
+	// closes mcpmux's stdin, which would otherwise wait for the hog.
+	m.Log.WaitLine(t, "hog cancelled", ts.Msg("server stderr", "server", "docs", "stderr", "labserver docs slow hog cancelled"))
 }
 
 // The first tools/list waits for every child to be ready, so the client sees

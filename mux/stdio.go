@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 )
 
 // Upstream concurrency: the stdio server runs 5 tool calls at a time unless
@@ -33,7 +34,7 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so
 	// the end is held back until the answers are out.
-	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout()}
+	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(), log: m.log}
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for list_changed to find the session.
 	return s.Listen(WithIdentity(ctx, identity), drain.reader(in), drain.writer(out))
@@ -54,6 +55,7 @@ type halfClose struct {
 	idle    chan struct{} // gets a token whenever pending drops to zero
 	ctx     context.Context
 	limit   time.Duration
+	log     zerolog.Logger
 }
 
 func (h *halfClose) reader(r io.Reader) io.Reader {
@@ -64,6 +66,9 @@ func (h *halfClose) writer(w io.Writer) io.Writer { return &answerWriter{h: h, w
 
 // waitIdle blocks until every request read has been answered.
 func (h *halfClose) waitIdle() {
+	if n := h.pending.Load(); n > 0 {
+		h.log.Info().Int64("requests", n).Msg("stdin closed; answering the requests in flight first")
+	}
 	t := time.NewTimer(h.limit)
 	defer t.Stop()
 	for h.pending.Load() > 0 {

@@ -494,9 +494,15 @@ func (m *Mux) Stop() error {
 	select {
 	case <-m.exited:
 	case <-time.After(Wait):
-		_ = m.Cmd.Process.Kill()
-		<-m.exited
-		m.t.Errorf("mcpmux did not exit after its stdin closed")
+		// SIGQUIT makes the Go runtime print every goroutine to the log.
+		_ = m.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-m.exited:
+		case <-time.After(Wait):
+			_ = m.Cmd.Process.Kill()
+			<-m.exited
+		}
+		m.t.Errorf("mcpmux did not exit after its stdin closed; log:\n%s", m.Log.Text())
 	}
 	return m.err
 }

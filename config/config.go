@@ -85,17 +85,64 @@ type Mux struct {
 }
 
 // Upstream is the [upstream] table: the side mcpmux serves.
-// Later versions will add network listeners and authentication here.
 type Upstream struct {
 	// Identity is the identity of the stdio client, whose policy applies
 	// to it. "" means the file configures none (the caller may supply one,
 	// for example from a flag).
 	Identity string
+
+	// Listen is the address of the streamable HTTP upstream ("host:port");
+	// "" serves no HTTP. Path is where MCP is served on it (default "/mcp").
+	Listen string
+	Path   string
+	// AdminListen, when set, serves /healthz, /readyz and /metrics on their
+	// own address; otherwise they are served on Listen.
+	AdminListen string
+	// AllowUnauthenticated lets a non-loopback Listen start with no
+	// authentication configured; every caller is then Identity.
+	AllowUnauthenticated bool
+	// Tokens are bearer tokens, each standing for one identity.
+	Tokens []Token
+	// JWT, when non-nil, accepts signed JWTs as bearer tokens.
+	JWT *JWT
+	// TrustedHeader names a request header that an authenticating proxy in
+	// front of mcpmux sets to the caller's identity; "" trusts none.
+	TrustedHeader string
+	// SessionIdleTimeout drops HTTP sessions idle this long.
+	SessionIdleTimeout time.Duration
+	// DrainTimeout is how long in-flight calls may finish after SIGTERM.
+	DrainTimeout time.Duration
 }
 
-// Server is one [servers.ALIAS] table: a child MCP server started as a
-// process speaking MCP over stdio. Later versions will add remote children
-// (URL, headers) here.
+// Token is one [[upstream.tokens]] entry. Exactly one of SHA256 and Env is
+// set in the file.
+type Token struct {
+	Identity string
+	// SHA256 is the hex SHA-256 digest of the token (lower case, 64 digits).
+	SHA256 string
+	// Env names the environment variable holding the token; Load reads it,
+	// and Value holds it. The file never holds the token itself.
+	Env   string
+	Value string
+	Line  int // where the entry starts, for messages
+}
+
+// JWT is the [upstream.jwt] table: mcpmux as an OAuth resource server.
+type JWT struct {
+	Issuer   string
+	Audience string // mcpmux's own URL; a token for another audience is refused
+	// JWKSFile is the absolute path of a local JWKS, re-read when it changes.
+	JWKSFile string
+	// IdentityClaim is the claim whose string value is the identity
+	// (default "sub").
+	IdentityClaim string
+	// AuthorizationServers are advertised in the protected-resource
+	// metadata (default: Issuer).
+	AuthorizationServers []string
+}
+
+// Server is one [servers.ALIAS] table: a child MCP server, either a
+// process speaking MCP over stdio (Command) or a remote server (URL).
 type Server struct {
 	// Alias is the table key: lower-case letters, digits and inner '-'
 	// (never '_', so exposed names split unambiguously), at most 32 bytes.
@@ -111,6 +158,18 @@ type Server struct {
 	// InheritEnv names variables passed through from mcpmux's environment
 	// (when set there), in addition to the basic ones Environ always passes.
 	InheritEnv []string
+
+	// URL is a remote child's MCP endpoint (http or https); exclusive with
+	// Command.
+	URL string
+	// Headers are sent with every request to URL, ${VAR} expanded.
+	Headers map[string]string
+	// Transport is "streamable" (default) or "sse" (the legacy transport).
+	Transport string
+	// PingInterval is how often a remote child is pinged; three misses in
+	// a row mark it down.
+	PingInterval time.Duration
+
 	// Hide and ReadOnly are glob patterns over the child's own tool names,
 	// as written; each is known to compile with internal/glob.
 	// Hidden tools are never exposed; read-only tools are safe to re-run.
@@ -121,6 +180,9 @@ type Server struct {
 	TrustAnnotations bool
 	// StartupTimeout bounds starting the child and its MCP handshake; > 0.
 	StartupTimeout time.Duration
+	// Required children must be ready for /readyz to answer 200 (default
+	// true).
+	Required bool
 }
 
 // Load reads and parses the config file at path, taking ${VAR} references

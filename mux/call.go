@@ -66,15 +66,17 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 	cat := m.catalog.Load()
 	t, ok := cat.byName[name]
 	if !ok {
-		d, srv := DecisionUnknown, ""
-		if alias, hidden := cat.hidden[name]; hidden {
-			d, srv = DecisionHidden, alias
+		m.refused(identity, name, cat, begun)
+		d := DecisionUnknown
+		if _, hidden := cat.hidden[name]; hidden {
+			d = DecisionHidden
 		}
-		m.auditLine(identity, name, srv, d, OutcomeRefused, begun)
 		return Result{Decision: d, Outcome: OutcomeRefused}
 	}
+	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
 	if !m.policies.Current().For(identity).Allows(t.name, t.readOnly) {
-		m.auditLine(identity, name, t.child.alias, DecisionDenied, OutcomeRefused, begun)
+		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
+		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
 	argMap, err := argumentsObject(args)
@@ -82,13 +84,37 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 		err = validateArgs(t.schema, argMap)
 	}
 	if err != nil {
-		m.auditLine(identity, name, t.child.alias, DecisionInvalid, OutcomeRefused, begun)
+		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
+		m.done(rec, begun)
 		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
+	m.observe.CallStarted(t.child.alias)
+	sent := time.Now()
 	res, outcome := m.forward(ctx, t, argMap)
-	m.auditLine(identity, name, t.child.alias, DecisionAllowed, outcome, begun)
+	rec.Child = time.Since(sent)
+	m.observe.CallFinished(t.child.alias)
+	rec.Outcome = outcome
+	m.done(rec, begun)
 	return Result{Decision: DecisionAllowed, Outcome: outcome, Tool: res}
+}
+
+// refused records a call whose name is not in the catalog: unknown, or
+// hidden by the config.
+func (m *Mux) refused(identity, name string, cat *catalog, begun time.Time) {
+	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
+	if alias, hidden := cat.hidden[name]; hidden {
+		rec.Decision, rec.Server = DecisionHidden, alias
+	}
+	m.auditLine(rec, name, time.Since(begun))
+	m.observe.CallDone(rec)
+}
+
+// done records a call on a tool of the catalog.
+func (m *Mux) done(rec CallRecord, begun time.Time) {
+	rec.Total = time.Since(begun)
+	m.auditLine(rec, rec.Tool, rec.Total)
+	m.observe.CallDone(rec)
 }
 
 func argumentsObject(args any) (map[string]any, error) {
@@ -159,15 +185,15 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool) (*mcp.CallToolResult, Outco
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }
 
-// auditLine writes the one line every call leaves. Argument values never
-// appear in it.
-func (m *Mux) auditLine(identity, name, server string, d Decision, o Outcome, begun time.Time) {
+// auditLine writes the one line every call leaves, naming the tool as the
+// caller did. Argument values never appear in it.
+func (m *Mux) auditLine(rec CallRecord, name string, took time.Duration) {
 	m.audit.Info().
-		Str("identity", identity).
+		Str("identity", rec.Identity).
 		Str("tool", name).
-		Str("server", server).
-		Str("decision", string(d)).
-		Str("outcome", string(o)).
-		Int64("duration_ms", time.Since(begun).Milliseconds()).
+		Str("server", rec.Server).
+		Str("decision", string(rec.Decision)).
+		Str("outcome", string(rec.Outcome)).
+		Int64("duration_ms", took.Milliseconds()).
 		Msg("call")
 }

@@ -104,6 +104,9 @@ func (c *child) publish(st childState) {
 	st.changed = make(chan struct{})
 	old := c.state.Swap(&st)
 	close(old.changed)
+	if old.phase != st.phase {
+		c.deps.observe.ChildPhase(c.alias, st.phase)
+	}
 	if old.listed != st.listed {
 		c.deps.rebuildCatalog()
 	}
@@ -180,6 +183,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			}
 			uptime := time.Since(sess.started)
 			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server exited; restarting")
+			c.deps.observe.ChildRestarted(c.alias)
 			c.teardown(sess)
 			if uptime >= healthyUptime {
 				sv.attempt = 0

@@ -37,6 +37,7 @@ type Mux struct {
 	audit    zerolog.Logger
 	environ  []string
 	guard    string
+	observe  Observer
 
 	children []*child // config order
 	spawner  *childproc.Spawner
@@ -61,6 +62,8 @@ type Options struct {
 	// first argument is childproc.GuardArg (mcpmux itself), so that no
 	// descendant of a child outlives mcpmux; "" starts children directly.
 	Guard string
+	// Observer is told what happens, for metrics; nil observes nothing.
+	Observer Observer
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -78,9 +81,13 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error)
 		policies: policies,
 		log:      log,
 		guard:    opts.Guard,
+		observe:  opts.Observer,
 		audit:    log.With().Str("log", "audit").Logger(),
 		environ:  os.Environ(),
 		initial:  make(chan struct{}),
+	}
+	if m.observe == nil {
+		m.observe = nopObserver{}
 	}
 	m.catalog.Store(emptyCatalog)
 	for _, s := range cfg.Servers {

@@ -44,9 +44,12 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddOnError(m.auditRefusal)
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
 		m.sessions.add(s.SessionID(), IdentityFrom(ctx))
+		m.observe.Session(IdentityFrom(ctx), 1)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
-		m.sessions.remove(s.SessionID())
+		if identity, ok := m.sessions.remove(s.SessionID()); ok {
+			m.observe.Session(identity, -1)
+		}
 	})
 	return server.NewMCPServer("mcpmux", Version,
 		server.WithToolCapabilities(true),
@@ -104,13 +107,12 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 
 func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
-	d, srv := DecisionUnknown, ""
+	identity := IdentityFrom(ctx)
 	if t, ok := cat.byName[name]; ok {
-		d, srv = DecisionDenied, t.child.alias
-	} else if alias, ok := cat.hidden[name]; ok {
-		d, srv = DecisionHidden, alias
+		m.done(CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}, time.Now())
+		return
 	}
-	m.auditLine(IdentityFrom(ctx), name, srv, d, OutcomeRefused, time.Now())
+	m.refused(identity, name, cat, time.Now())
 }
 
 // Paging. mcp-go pages by name order; the mux keeps catalog order, so with
@@ -175,10 +177,12 @@ func (s *sessions) add(id, identity string) {
 	s.byID[id] = identity
 }
 
-func (s *sessions) remove(id string) {
+func (s *sessions) remove(id string) (identity string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	identity, ok = s.byID[id]
 	delete(s.byID, id)
+	return identity, ok
 }
 
 func (s *sessions) of(identities map[string]bool) []string {

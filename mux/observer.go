@@ -1,0 +1,44 @@
+package mux
+
+import "time"
+
+// Observer is told what the mux does, for metrics. Its methods run on the
+// call path and on supervisors' goroutines: they must be quick and must not
+// block.
+type Observer interface {
+	// CallStarted and CallFinished bracket a call that was allowed and is
+	// being forwarded to server.
+	CallStarted(server string)
+	CallFinished(server string)
+	// CallDone reports every call, allowed or not, once, when it ends.
+	CallDone(CallRecord)
+	// ChildPhase reports a child entering a phase.
+	ChildPhase(alias string, phase Phase)
+	// ChildRestarted reports a child process or session that went away and
+	// is being started again.
+	ChildRestarted(alias string)
+	// Session reports an upstream session opening (+1) or closing (-1).
+	Session(identity string, delta int)
+}
+
+// CallRecord is one call as the audit log sees it, with its timings.
+type CallRecord struct {
+	Identity string
+	// Tool is the exposed name; "" when the name was not in the catalog,
+	// so that raw input never becomes a metric label.
+	Tool     string
+	Server   string
+	Decision Decision
+	Outcome  Outcome
+	Total    time.Duration // from the call's arrival to its answer
+	Child    time.Duration // spent waiting on the child, retries included
+}
+
+type nopObserver struct{}
+
+func (nopObserver) CallStarted(string)       {}
+func (nopObserver) CallFinished(string)      {}
+func (nopObserver) CallDone(CallRecord)      {}
+func (nopObserver) ChildPhase(string, Phase) {}
+func (nopObserver) ChildRestarted(string)    {}
+func (nopObserver) Session(string, int)      {}

@@ -14,11 +14,20 @@
 //
 //	[upstream]
 //	identity = "reader"
+//	listen = "127.0.0.1:7300"
+//
+//	[[upstream.tokens]]
+//	identity = "agent"
+//	env = "AGENT_TOKEN"
 //
 //	[servers.docs]
 //	command = "./bin/docs-server"
 //	env = { TOKEN = "${DOCS_TOKEN}" }
 //	read_only = ["search*"]
+//
+//	[servers.search]
+//	url = "https://search.example.com/mcp"
+//	headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }
 package config
 
 import (
@@ -43,6 +52,13 @@ const (
 	DefaultLogFormat      = "json"
 	DefaultPageSize       = 0
 	DefaultStartupTimeout = 10 * time.Second
+
+	DefaultPath               = "/mcp"
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultDrainTimeout       = 30 * time.Second
+	DefaultIdentityClaim      = "sub"
+	DefaultTransport          = "streamable"     // remote servers only
+	DefaultPingInterval       = 15 * time.Second // remote servers only
 )
 
 // Limits enforced by validation.
@@ -91,53 +107,62 @@ type Upstream struct {
 	// for example from a flag).
 	Identity string
 
-	// Listen is the address of the streamable HTTP upstream ("host:port");
-	// "" serves no HTTP. Path is where MCP is served on it (default "/mcp").
+	// Listen is the address of the streamable HTTP upstream ("host:port",
+	// port 0..65535); "" serves no HTTP. Path is where MCP is served on it
+	// (default "/mcp"); it starts with "/".
 	Listen string
 	Path   string
 	// AdminListen, when set, serves /healthz, /readyz and /metrics on their
-	// own address; otherwise they are served on Listen.
+	// own address; otherwise they are served on Listen. It never collides
+	// with Listen.
 	AdminListen string
 	// AllowUnauthenticated lets a non-loopback Listen start with no
-	// authentication configured; every caller is then Identity.
+	// authentication configured; every caller is then Identity. Without it,
+	// a Listen beyond loopback (any host but localhost, 127.0.0.0/8 and ::1;
+	// an empty host is every interface) requires AuthConfigured.
 	AllowUnauthenticated bool
-	// Tokens are bearer tokens, each standing for one identity.
+	// Tokens are bearer tokens, each standing for one identity, in file
+	// order. No two are the same token.
 	Tokens []Token
 	// JWT, when non-nil, accepts signed JWTs as bearer tokens.
 	JWT *JWT
 	// TrustedHeader names a request header that an authenticating proxy in
 	// front of mcpmux sets to the caller's identity; "" trusts none.
 	TrustedHeader string
-	// SessionIdleTimeout drops HTTP sessions idle this long.
+	// SessionIdleTimeout drops HTTP sessions idle this long; > 0.
 	SessionIdleTimeout time.Duration
-	// DrainTimeout is how long in-flight calls may finish after SIGTERM.
+	// DrainTimeout is how long in-flight calls may finish after SIGTERM;
+	// >= 0.
 	DrainTimeout time.Duration
 }
 
 // Token is one [[upstream.tokens]] entry. Exactly one of SHA256 and Env is
 // set in the file.
 type Token struct {
-	Identity string
+	Identity string // a valid identity (see ValidIdentity)
 	// SHA256 is the hex SHA-256 digest of the token (lower case, 64 digits).
 	SHA256 string
-	// Env names the environment variable holding the token; Load reads it,
-	// and Value holds it. The file never holds the token itself.
+	// Env names the environment variable holding the token; Load reads it
+	// (Parse through its getenv), and Value holds it, never empty. The file
+	// never holds the token itself.
 	Env   string
 	Value string
-	Line  int // where the entry starts, for messages
+	Line  int // where the entry starts ([[upstream.tokens]]), for messages
 }
 
 // JWT is the [upstream.jwt] table: mcpmux as an OAuth resource server.
 type JWT struct {
-	Issuer   string
-	Audience string // mcpmux's own URL; a token for another audience is refused
-	// JWKSFile is the absolute path of a local JWKS, re-read when it changes.
+	Issuer   string // the iss accepted; never empty
+	Audience string // mcpmux's own URL; a token for another audience is refused; never empty
+	// JWKSFile is the absolute path of a local JWKS, re-read when it
+	// changes. A relative jwks_file is taken relative to the directory of
+	// the config file; it need not exist when the file is loaded.
 	JWKSFile string
 	// IdentityClaim is the claim whose string value is the identity
 	// (default "sub").
 	IdentityClaim string
 	// AuthorizationServers are advertised in the protected-resource
-	// metadata (default: Issuer).
+	// metadata (default: Issuer); never empty.
 	AuthorizationServers []string
 }
 
@@ -147,9 +172,11 @@ type Server struct {
 	// Alias is the table key: lower-case letters, digits and inner '-'
 	// (never '_', so exposed names split unambiguously), at most 32 bytes.
 	Alias string
-	// Command is the program to run. A relative command containing '/' has
+	// Command is the program to run; "" for a remote server. A relative
+	// command containing '/' has
 	// been made absolute against the config file's directory; a bare name is
-	// kept as written and looked up in PATH when the child starts.
+	// kept as written and looked up in PATH when the child starts. Args, Env
+	// and InheritEnv are only ever set with Command.
 	Command string
 	Args    []string
 	// Env holds variables set for the child, with ${VAR} references already
@@ -159,15 +186,18 @@ type Server struct {
 	// (when set there), in addition to the basic ones Environ always passes.
 	InheritEnv []string
 
-	// URL is a remote child's MCP endpoint (http or https); exclusive with
-	// Command.
+	// URL is a remote child's MCP endpoint, an absolute http or https URL;
+	// exactly one of Command and URL is set. Headers, Transport and
+	// PingInterval are only ever set with URL.
 	URL string
-	// Headers are sent with every request to URL, ${VAR} expanded.
+	// Headers are sent with every request to URL, ${VAR} expanded. Names
+	// are valid header names as written, no two equal but for case.
 	Headers map[string]string
-	// Transport is "streamable" (default) or "sse" (the legacy transport).
+	// Transport is "streamable" (default) or "sse" (the legacy transport);
+	// "" for a command.
 	Transport string
 	// PingInterval is how often a remote child is pinged; three misses in
-	// a row mark it down.
+	// a row mark it down. > 0 (default 15s); 0 for a command.
 	PingInterval time.Duration
 
 	// Hide and ReadOnly are glob patterns over the child's own tool names,
@@ -185,8 +215,14 @@ type Server struct {
 	Required bool
 }
 
+// Remote reports whether the server is reached at URL rather than started
+// with Command.
+func (s Server) Remote() bool {
+	return s.URL != ""
+}
+
 // Load reads and parses the config file at path, taking ${VAR} references
-// from the process environment. Errors about the content are an Errors value
+// and tokens' env variables from the process environment. Errors about the content are an Errors value
 // that names path as written and the line of each problem.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -198,7 +234,8 @@ func Load(path string) (*Config, error) {
 
 // Parse parses data as the content of the config file named file: file
 // names it in errors, and its directory anchors relative paths. getenv
-// resolves ${VAR} references in env values; nil means no variable is set.
+// resolves ${VAR} references in env and headers values and reads the
+// variables named by tokens' env; nil means no variable is set.
 //
 // On failure Parse returns a nil *Config and an Errors holding every
 // problem it found, in line order.

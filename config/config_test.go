@@ -54,7 +54,12 @@ func TestExample(t *testing.T) {
 			LogFormat:     "json",
 			PageSize:      0,
 		},
-		Upstream: Upstream{Identity: "reader"},
+		Upstream: Upstream{
+			Identity:           "reader",
+			Path:               "/mcp",
+			SessionIdleTimeout: 30 * time.Minute,
+			DrainTimeout:       30 * time.Second,
+		},
 		Servers: []Server{
 			{
 				Alias:            "docs",
@@ -64,6 +69,7 @@ func TestExample(t *testing.T) {
 				ReadOnly:         []string{"search"},
 				TrustAnnotations: true,
 				StartupTimeout:   10 * time.Second,
+				Required:         true,
 			},
 			{
 				Alias:            "tickets",
@@ -73,6 +79,7 @@ func TestExample(t *testing.T) {
 				ReadOnly:         []string{"search"},
 				TrustAnnotations: true,
 				StartupTimeout:   10 * time.Second,
+				Required:         true,
 			},
 		},
 	}
@@ -96,9 +103,15 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	keys := []string{
 		"[mux]", "separator", "policy_dir", "max_name_length", "call_timeout",
 		"log_level", "log_format", "page_size",
-		"[upstream]", "identity",
-		"[servers.", "command", "args", "env", "inherit_env", "hide",
-		"read_only", "trust_annotations", "startup_timeout",
+		"[upstream]", "identity", "listen", "path", "admin_listen",
+		"allow_unauthenticated", "trusted_header", "session_idle_timeout",
+		"drain_timeout",
+		"[[upstream.tokens]]", "sha256", "env",
+		"[upstream.jwt]", "issuer", "audience", "jwks_file", "identity_claim",
+		"authorization_servers",
+		"[servers.", "command", "args", "env", "inherit_env", "url", "headers",
+		"transport", "ping_interval", "hide", "read_only", "trust_annotations",
+		"startup_timeout", "required",
 	}
 	for _, k := range keys {
 		if !strings.Contains(string(data), k) {
@@ -127,11 +140,17 @@ func TestDefaults(t *testing.T) {
 			LogFormat:     "json",
 			PageSize:      0,
 		},
+		Upstream: Upstream{
+			Path:               "/mcp",
+			SessionIdleTimeout: 30 * time.Minute,
+			DrainTimeout:       30 * time.Second,
+		},
 		Servers: []Server{{
 			Alias:            "a",
 			Command:          "x",
 			TrustAnnotations: true,
 			StartupTimeout:   10 * time.Second,
+			Required:         true,
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -152,6 +171,28 @@ page_size = 50
 
 [upstream]
 identity = "ops.team-1_x"
+listen = "0.0.0.0:7300"
+path = "/api/mcp"
+admin_listen = "127.0.0.1:7301"
+allow_unauthenticated = true
+trusted_header = "X-Forwarded-User"
+session_idle_timeout = "5m"
+drain_timeout = "0s"
+
+[[upstream.tokens]]
+identity = "agent"
+sha256 = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
+
+[[upstream.tokens]]
+identity = "ops"
+env = "OPS_TOKEN"
+
+[upstream.jwt]
+issuer = "https://auth.example.com"
+audience = "https://mcpmux.example.com/mcp"
+jwks_file = "/var/lib/mcpmux/jwks.json"
+identity_claim = "email"
+authorization_servers = ["https://a.example.com", "https://b.example.com"]
 
 [servers.my-docs]
 command = "/usr/bin/docs"
@@ -162,7 +203,19 @@ hide = ["debug_*", "x?"]
 read_only = ["get_*"]
 trust_annotations = false
 startup_timeout = "250ms"
-`, map[string]string{"HOME": "/home/u"})
+required = false
+
+[servers.search]
+url = "https://search.example.com:8443/mcp?v=2"
+headers = { Authorization = "Bearer ${SEARCH_TOKEN}", X-Trace = "on" }
+transport = "sse"
+ping_interval = "1m"
+hide = ["admin_*"]
+read_only = ["find"]
+trust_annotations = false
+startup_timeout = "3s"
+required = false
+`, map[string]string{"HOME": "/home/u", "OPS_TOKEN": "ops-s3cret", "SEARCH_TOKEN": "t0k"})
 	want := &Config{
 		File: file,
 		Mux: Mux{
@@ -174,7 +227,27 @@ startup_timeout = "250ms"
 			LogFormat:     "console",
 			PageSize:      50,
 		},
-		Upstream: Upstream{Identity: "ops.team-1_x"},
+		Upstream: Upstream{
+			Identity:             "ops.team-1_x",
+			Listen:               "0.0.0.0:7300",
+			Path:                 "/api/mcp",
+			AdminListen:          "127.0.0.1:7301",
+			AllowUnauthenticated: true,
+			Tokens: []Token{
+				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 21},
+				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 25},
+			},
+			JWT: &JWT{
+				Issuer:               "https://auth.example.com",
+				Audience:             "https://mcpmux.example.com/mcp",
+				JWKSFile:             "/var/lib/mcpmux/jwks.json",
+				IdentityClaim:        "email",
+				AuthorizationServers: []string{"https://a.example.com", "https://b.example.com"},
+			},
+			TrustedHeader:      "X-Forwarded-User",
+			SessionIdleTimeout: 5 * time.Minute,
+			DrainTimeout:       0,
+		},
 		Servers: []Server{{
 			Alias:            "my-docs",
 			Command:          "/usr/bin/docs",
@@ -185,6 +258,18 @@ startup_timeout = "250ms"
 			ReadOnly:         []string{"get_*"},
 			TrustAnnotations: false,
 			StartupTimeout:   250 * time.Millisecond,
+			Required:         false,
+		}, {
+			Alias:            "search",
+			URL:              "https://search.example.com:8443/mcp?v=2",
+			Headers:          map[string]string{"Authorization": "Bearer t0k", "X-Trace": "on"},
+			Transport:        "sse",
+			PingInterval:     time.Minute,
+			Hide:             []string{"admin_*"},
+			ReadOnly:         []string{"find"},
+			TrustAnnotations: false,
+			StartupTimeout:   3 * time.Second,
+			Required:         false,
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -313,12 +398,7 @@ func TestEnvExpansion(t *testing.T) {
 
 // TestErrors checks the exact text of every error Parse reports.
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		src  string
-		vars map[string]string
-		want string // Error() of the whole result
-	}{
+	tests := []errorTest{
 		// TOML itself.
 		{
 			name: "syntax error",
@@ -376,31 +456,6 @@ func TestErrors(t *testing.T) {
 			name: "unknown dotted key",
 			src:  srv + "startup.timeout = \"1s\"\n",
 			want: "mcpmux.toml:3: [servers.a] startup: unknown key",
-		},
-
-		// Keys of later versions.
-		{
-			name: "upstream listen",
-			src:  "[upstream]\nlisten = \":8080\"\n" + srv,
-			want: "mcpmux.toml:2: [upstream] listen: serving over the network is not supported yet",
-		},
-		{
-			name: "upstream auth",
-			src: "[upstream]\ntokens = { a = \"b\" }\njwt = { issuer = \"x\" }\ntrusted_header = \"X-User\"\n" +
-				"admin_listen = \":9090\"\n" + srv,
-			want: "mcpmux.toml:2: [upstream] tokens: token authentication is not supported yet\n" +
-				"mcpmux.toml:3: [upstream] jwt: JWT authentication is not supported yet\n" +
-				"mcpmux.toml:4: [upstream] trusted_header: identities from a trusted header are not supported yet\n" +
-				"mcpmux.toml:5: [upstream] admin_listen: the admin listener is not supported yet",
-		},
-		{
-			name: "remote server",
-			src: "[servers.docs]\ncommand = \"x\"\n\n[servers.tickets]\ncommand = \"x\"\nrequired = true\n" +
-				"headers = { A = \"b\" }\nurl = \"https://example.com/mcp\"\ntransport = \"http\"\n",
-			want: "mcpmux.toml:6: [servers.tickets] required: required servers are not supported yet\n" +
-				"mcpmux.toml:7: [servers.tickets] headers: remote children are not supported yet\n" +
-				"mcpmux.toml:8: [servers.tickets] url: remote children are not supported yet\n" +
-				"mcpmux.toml:9: [servers.tickets] transport: remote children are not supported yet",
 		},
 
 		// [mux] values.
@@ -559,7 +614,7 @@ func TestErrors(t *testing.T) {
 		{
 			name: "missing command",
 			src:  "[servers.a]\nargs = []\n",
-			want: `mcpmux.toml:1: [servers.a]: command is required`,
+			want: `mcpmux.toml:1: [servers.a]: command or url is required: command to start a server, url to reach a remote one`,
 		},
 		{
 			name: "empty command",
@@ -661,7 +716,7 @@ log_level = "loud"
 colour = true
 
 [upstream]
-listen = ":8080"
+listen = "8080"
 
 [servers.Bad_Alias]
 args = [1]
@@ -674,14 +729,27 @@ env = { T = "${NOPE}" }
 			want: `mcpmux.toml:2: [mux] separator: must be "_" or "__", not "."
 mcpmux.toml:3: [mux] log_level: must be one of trace, debug, info, warn, error, fatal, panic, disabled, not "loud"
 mcpmux.toml:4: [mux] colour: unknown key
-mcpmux.toml:7: [upstream] listen: serving over the network is not supported yet
+mcpmux.toml:7: [upstream] listen: invalid address "8080": use host:port, such as "127.0.0.1:7300", "[::1]:7300" or ":7300" (every interface)
 mcpmux.toml:9: [servers.Bad_Alias]: invalid alias "Bad_Alias": use lower-case letters, digits and inner '-' (no '_'), at most 32 characters
-mcpmux.toml:9: [servers.Bad_Alias]: command is required
+mcpmux.toml:9: [servers.Bad_Alias]: command or url is required: command to start a server, url to reach a remote one
 mcpmux.toml:10: [servers.Bad_Alias] args[0]: must be a string, not an integer
 mcpmux.toml:14: [servers.ok] startup_timeout: must be positive, not "0s"
 mcpmux.toml:15: [servers.ok] env.T: environment variable NOPE is not set`,
 		},
 	}
+	checkErrors(t, tests)
+}
+
+// errorTest is a source Parse must refuse with exactly the errors want.
+type errorTest struct {
+	name string
+	src  string
+	vars map[string]string
+	want string // Error() of the whole result
+}
+
+func checkErrors(t *testing.T, tests []errorTest) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := Parse("mcpmux.toml", []byte(tt.src), env(tt.vars))
@@ -755,6 +823,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("[mux]\nseparator = 1\n[servers.a]\nenv = { A = \"${B}\" }\nhide = [\"\", [1]]\n"))
 	f.Add([]byte("servers = { a = { command = \"x\", args = [[1], {b = 2}] } }\n"))
 	f.Add([]byte("[[servers.a]]\ncommand = 'x'\n[[servers.a]]\n"))
+	f.Add([]byte("[upstream]\nlisten = ':1'\ntokens = [{identity = 'a', env = 'B'}, {sha256 = 1}]\n" +
+		"[[upstream.tokens]]\nidentity = 'b'\n[upstream.tokens.x]\n[upstream.jwt]\nissuer = ''\n" +
+		"[servers.a]\nurl = 'http://x'\ncommand = 'y'\nheaders = { A = '${B}', 'b c' = 2 }\n"))
 	if data, err := os.ReadFile("../config.example.toml"); err == nil {
 		f.Add(data)
 	}

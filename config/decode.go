@@ -1,8 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"net/textproto"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,22 +26,14 @@ var logLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "pa
 
 var logFormats = []string{"json", "console"}
 
+var transports = []string{"streamable", "sse"}
+
 // Keys a later version will understand. They are refused with a message
-// saying so, rather than as unknown keys.
+// saying so, rather than as unknown keys. Every key once listed here is
+// supported now; the mechanism stays for the next ones.
 var (
-	upstreamLater = []later{
-		{"listen", "serving over the network is not supported yet"},
-		{"admin_listen", "the admin listener is not supported yet"},
-		{"tokens", "token authentication is not supported yet"},
-		{"jwt", "JWT authentication is not supported yet"},
-		{"trusted_header", "identities from a trusted header are not supported yet"},
-	}
-	serverLater = []later{
-		{"url", "remote children are not supported yet"},
-		{"headers", "remote children are not supported yet"},
-		{"transport", "remote children are not supported yet"},
-		{"required", "required servers are not supported yet"},
-	}
+	upstreamLater []later
+	serverLater   []later
 )
 
 type later struct{ key, msg string }
@@ -105,18 +100,6 @@ func ValidIdentity(name string) bool {
 	return identityRE.MatchString(name)
 }
 
-func (d *decoder) upstream(t *table, u *Upstream) {
-	if t.str("identity", &u.Identity) && !ValidIdentity(u.Identity) {
-		if u.Identity == "" {
-			t.errorf("identity", "must not be empty (leave the key out to configure no identity)")
-		} else {
-			t.errorf("identity", "invalid identity %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", u.Identity)
-		}
-	}
-	t.refuse(upstreamLater)
-	t.finish()
-}
-
 // servers decodes [servers.*] in file order.
 func (d *decoder) servers(root *table) []Server {
 	if _, ok := root.m["servers"]; !ok {
@@ -148,11 +131,25 @@ func (d *decoder) server(t *table, alias string) Server {
 		Alias:            alias,
 		TrustAnnotations: true,
 		StartupTimeout:   DefaultStartupTimeout,
+		Required:         true,
 	}
 	if !aliasRE.MatchString(alias) || len(alias) > MaxAliasLength {
-		d.errorAt(d.ix.line(t.path), "%s: invalid alias %q: use lower-case letters, digits and inner '-' (no '_'), at most %d characters",
-			t.header(), alias, MaxAliasLength)
+		t.selfErrorf("invalid alias %q: use lower-case letters, digits and inner '-' (no '_'), at most %d characters",
+			alias, MaxAliasLength)
 	}
+	_, hasCommand := t.m["command"]
+	_, hasURL := t.m["url"]
+	switch {
+	case hasCommand && hasURL:
+		t.errorf("url", "cannot be set with command: a server is either started with command or reached at url")
+	case !hasCommand && !hasURL:
+		t.selfErrorf("command or url is required: command to start a server, url to reach a remote one")
+	}
+	// With both or neither, the kind of server is unknown: decode every
+	// key rather than pile up messages about keys of the other kind.
+	local := !hasURL || hasCommand
+	remote := !hasCommand || hasURL
+
 	if t.str("command", &s.Command) {
 		switch {
 		case s.Command == "":
@@ -160,58 +157,142 @@ func (d *decoder) server(t *table, alias string) Server {
 		case strings.Contains(s.Command, "/"):
 			s.Command = d.abs(s.Command)
 		}
-	} else if _, ok := t.m["command"]; !ok {
-		d.errorAt(d.ix.line(t.path), "%s: command is required", t.header())
 	}
-	t.strs("args", &s.Args)
-	d.env(t, &s.Env)
-	if t.strs("inherit_env", &s.InheritEnv) {
-		for i, name := range s.InheritEnv {
-			if !envNameRE.MatchString(name) {
-				t.elemErrorf("inherit_env", i, "invalid variable name %q", name)
+	if !local {
+		t.onlyWith([]string{"args", "env", "inherit_env"}, "url", "command")
+	} else {
+		t.strs("args", &s.Args)
+		d.stringMap(t, "env", &s.Env, "variable", envNameRE.MatchString, nil)
+		if t.strs("inherit_env", &s.InheritEnv) {
+			for i, name := range s.InheritEnv {
+				if !envNameRE.MatchString(name) {
+					t.elemErrorf("inherit_env", i, "invalid variable name %q", name)
+				}
 			}
 		}
 	}
+
+	if hasURL {
+		s.Transport = DefaultTransport
+		s.PingInterval = DefaultPingInterval
+	}
+	if t.str("url", &s.URL) {
+		if msg := urlProblem(s.URL); msg != "" {
+			t.errorf("url", "%s", msg)
+		}
+	}
+	if !remote {
+		t.onlyWith([]string{"headers", "transport", "ping_interval"}, "command", "url")
+	} else {
+		d.stringMap(t, "headers", &s.Headers, "header", validHeaderName, checkHeaders)
+		t.oneOf("transport", &s.Transport, transports)
+		t.duration("ping_interval", &s.PingInterval)
+	}
+
 	t.patterns("hide", &s.Hide)
 	t.patterns("read_only", &s.ReadOnly)
 	t.boolean("trust_annotations", &s.TrustAnnotations)
 	t.duration("startup_timeout", &s.StartupTimeout)
+	t.boolean("required", &s.Required)
 	t.refuse(serverLater)
 	t.finish()
 	return s
 }
 
-// env decodes a server's env table, expanding ${VAR} in the values.
-func (d *decoder) env(t *table, dst *map[string]string) {
-	raw, ok := t.lookup("env")
+// onlyWith reports each of keys present in a server that has have, saying
+// the key needs want instead.
+func (t *table) onlyWith(keys []string, have, want string) {
+	for _, k := range keys {
+		if _, ok := t.lookup(k); ok {
+			t.errorf(k, "not allowed with %s: only for a server with %s", have, want)
+		}
+	}
+}
+
+// urlProblem says what is wrong with a remote server's URL, or "".
+func urlProblem(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return fmt.Sprintf("invalid URL: %s", oneLine(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		if u.Scheme == "" {
+			return `must be an absolute http or https URL, such as "https://example.com/mcp"`
+		}
+		return fmt.Sprintf(`must be an http or https URL, such as "https://example.com/mcp", not one with the scheme %q`, u.Scheme)
+	}
+	if u.Host == "" {
+		return `must be an absolute http or https URL with a host, such as "https://example.com/mcp"`
+	}
+	return ""
+}
+
+// checkHeaders reports header values that cannot be sent, and names that
+// differ only in case (HTTP header names are case-insensitive).
+func checkHeaders(t *table, m map[string]string, names []string) {
+	first := make(map[string]string)
+	for _, name := range names {
+		v, ok := m[name]
+		if !ok {
+			continue // not a valid string; reported
+		}
+		if !validHeaderValue(v) {
+			// The value may be a secret: never echo it.
+			t.errorf(name, "invalid header value: control characters (such as a newline) are not allowed")
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if prev, dup := first[canon]; dup {
+			t.errorf(name, "the same header as %s: header names are case-insensitive", t.name(prev))
+		} else {
+			first[canon] = name
+		}
+	}
+}
+
+// stringMap decodes a table of strings keyed by names (env, headers),
+// expanding ${VAR} in the values. valid checks each name; check, when not
+// nil, sees the decoded map and its names in file order.
+func (d *decoder) stringMap(t *table, key string, dst *map[string]string, what string,
+	valid func(string) bool, check func(*table, map[string]string, []string)) {
+	raw, ok := t.lookup(key)
 	if !ok {
 		return
 	}
 	m, ok := raw.(map[string]any)
 	if !ok {
-		t.typeError("env", "a table", raw)
+		t.typeError(key, "a table", raw)
 		return
 	}
-	env := make(map[string]string, len(m))
-	et := d.table(append(slices.Clip(t.path), "env"), m)
-	for _, name := range et.keysInOrder() {
-		key := "env." + quoteKey(name)
-		line := d.ix.line(append(slices.Clip(et.path), name))
-		if !envNameRE.MatchString(name) {
-			d.errorAt(line, "%s %s: invalid variable name", t.header(), key)
+	out := make(map[string]string, len(m))
+	st := d.subTable(t, key, m)
+	names := st.keysInOrder()
+	for _, name := range names {
+		st.seen[name] = true
+		if !valid(name) {
+			st.errorf(name, "invalid %s name", what)
 		}
 		s, ok := m[name].(string)
 		if !ok {
-			d.errorAt(line, "%s %s: must be a string, not %s", t.header(), key, typeName(m[name]))
+			st.typeError(name, "a string", m[name])
 			continue
 		}
 		v, errs := expand(s, d.getenv)
 		for _, err := range errs {
-			d.errorAt(line, "%s %s: %v", t.header(), key, err)
+			st.errorf(name, "%v", err)
 		}
-		env[name] = v
+		out[name] = v
 	}
-	*dst = env
+	if check != nil {
+		check(st, out, names)
+	}
+	*dst = out
 }
 
 // checkNameRoom reports aliases that would leave no room for a tool name
@@ -246,10 +327,34 @@ type table struct {
 	m     map[string]any // nil when the value was not a table
 	known []string       // keys this version understands, for suggestions
 	seen  map[string]bool
+	// label names the table in messages ("[servers.docs]"; "" for the
+	// root), and sep goes between it and a key: "[mux] separator",
+	// "[servers.docs] env.TOKEN", "[upstream] tokens[0].env".
+	label, sep string
 }
 
 func (d *decoder) table(path []string, m map[string]any) *table {
-	return &table{d: d, path: path, m: m, seen: make(map[string]bool)}
+	t := &table{d: d, path: path, m: m, seen: make(map[string]bool)}
+	if len(path) > 0 {
+		t.label, t.sep = "["+dotted(path)+"]", " "
+	}
+	return t
+}
+
+// subTable is the table m at key in t, named in messages as a key of t
+// ("[servers.docs] env") rather than by a header of its own.
+func (d *decoder) subTable(t *table, key string, m map[string]any) *table {
+	st := d.table(append(slices.Clip(t.path), key), m)
+	st.label, st.sep = t.name(key), "."
+	return st
+}
+
+// elemTable is the table m, element i of the array at key in t
+// ("[upstream] tokens[0]").
+func (d *decoder) elemTable(t *table, key string, i int, m map[string]any) *table {
+	et := d.table(append(slices.Clip(t.path), key, elemPart(i)), m)
+	et.label, et.sep = fmt.Sprintf("%s[%d]", t.name(key), i), "."
+	return et
 }
 
 // table returns the sub-table at key. A missing key gives an empty table; a
@@ -277,17 +382,12 @@ func (t *table) lookup(key string) (any, bool) {
 	return v, ok
 }
 
-// header names the table as its TOML header would: "[servers.docs]".
-func (t *table) header() string {
-	return "[" + dotted(t.path) + "]"
-}
-
 // name names key in messages: "[mux] separator", or "servers" at the top.
 func (t *table) name(key string) string {
-	if len(t.path) == 0 {
+	if t.label == "" {
 		return quoteKey(key)
 	}
-	return t.header() + " " + quoteKey(key)
+	return t.label + t.sep + quoteKey(key)
 }
 
 func (t *table) line(key string) int {
@@ -296,6 +396,11 @@ func (t *table) line(key string) int {
 
 func (t *table) errorf(key, format string, args ...any) {
 	t.d.errorAt(t.line(key), "%s: %s", t.name(key), fmt.Sprintf(format, args...))
+}
+
+// selfErrorf reports a problem with the table as a whole, at its start.
+func (t *table) selfErrorf(format string, args ...any) {
+	t.d.errorAt(t.d.ix.line(t.path), "%s: %s", t.label, fmt.Sprintf(format, args...))
 }
 
 func (t *table) elemErrorf(key string, i int, format string, args ...any) {
@@ -388,6 +493,12 @@ func (t *table) strs(key string, dst *[]string) bool {
 
 // duration decodes a Go duration string that must be positive.
 func (t *table) duration(key string, dst *time.Duration) bool {
+	return t.durationFrom(key, dst, false)
+}
+
+// durationFrom decodes a Go duration string that must be positive, or may
+// also be zero when zeroOK.
+func (t *table) durationFrom(key string, dst *time.Duration, zeroOK bool) bool {
 	v, ok := t.lookup(key)
 	if !ok {
 		return false
@@ -402,7 +513,11 @@ func (t *table) duration(key string, dst *time.Duration) bool {
 		t.errorf(key, `invalid duration %q: use a number and a unit, such as "30s" or "2m"`, s)
 		return false
 	}
-	if dur <= 0 {
+	switch {
+	case dur < 0 && zeroOK:
+		t.errorf(key, "must not be negative, not %q", s)
+		return false
+	case dur <= 0 && !zeroOK:
 		t.errorf(key, "must be positive, not %q", s)
 		return false
 	}

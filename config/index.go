@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,18 +17,28 @@ import (
 // It is built from go-toml's unstable.Parser, whose AST carries the byte
 // range of every key and scalar value.
 type index struct {
-	lineStarts []int          // offset of the first byte of each line
-	keys       map[string]int // pathKey(path) -> offset where the key first appears
-	// elems maps pathKey(path) of an array value to the offset of each of
-	// its elements, or -1 for an element without a position (an array).
-	elems map[string][]int
+	lineStarts []int // offset of the first byte of each line
+	// keys maps pathKey(path) to the offset where the key at path first
+	// appears. Element i of an array is the path part elemPart(i): for an
+	// array of tables, at its [[header]]; for an inline array, at the
+	// element itself (elements without a position, arrays, are left out).
+	keys map[string]int
+	// arrays counts the elements of each array of tables seen so far, by
+	// pathKey(path), so that later headers can address its last element.
+	arrays map[string]int
+}
+
+// elemPart is the path part standing for element i of an array. It cannot
+// clash with a key: no TOML value is both an array and a table.
+func elemPart(i int) string {
+	return "[" + strconv.Itoa(i) + "]"
 }
 
 // indexDocument indexes data, which must be a complete TOML document.
 func indexDocument(data []byte) (*index, *Error) {
 	ix := &index{
-		keys:  make(map[string]int),
-		elems: make(map[string][]int),
+		keys:   make(map[string]int),
+		arrays: make(map[string]int),
 	}
 	ix.lineStarts = append(ix.lineStarts, 0)
 	for i, c := range data {
@@ -42,8 +53,10 @@ func indexDocument(data []byte) (*index, *Error) {
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = ix.addKey(nil, e.Key())
+		case unstable.Table:
+			table = ix.addHeader(e.Key(), false)
+		case unstable.ArrayTable:
+			table = ix.addHeader(e.Key(), true)
 		case unstable.KeyValue:
 			ix.addKeyValue(table, e)
 		}
@@ -61,6 +74,31 @@ func indexDocument(data []byte) (*index, *Error) {
 		return nil, &Error{Line: line, Msg: "invalid TOML: " + err.Error()}
 	}
 	return ix, nil
+}
+
+// addHeader records the key of a [table] or [[array]] header and returns the
+// path of the table it opens. A part naming an array of tables stands for
+// its last element, as in TOML; the last part of an [[array]] header adds
+// an element, recorded at the header.
+func (ix *index) addHeader(key unstable.Iterator, array bool) []string {
+	var path []string
+	for key.Next() {
+		n := key.Node()
+		off := int(n.Raw.Offset)
+		path = append(path, string(n.Data))
+		pk := pathKey(path)
+		ix.add(pk, off)
+		count, isArray := ix.arrays[pk]
+		switch {
+		case array && key.IsLast():
+			ix.arrays[pk] = count + 1
+			path = append(path, elemPart(count))
+			ix.add(pathKey(path), off)
+		case isArray && count > 0:
+			path = append(path, elemPart(count-1))
+		}
+	}
+	return path
 }
 
 // addKey records every prefix of prefix+key and returns the full path.
@@ -88,24 +126,27 @@ func (ix *index) addKeyValue(table []string, kv *unstable.Node) {
 			}
 		}
 	case unstable.Array:
-		pk := pathKey(path)
-		if _, ok := ix.elems[pk]; ok {
-			return
-		}
-		offs := []int{}
+		i := 0
 		it := v.Children()
 		for it.Next() {
 			n := it.Node()
 			if n.Kind == unstable.Comment {
 				continue
 			}
-			off := -1
+			elem := append(slices.Clip(path), elemPart(i))
+			i++
 			if n.Raw.Length > 0 {
-				off = int(n.Raw.Offset)
+				ix.add(pathKey(elem), int(n.Raw.Offset))
 			}
-			offs = append(offs, off)
+			if n.Kind == unstable.InlineTable {
+				kvs := n.Children()
+				for kvs.Next() {
+					if kv := kvs.Node(); kv.Kind == unstable.KeyValue {
+						ix.addKeyValue(elem, kv)
+					}
+				}
+			}
 		}
-		ix.elems[pk] = offs
 	}
 }
 
@@ -134,10 +175,7 @@ func (ix *index) line(path []string) int {
 // elemLine returns the line of element i of the array at path, or the line
 // of its key when the element's position is unknown.
 func (ix *index) elemLine(path []string, i int) int {
-	if offs := ix.elems[pathKey(path)]; i < len(offs) && offs[i] >= 0 {
-		return ix.lineOf(offs[i])
-	}
-	return ix.line(path)
+	return ix.line(append(slices.Clip(path), elemPart(i)))
 }
 
 // lineOf returns the 1-based line holding byte offset off.

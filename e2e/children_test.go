@@ -132,7 +132,7 @@ func TestExitNoticedWithoutACall(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	m.Log.WaitLine(t, "exit noticed", ts.Msg("server exited; restarting", "server", "docs"))
+	m.Log.WaitLine(t, "exit noticed", ts.Msg("server went away; restarting", "server", "docs"))
 	first := m.Log.WaitLine(t, "first ready", ts.Msg("server ready", "server", "docs"))["pid"]
 	m.Log.WaitLine(t, "second ready", func(l map[string]any) bool {
 		return ts.Msg("server ready", "server", "docs")(l) && l["pid"] != first

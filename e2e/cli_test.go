@@ -152,13 +152,13 @@ func TestCLIValidate(t *testing.T) {
 			stderr: `unknown key "alow"`,
 		},
 		{
-			name: "remote child",
+			name: "command and url both",
 			lab: func(t *testing.T) (string, string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "x", Extra: `url = "https://example.com/mcp"`})
 				return lab.Config, fmt.Sprintf("%s:%d:", lab.Config, lineNumber(t, lab.Config, "url = "))
 			},
 			code:   3,
-			stderr: "not supported yet",
+			stderr: "cannot be set with command",
 		},
 		{
 			// validate starts no child: a command that does not exist is

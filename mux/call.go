@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -89,11 +88,18 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
+	m.inflight.Add(1)
 	m.observe.CallStarted(t.child.alias)
 	sent := time.Now()
 	res, outcome := m.forward(ctx, t, argMap)
 	rec.Child = time.Since(sent)
 	m.observe.CallFinished(t.child.alias)
+	if m.inflight.Add(-1) == 0 {
+		select {
+		case m.idle <- struct{}{}:
+		default:
+		}
+	}
 	rec.Outcome = outcome
 	m.done(rec, begun)
 	return Result{Decision: DecisionAllowed, Outcome: outcome, Tool: res}
@@ -159,24 +165,29 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 		if ctx.Err() != nil {
 			return m.ctxEnded(ctx, t)
 		}
-		if errors.Is(err, transport.ErrTransportClosed) || sess.waitLost(ctx) {
+		if sess.failed(ctx, err) {
 			if t.readOnly && !retried {
 				retried = true
-				t.child.log.Warn().Str("tool", t.name).Msg("server exited during a read-only call; retrying once on the restarted server")
+				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Msg("server went away during a read-only call; retrying once on its next session")
 				continue
 			}
 			return mcp.NewToolResultError(fmt.Sprintf(
-				"server %s exited during the call to %s; the call may or may not have taken effect, and it was not retried",
-				t.child.alias, t.name)), OutcomeInterrupted
+				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and it was not retried",
+				t.child.alias, t.name, sess.lostWhy)), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
 		return mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err)), OutcomeToolError
 	}
 }
 
-// ctxEnded answers a call whose context ended: the call timeout, or the
-// caller going away (whose answer nobody reads).
+// ctxEnded answers a call whose context ended: mcpmux stopping, the call
+// timeout, or the caller cancelling.
 func (m *Mux) ctxEnded(ctx context.Context, t *tool) (*mcp.CallToolResult, Outcome) {
+	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return mcp.NewToolResultError(fmt.Sprintf(
+			"mcpmux is shutting down and cut off the call to %s; it may or may not have taken effect",
+			t.name)), OutcomeInterrupted
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",

@@ -1,23 +1,17 @@
 package mux
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/internal/childproc"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -168,7 +162,11 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			firstDone()
 		} else {
 			sv.listed, sv.withdraw = cat, nil
-			c.log.Info().Int("pid", sess.proc.Pid()).Int("tools", len(cat.tools)).Msg("server ready")
+			ready := c.log.Info().Int("tools", len(cat.tools))
+			if sess.proc != nil {
+				ready = ready.Int("pid", sess.proc.Pid())
+			}
+			ready.Msg("server ready")
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 			firstDone()
 
@@ -182,7 +180,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 				return
 			}
 			uptime := time.Since(sess.started)
-			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server exited; restarting")
+			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server went away; restarting")
 			c.deps.observe.ChildRestarted(c.alias)
 			c.teardown(sess)
 			if uptime >= healthyUptime {
@@ -273,10 +271,8 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 		select {
 		case <-ctx.Done():
 			return "mcpmux stopping"
-		case <-sess.proc.Done():
-			return exitReason(sess.proc.ExitErr())
-		case <-sess.eof:
-			return "closed its stdout"
+		case <-sess.lost:
+			return sess.lostWhy
 		case <-c.refresh:
 			lctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
 			cat, err := c.readCatalog(lctx, sess)
@@ -291,176 +287,6 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 		}
 	}
-}
-
-func exitReason(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
-}
-
-// session is one process generation of a child and the MCP session on it.
-type session struct {
-	proc    *childproc.Process
-	tr      *transport.Stdio
-	client  *client.Client
-	started time.Time
-	eof     chan struct{} // closed when the child's stdout ends
-	ids     atomic.Uint64 // for mcpmux's own raw requests
-	logDone sync.WaitGroup
-}
-
-func (s *session) isLost() bool {
-	select {
-	case <-s.proc.Done():
-		return true
-	case <-s.eof:
-		return true
-	default:
-		return false
-	}
-}
-
-// lost is closed... callers use waitLost to tell a dead child from another error.
-func (s *session) waitLost(ctx context.Context) bool {
-	if s.isLost() {
-		return true
-	}
-	t := time.NewTimer(drainGrace)
-	defer t.Stop()
-	select {
-	case <-s.proc.Done():
-		return true
-	case <-s.eof:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return s.isLost()
-	}
-}
-
-// start launches the process, runs initialize and reads the catalog, all
-// within the startup timeout.
-func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
-	sctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
-	defer cancel()
-	proc, err := c.deps.spawner.Start(sctx, childproc.Spec{
-		Path: c.cfg.Command,
-		Args: c.cfg.Args,
-		Env:  c.cfg.Environ(c.deps.environ),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	sess := &session{proc: proc, started: time.Now(), eof: make(chan struct{})}
-	sess.logDone.Add(1)
-	go func() {
-		defer sess.logDone.Done()
-		c.logStderr(proc.Stderr, proc.Pid())
-	}()
-	sess.tr = transport.NewIO(&eofReader{r: proc.Stdout, eof: sess.eof}, proc.Stdin, nil)
-	sess.client = client.NewClient(sess.tr, client.WithProtocolVersion(childProtocolVersion))
-	// The transport keeps this context for requests the child sends us; it
-	// must live as long as the session, not the start-up.
-	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
-		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: start: %w", c.alias, err)
-	}
-	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
-		// Runs on the transport's read goroutine: hand off, never block.
-		if n.Method == mcp.MethodNotificationToolsListChanged {
-			select {
-			case c.refresh <- struct{}{}:
-			default:
-			}
-		}
-	})
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = childProtocolVersion
-	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
-	if _, err := sess.client.Initialize(sctx, init); err != nil {
-		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: initialize: %w", c.alias, c.startErr(sctx, sess, err))
-	}
-	cat, err := c.readCatalog(sctx, sess)
-	if err != nil {
-		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: tools/list: %w", c.alias, c.startErr(sctx, sess, err))
-	}
-	return sess, cat, nil
-}
-
-// startErr explains a failed start-up step in the terms an operator needs.
-func (c *child) startErr(ctx context.Context, sess *session, err error) error {
-	if sess.waitLost(ctx) {
-		select {
-		case <-sess.proc.Done():
-			return fmt.Errorf("process exited (%s)", exitReason(sess.proc.ExitErr()))
-		default:
-			return errors.New("process closed its stdout")
-		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within %s", c.cfg.StartupTimeout)
-	}
-	return err
-}
-
-// abort kills a session that never became ready.
-func (c *child) abort(sess *session) {
-	sess.proc.Kill()
-	c.teardown(sess)
-}
-
-// stopSession stops a healthy session gracefully, as on shutdown.
-func (c *child) stopSession(sess *session) {
-	ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
-	defer cancel()
-	sess.proc.Stop(ctx)
-	c.teardown(sess)
-}
-
-// teardown releases what a dead session holds. The process has exited or
-// been killed; its stdout is read until it ends (or drainGrace), so that an
-// answer written just before the exit still reaches its caller.
-func (c *child) teardown(sess *session) {
-	<-sess.proc.Done()
-	t := time.NewTimer(drainGrace)
-	select {
-	case <-sess.eof:
-	case <-t.C:
-	}
-	t.Stop()
-	_ = sess.tr.Close()
-	_ = sess.proc.Stdout.Close()
-	_ = sess.proc.Stderr.Close()
-	sess.logDone.Wait()
-}
-
-// logStderr logs the child's stderr line by line until it ends.
-func (c *child) logStderr(r io.Reader, pid int) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64*1024)
-	for sc.Scan() {
-		c.log.Info().Int("pid", pid).Str("stderr", sc.Text()).Msg("server stderr")
-	}
-}
-
-// eofReader closes eof when the underlying reader fails or ends.
-type eofReader struct {
-	r    io.Reader
-	eof  chan struct{}
-	once sync.Once
-}
-
-func (e *eofReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil {
-		e.once.Do(func() { close(e.eof) })
-	}
-	return n, err
 }
 
 // listPage is a tools/list result kept raw, so that no schema keyword is lost
@@ -483,19 +309,12 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		// String ids keep these apart from the client's numeric ones.
-		id := mcp.NewRequestId(fmt.Sprintf("mcpmux-list-%d", sess.ids.Add(1)))
-		resp, err := sess.tr.SendRequest(ctx, transport.JSONRPCRequest{
-			JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsList), Params: params,
-		})
+		result, err := sess.rawRequest(ctx, string(mcp.MethodToolsList), params)
 		if err != nil {
 			return nil, err
 		}
-		if resp.Error != nil {
-			return nil, resp.Error.AsError()
-		}
 		var p listPage
-		if err := json.Unmarshal(resp.Result, &p); err != nil {
+		if err := json.Unmarshal(result, &p); err != nil {
 			return nil, fmt.Errorf("decode page %d: %w", page+1, err)
 		}
 		raw = append(raw, p.Tools...)

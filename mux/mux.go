@@ -50,6 +50,9 @@ type Mux struct {
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
 
+	inflight atomic.Int64  // calls being forwarded
+	idle     chan struct{} // gets a token when inflight drops to zero
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -85,6 +88,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error)
 		audit:    log.With().Str("log", "audit").Logger(),
 		environ:  os.Environ(),
 		initial:  make(chan struct{}),
+		idle:     make(chan struct{}, 1),
 	}
 	if m.observe == nil {
 		m.observe = nopObserver{}
@@ -124,6 +128,19 @@ func (m *Mux) WaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// WaitIdle waits until no call is being forwarded, or ctx ends. A drain
+// on shutdown uses it, once no new calls can arrive.
+func (m *Mux) WaitIdle(ctx context.Context) error {
+	for m.inflight.Load() > 0 {
+		select {
+		case <-m.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // Close stops every child (stdin closed, then SIGTERM, then SIGKILL to its

@@ -43,6 +43,9 @@ type Store struct {
 
 	mu sync.Mutex // serializes reloads
 
+	// onReload, if set, is told the outcome of every reload Watch does.
+	onReload func(error)
+
 	// testHookWatching, if set, is called once Watch has started watching
 	// the directory, so that tests know later changes will be seen.
 	testHookWatching func()
@@ -50,6 +53,11 @@ type Store struct {
 
 // errBox lets an error of any type, or none, live in an atomic.Pointer.
 type errBox struct{ err error }
+
+// OnReload has f told the outcome of every reload Watch does: nil when
+// every file was read cleanly, else the problems. It must be called before
+// Watch; metrics use it.
+func (s *Store) OnReload(f func(error)) { s.onReload = f }
 
 // NewStore loads the policies in dir. Problems in individual files are
 // logged, with file and line, and reported by LastError; an identity whose
@@ -240,6 +248,13 @@ func (l *watchLoop) schedule() {
 
 func (l *watchLoop) doReload() {
 	old, cur, err := l.s.reload()
+	if l.s.onReload != nil {
+		if err != nil {
+			l.s.onReload(err)
+		} else {
+			l.s.onReload(l.s.LastError())
+		}
+	}
 	if err != nil {
 		l.s.log.Error().Err(err).Str("dir", l.s.dir).Msg("policy directory not readable; keeping the current policies")
 		if errors.Is(err, fs.ErrNotExist) {

@@ -31,6 +31,7 @@ type watched struct {
 	dir     string
 	store   *Store
 	changes chan change
+	reloads chan error // every reload's outcome, from OnReload
 	logs    *syncBuffer
 }
 
@@ -43,7 +44,13 @@ func startWatch(t *testing.T, dir string) *watched {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &watched{t: t, dir: dir, store: s, changes: make(chan change, 100), logs: logs}
+	w := &watched{t: t, dir: dir, store: s, changes: make(chan change, 100), reloads: make(chan error, 100), logs: logs}
+	s.OnReload(func(err error) {
+		select {
+		case w.reloads <- err:
+		default:
+		}
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -525,4 +532,33 @@ func (b *syncBuffer) wantError(t *testing.T, file string, line int, errText stri
 		}
 	}
 	t.Errorf("no error logged for %s:%d %q; logs:\n%s", file, line, errText, logs)
+}
+
+// Every reload is reported, also one that changed nothing or kept a broken
+// file's last good policy, so metrics can count reloads and their errors.
+func TestWatchReportsEveryReload(t *testing.T) {
+	dir := policyDir(t, map[string]string{"reader.toml": `allow = ["a__*"]`})
+	w := startWatch(t, dir)
+	next := func() error {
+		t.Helper()
+		select {
+		case err := <-w.reloads:
+			return err
+		case <-time.After(timeout):
+			t.Fatal("no reload reported")
+			return nil
+		}
+	}
+	// Watch's own first re-read.
+	if err := next(); err != nil {
+		t.Fatalf("first reload: %v", err)
+	}
+	replaceFile(t, w.path("reader.toml"), "allow = [")
+	if err := next(); err == nil {
+		t.Fatal("a broken file was reported as a clean reload")
+	}
+	replaceFile(t, w.path("reader.toml"), `allow = ["a__*"]`)
+	if err := next(); err != nil {
+		t.Fatalf("fixed file: %v", err)
+	}
 }

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -133,57 +131,6 @@ func muxOptions(log zerolog.Logger) mux.Options {
 		log.Warn().Err(err).Msg("cannot find mcpmux's own binary: children run without a guard, and their descendants may outlive a killed mcpmux")
 	}
 	return opts
-}
-
-func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("serve", stderr)
-	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
-	if fs.Parse(args) != nil {
-		return exitRefused
-	}
-	l, code := load(*cfgPath, stderr)
-	if l == nil {
-		return code
-	}
-	who := l.cfg.Upstream.Identity
-	if *identity != "" {
-		who = *identity
-	}
-	if who == "" {
-		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	m, err := mux.New(l.cfg, l.policies, muxOptions(l.log))
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)
-		return exitBadConfig
-	}
-	m.Start(ctx)
-	defer m.Close()
-
-	var watch sync.WaitGroup
-	wctx, stopWatch := context.WithCancel(ctx)
-	watch.Go(func() {
-		if err := l.policies.Watch(wctx, m.PolicyChanged); err != nil && !errors.Is(err, context.Canceled) {
-			l.log.Error().Err(err).Msg("policy watcher stopped")
-		}
-	})
-	defer func() { stopWatch(); watch.Wait() }()
-
-	l.log.Info().Str("identity", who).Int("servers", len(l.cfg.Servers)).Str("version", mux.Version).Msg("mcpmux serving on stdio")
-	err = m.ServeStdio(ctx, who, stdin, stdout)
-	switch {
-	case err == nil:
-		l.log.Info().Msg("stdin closed; stopping")
-	case ctx.Err() != nil:
-		l.log.Info().Msg("signal received; stopping")
-	default:
-		l.log.Error().Err(err).Msg("stdio server failed; stopping")
-		return 1
-	}
-	return exitOK
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {

@@ -12,6 +12,9 @@
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
 //	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
 //	LAB_START_DELAY_MS wait this long before serving (a slow start)
+//	LAB_HTTP_ADDR      serve MCP over HTTP on this address instead of stdio
+//	LAB_HTTP_TRANSPORT "sse" for the legacy SSE transport (default streamable)
+//	LAB_ADDR_FILE      where to write the address bound, for LAB_HTTP_ADDR=...:0
 //	LAB_SILENT=1       read stdin but never answer; exit 0 when stdin closes
 package main
 
@@ -20,6 +23,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,10 +84,46 @@ func main() {
 	s := server.NewMCPServer("labserver", "0.1.0", opts...)
 	register(s, source)
 
+	if addr := os.Getenv("LAB_HTTP_ADDR"); addr != "" {
+		serveHTTP(s, source, pid, addr)
+		return
+	}
+
 	fmt.Fprintf(os.Stderr, "labserver %s pid %d ready\n", source, pid)
 	// The default stdio worker pool runs only 5 tool calls at a time; raise it
 	// to the maximum so concurrency limits seen in tests are mcpmux's own.
 	if err := server.ServeStdio(s, server.WithWorkerPoolSize(100)); err != nil {
+		fmt.Fprintf(os.Stderr, "labserver: serve: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// serveHTTP serves MCP over HTTP on addr (streamable HTTP at /mcp, or the
+// legacy SSE transport at /sse and /message with LAB_HTTP_TRANSPORT=sse) and
+// writes the address it bound to the file LAB_ADDR_FILE, so that a test can
+// use port 0.
+func serveHTTP(s *server.MCPServer, source string, pid int, addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "labserver: listen: %v\n", err)
+		os.Exit(1)
+	}
+	var h http.Handler
+	path := "/mcp"
+	if os.Getenv("LAB_HTTP_TRANSPORT") == "sse" {
+		h, path = server.NewSSEServer(s, server.WithBaseURL("http://"+ln.Addr().String())), "/sse"
+	} else {
+		h = server.NewStreamableHTTPServer(s, server.WithStateful(true))
+	}
+	if f := os.Getenv("LAB_ADDR_FILE"); f != "" {
+		tmp := f + ".tmp"
+		if err := os.WriteFile(tmp, []byte(ln.Addr().String()), 0o644); err != nil || os.Rename(tmp, f) != nil {
+			fmt.Fprintf(os.Stderr, "labserver: cannot write %s\n", f)
+			os.Exit(1)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "labserver %s pid %d ready on http://%s%s\n", source, pid, ln.Addr(), path)
+	if err := http.Serve(ln, h); err != nil {
 		fmt.Fprintf(os.Stderr, "labserver: serve: %v\n", err)
 		os.Exit(1)
 	}

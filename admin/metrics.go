@@ -1,0 +1,375 @@
+// Package admin owns what operators see of a running mcpmux: its health
+// (/healthz), its readiness (/readyz) and its Prometheus metrics (/metrics).
+//
+// Metrics implements mux.Observer, so the mux reports to it as it works;
+// Handler serves the three endpoints, on the MCP listener or on their own
+// address ([upstream] admin_listen).
+//
+// Label values are bounded so that no caller can grow the number of series:
+// server labels are the configured aliases, tool labels are names from the
+// children's catalogs, and identity labels are the identities that have a
+// policy file, every other identity being counted as "other".
+package admin
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
+)
+
+const namespace = "mcpmux"
+
+// Label values standing for a value that is absent or outside the bounded
+// set.
+const (
+	// labelNone is the identity label of a call with no identity, and the
+	// server label of a call whose name matched no server.
+	labelNone = "none"
+	// labelOther is the identity label of an identity with no policy file,
+	// and the server label of an alias that is not in the config.
+	labelOther = "other"
+	// labelUnknownTool is the tool label of a name not in the catalog.
+	labelUnknownTool = "unknown"
+)
+
+// Histogram buckets, in seconds.
+var (
+	// childBuckets span a child's answer: 1ms (a local in-process lookup)
+	// up to 60s (the default call_timeout).
+	childBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
+	// overheadBuckets span what the mux adds itself (lookup, policy,
+	// schema validation, audit line): 50µs up to 100ms.
+	overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}
+)
+
+// phases are the phases a child can be in, each a value of the state label
+// of mcpmux_child_state.
+var phases = []mux.Phase{mux.PhaseStarting, mux.PhaseReady, mux.PhaseRestarting, mux.PhaseDown, mux.PhaseStopped}
+
+// Metrics holds mcpmux's Prometheus metrics and implements mux.Observer.
+// Its Observer methods are safe for concurrent use and never block on
+// anything but a short, uncontended lock.
+type Metrics struct {
+	reg        *prometheus.Registry
+	identities func() []string
+	known      atomic.Pointer[map[string]struct{}] // identities() as a set
+
+	calls        *prometheus.CounterVec
+	childSeconds *prometheus.HistogramVec
+	overheadSecs *prometheus.HistogramVec
+	inFlight     *prometheus.GaugeVec
+	restarts     *prometheus.CounterVec
+	up           *prometheus.GaugeVec
+	state        *prometheus.GaugeVec
+	reloads      prometheus.Counter
+	reloadErrors prometheus.Counter
+	generation   prometheus.Gauge
+	sessions     *sessionCollector
+	servers      map[string]*serverMetrics // by alias; fixed at NewMetrics
+
+	// otherServer stands for every alias outside the config, which a mux
+	// built from the same config never reports; it is made on first use.
+	otherOnce   sync.Once
+	otherServer *serverMetrics
+}
+
+// serverMetrics are one server's label-resolved metrics, so that the call
+// path does no label hashing for them.
+type serverMetrics struct {
+	alias    string
+	child    prometheus.Observer
+	overhead prometheus.Observer
+	inFlight prometheus.Gauge
+	restarts prometheus.Counter
+
+	// phase changes are serialized so that exactly one state is 1.
+	mu    sync.Mutex
+	phase mux.Phase
+	up    prometheus.Gauge
+	state map[mux.Phase]prometheus.Gauge // grows under mu for an unforeseen phase
+	vec   *prometheus.GaugeVec
+}
+
+// NewMetrics creates mcpmux's metrics in a registry of their own, together
+// with the Go runtime and process collectors. Every server of cfg starts in
+// phase "starting". identities returns the identities that currently have a
+// policy file (policy.Store.Current().Identities); it is called now, on
+// every PolicyReloaded and on every scrape, never on the call path. It may
+// be nil, in which case every identity is labelled "other". cfg may be nil
+// for a mux with no servers.
+func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
+	m := &Metrics{
+		reg:        prometheus.NewRegistry(),
+		identities: identities,
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "calls_total",
+			Help: "Tool calls received, by identity (\"other\": no policy file, \"none\": no identity), " +
+				"exposed tool (\"unknown\": not in the catalog), server, policy decision and outcome.",
+		}, []string{"identity", "tool", "server", "decision", "outcome"}),
+		childSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "call_duration_seconds",
+			Help:      "Time allowed tool calls spent waiting on the child server, retries included.",
+			Buckets:   childBuckets,
+		}, []string{"server"}),
+		overheadSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "call_overhead_seconds",
+			Help:      "Time allowed tool calls spent in mcpmux itself, outside the child server.",
+			Buckets:   overheadBuckets,
+		}, []string{"server"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "calls_in_flight",
+			Help:      "Tool calls currently forwarded to a child server.",
+		}, []string{"server"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "child_restarts_total",
+			Help:      "Times a child server's process or session went away and was started again.",
+		}, []string{"server"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "child_up",
+			Help:      "Whether the child server is ready (1) or not (0).",
+		}, []string{"server"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "child_state",
+			Help:      "The child server's current phase: 1 for the state it is in, 0 for the others.",
+		}, []string{"server", "state"}),
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "policy_reloads_total",
+			Help:      "Reloads of the policy directory.",
+		}),
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "policy_reload_errors_total",
+			Help:      "Reloads of the policy directory that found a problem (an unreadable directory or a broken policy file).",
+		}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "policy_generation",
+			Help:      "Generation of the policies in force; it grows by one with every change that takes effect.",
+		}),
+		servers: make(map[string]*serverMetrics),
+	}
+	m.sessions = &sessionCollector{
+		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "sessions"),
+			"Open upstream sessions, by identity (\"other\": no policy file, \"none\": no identity).",
+			[]string{"identity"}, nil),
+		open:  make(map[string]int),
+		label: m.identityLabel,
+		known: m.knownIdentities,
+	}
+	m.refreshIdentities()
+
+	if cfg != nil {
+		for _, s := range cfg.Servers {
+			if _, dup := m.servers[s.Alias]; dup {
+				continue
+			}
+			sm := m.newServer(s.Alias)
+			sm.setPhase(mux.PhaseStarting)
+			m.servers[s.Alias] = sm
+		}
+	}
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.calls, m.childSeconds, m.overheadSecs, m.inFlight, m.restarts,
+		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions,
+	)
+	return m
+}
+
+var _ mux.Observer = (*Metrics)(nil)
+
+// Registry returns the registry holding every metric, for /metrics or for
+// registering more collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// PolicyReloaded records one reload of the policy directory: err is the
+// problem it found (policy.Store.LastError after the reload, or the error
+// the reload itself returned), nil for a clean one. It also re-reads the
+// identities that have a policy file.
+func (m *Metrics) PolicyReloaded(err error) {
+	m.reloads.Inc()
+	if err != nil {
+		m.reloadErrors.Inc()
+	}
+	m.refreshIdentities()
+}
+
+// setGeneration sets mcpmux_policy_generation.
+func (m *Metrics) setGeneration(gen uint64) { m.generation.Set(float64(gen)) }
+
+// refreshIdentities re-reads identities() into the set that labels use.
+func (m *Metrics) refreshIdentities() {
+	set := make(map[string]struct{})
+	if m.identities != nil {
+		for _, id := range m.identities() {
+			set[id] = struct{}{}
+		}
+	}
+	m.known.Store(&set)
+}
+
+// knownIdentities returns the identities that have a policy file, sorted.
+func (m *Metrics) knownIdentities() []string {
+	return slices.Sorted(maps.Keys(*m.known.Load()))
+}
+
+// identityLabel bounds identity to the identities with a policy file.
+func (m *Metrics) identityLabel(identity string) string {
+	if identity == "" {
+		return labelNone
+	}
+	if _, ok := (*m.known.Load())[identity]; ok {
+		return identity
+	}
+	return labelOther
+}
+
+// server returns alias's metrics; an alias outside the config shares the
+// "other" server's, created on first use.
+func (m *Metrics) server(alias string) *serverMetrics {
+	if sm, ok := m.servers[alias]; ok {
+		return sm
+	}
+	return m.other()
+}
+
+func (m *Metrics) other() *serverMetrics {
+	m.otherOnce.Do(func() { m.otherServer = m.newServer(labelOther) })
+	return m.otherServer
+}
+
+func (m *Metrics) newServer(label string) *serverMetrics {
+	sm := &serverMetrics{
+		alias:    label,
+		child:    m.childSeconds.WithLabelValues(label),
+		overhead: m.overheadSecs.WithLabelValues(label),
+		inFlight: m.inFlight.WithLabelValues(label),
+		restarts: m.restarts.WithLabelValues(label),
+		up:       m.up.WithLabelValues(label),
+		state:    make(map[mux.Phase]prometheus.Gauge, len(phases)),
+		vec:      m.state,
+	}
+	for _, p := range phases {
+		sm.state[p] = m.state.WithLabelValues(label, string(p))
+	}
+	return sm
+}
+
+// setPhase makes phase the child's one current state.
+func (sm *serverMetrics) setPhase(phase mux.Phase) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	g, ok := sm.state[phase]
+	if !ok {
+		g = sm.vec.WithLabelValues(sm.alias, string(phase))
+		sm.state[phase] = g
+	}
+	for p, og := range sm.state {
+		if p != phase {
+			og.Set(0)
+		}
+	}
+	g.Set(1)
+	sm.phase = phase
+	if phase == mux.PhaseReady {
+		sm.up.Set(1)
+	} else {
+		sm.up.Set(0)
+	}
+}
+
+// CallStarted implements mux.Observer.
+func (m *Metrics) CallStarted(server string) { m.server(server).inFlight.Inc() }
+
+// CallFinished implements mux.Observer.
+func (m *Metrics) CallFinished(server string) { m.server(server).inFlight.Dec() }
+
+// CallDone implements mux.Observer.
+func (m *Metrics) CallDone(rec mux.CallRecord) {
+	tool := rec.Tool
+	if tool == "" {
+		tool = labelUnknownTool
+	}
+	server := labelNone
+	var sm *serverMetrics
+	if rec.Server != "" {
+		sm = m.server(rec.Server)
+		server = sm.alias
+	}
+	m.calls.WithLabelValues(m.identityLabel(rec.Identity), tool, server, string(rec.Decision), string(rec.Outcome)).Inc()
+	if rec.Decision != mux.DecisionAllowed || sm == nil {
+		return
+	}
+	sm.child.Observe(rec.Child.Seconds())
+	sm.overhead.Observe(max(rec.Total-rec.Child, time.Duration(0)).Seconds())
+}
+
+// ChildPhase implements mux.Observer.
+func (m *Metrics) ChildPhase(alias string, phase mux.Phase) { m.server(alias).setPhase(phase) }
+
+// ChildRestarted implements mux.Observer.
+func (m *Metrics) ChildRestarted(alias string) { m.server(alias).restarts.Inc() }
+
+// Session implements mux.Observer.
+func (m *Metrics) Session(identity string, delta int) { m.sessions.add(identity, delta) }
+
+// sessionCollector exposes mcpmux_sessions. It counts sessions by the
+// identity itself and applies the label bound when scraped, so that a
+// session opened while its identity had a policy file and closed after it
+// lost it is still taken off the series it was added to.
+type sessionCollector struct {
+	desc  *prometheus.Desc
+	label func(string) string
+	known func() []string
+
+	mu   sync.Mutex
+	open map[string]int // identity -> open sessions; no zero entries
+}
+
+func (c *sessionCollector) add(identity string, delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.open[identity] + delta
+	if n == 0 {
+		delete(c.open, identity)
+	} else {
+		c.open[identity] = n
+	}
+}
+
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect reports every identity with a policy file (0 when it has no
+// session) and "other" and "none" when they have sessions.
+func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	byLabel := make(map[string]int)
+	for _, id := range c.known() {
+		byLabel[id] = 0
+	}
+	c.mu.Lock()
+	for id, n := range c.open {
+		byLabel[c.label(id)] += n
+	}
+	c.mu.Unlock()
+	for label, n := range byLabel {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), label)
+	}
+}

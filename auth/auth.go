@@ -1,0 +1,350 @@
+// Package auth owns who an HTTP caller is: it maps each request on the
+// streamable HTTP upstream to an identity, the name of a policy file, from
+// the request's headers and never from its body.
+//
+// A request is authenticated in this order:
+//
+//  1. A bearer token (Authorization: Bearer X), when tokens or a JWT issuer
+//     are configured. X is first compared with the configured tokens: its
+//     SHA-256 digest against every entry's, in constant time and without
+//     stopping at a match. If none matches and JWT is configured and X looks
+//     like a JWT, X is verified as one: its signature with a key from the
+//     JWKS file (chosen by kid, and only with the algorithms of that key's
+//     family: RS*, PS*, ES*, EdDSA; never "none" nor HMAC), exp (required),
+//     nbf and iat with 30s of leeway, iss, aud; the identity is then the
+//     configured claim. A token that fails any of this is refused: mcpmux
+//     never falls back to another method once a bearer token was presented.
+//  2. Otherwise the trusted header, when one is configured and the request
+//     has it, set by an authenticating proxy in front of mcpmux.
+//  3. Otherwise, when nothing at all is configured (no tokens, no JWT, no
+//     trusted header), every caller is the upstream's Identity.
+//
+// Anything else is refused. Identities taken from a JWT claim or from the
+// trusted header must be valid identity names: [A-Za-z0-9][A-Za-z0-9._-]*.
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+)
+
+// Sentinel errors, for logs and tests. The caller never sees more than a
+// 401.
+var (
+	// ErrNoCredential: the request carries no credential mcpmux accepts.
+	ErrNoCredential = errors.New("no credential")
+	// ErrUnknownToken: a bearer token that is none of the configured tokens
+	// (and not a JWT, or JWT is not configured).
+	ErrUnknownToken = errors.New("unknown token")
+	// ErrBadToken: a JWT that is malformed, has a bad signature, is signed
+	// by a key not in the JWKS or with an algorithm not allowed for that
+	// key, or lacks exp.
+	ErrBadToken = errors.New("bad token")
+	// ErrExpired: a JWT outside its validity window (exp passed, or nbf or
+	// iat in the future), beyond the leeway.
+	ErrExpired = errors.New("token expired or not yet valid")
+	// ErrWrongAudience: a JWT whose aud does not contain the configured
+	// audience.
+	ErrWrongAudience = errors.New("wrong audience")
+	// ErrWrongIssuer: a JWT whose iss is not the configured issuer.
+	ErrWrongIssuer = errors.New("wrong issuer")
+	// ErrNoIdentity: the identity claim or trusted header is missing, not a
+	// string, or not a valid identity name.
+	ErrNoIdentity = errors.New("no valid identity")
+)
+
+// Leeway is the clock skew allowed when checking a JWT's exp, nbf and iat.
+const Leeway = 30 * time.Second
+
+// jwtAlgs are the only signature algorithms a JWT may use; which of them a
+// token may use further depends on the key that verifies it.
+var jwtAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+var identityRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ValidIdentity reports whether s may name an identity.
+func ValidIdentity(s string) bool { return identityRE.MatchString(s) }
+
+// Reason names err's kind for logs and metrics: no_credential,
+// unknown_token, bad_token, expired, wrong_audience, wrong_issuer or
+// no_identity ("" for nil, "error" for anything else).
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNoCredential):
+		return "no_credential"
+	case errors.Is(err, ErrUnknownToken):
+		return "unknown_token"
+	case errors.Is(err, ErrBadToken):
+		return "bad_token"
+	case errors.Is(err, ErrExpired):
+		return "expired"
+	case errors.Is(err, ErrWrongAudience):
+		return "wrong_audience"
+	case errors.Is(err, ErrWrongIssuer):
+		return "wrong_issuer"
+	case errors.Is(err, ErrNoIdentity):
+		return "no_identity"
+	}
+	return "error"
+}
+
+// Authenticator maps HTTP requests to identities. It is safe for concurrent
+// use; Authenticate takes no lock.
+type Authenticator struct {
+	log zerolog.Logger
+
+	open     bool   // nothing configured: everyone is identity
+	identity string // the upstream's Identity, for open mode
+
+	tokens        []token
+	trustedHeader string // canonical header name; "" trusts none
+
+	jwt *jwtAuth // nil unless JWT is configured
+
+	watching atomic.Bool
+	// testHookWatching, if set, is called once Watch watches the directory.
+	testHookWatching func()
+	// testHookReload, if set, is called after each reload attempt of the
+	// JWKS file by Watch: changed says whether new keys took effect.
+	testHookReload func(changed bool, err error)
+}
+
+// token is one configured bearer token.
+type token struct {
+	digest   [sha256.Size]byte
+	identity string
+}
+
+// jwtAuth is the JWT side of an Authenticator.
+type jwtAuth struct {
+	cfg    config.JWT
+	parser *jwt.Parser
+	keys   atomic.Pointer[keySet]
+
+	// metadataPath and metadataURL are where the protected resource
+	// metadata is served: metadataURL is "" when Audience is not an
+	// absolute URL, and then derived from each request.
+	metadataPath string
+	metadataURL  string
+	metadata     http.Handler
+}
+
+// New builds an Authenticator for up. With JWT configured it loads the JWKS
+// file, and fails if the file cannot be read or holds no usable key.
+func New(up config.Upstream, log zerolog.Logger) (*Authenticator, error) {
+	a := &Authenticator{log: log, identity: up.Identity}
+	if up.TrustedHeader != "" {
+		a.trustedHeader = textproto.CanonicalMIMEHeaderKey(up.TrustedHeader)
+	}
+	seen := map[[sha256.Size]byte]bool{}
+	for i, t := range up.Tokens {
+		var e token
+		e.identity = t.Identity
+		where := fmt.Sprintf("upstream token %d", i+1)
+		if t.Line > 0 {
+			where = fmt.Sprintf("upstream token at line %d", t.Line)
+		}
+		if !ValidIdentity(t.Identity) {
+			return nil, fmt.Errorf("auth: %s: invalid identity %q", where, t.Identity)
+		}
+		switch {
+		case t.Env != "" || t.Value != "":
+			if t.Value == "" {
+				return nil, fmt.Errorf("auth: %s: $%s is empty", where, t.Env)
+			}
+			e.digest = sha256.Sum256([]byte(t.Value))
+		default:
+			d, err := hex.DecodeString(t.SHA256)
+			if err != nil || len(d) != sha256.Size {
+				return nil, fmt.Errorf("auth: %s: sha256 must be 64 hex digits", where)
+			}
+			copy(e.digest[:], d)
+		}
+		if seen[e.digest] {
+			return nil, fmt.Errorf("auth: %s: the same token is configured twice", where)
+		}
+		seen[e.digest] = true
+		a.tokens = append(a.tokens, e)
+	}
+	if up.JWT != nil {
+		j, err := newJWTAuth(*up.JWT, log)
+		if err != nil {
+			return nil, err
+		}
+		a.jwt = j
+	}
+	a.open = len(a.tokens) == 0 && a.jwt == nil && a.trustedHeader == ""
+	if a.open && a.identity == "" {
+		log.Warn().Msg("HTTP upstream has no authentication and no identity: callers will see no tools")
+	}
+	return a, nil
+}
+
+func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
+	if cfg.IdentityClaim == "" {
+		cfg.IdentityClaim = "sub"
+	}
+	if len(cfg.AuthorizationServers) == 0 && cfg.Issuer != "" {
+		cfg.AuthorizationServers = []string{cfg.Issuer}
+	}
+	if cfg.Issuer == "" || cfg.Audience == "" || cfg.JWKSFile == "" {
+		return nil, errors.New("auth: jwt needs issuer, audience and jwks_file")
+	}
+	j := &jwtAuth{
+		cfg: cfg,
+		parser: jwt.NewParser(
+			jwt.WithValidMethods(jwtAlgs),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(Leeway),
+		),
+	}
+	ks, err := loadKeySet(cfg.JWKSFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth: jwks_file %s: %w", cfg.JWKSFile, err)
+	}
+	ks.logSkipped(log, cfg.JWKSFile)
+	j.keys.Store(ks)
+
+	j.metadataPath = server.ProtectedResourceMetadataPath(cfg.Audience)
+	if origin := originOf(cfg.Audience); origin != "" {
+		j.metadataURL = origin + j.metadataPath
+	}
+	j.metadata = server.NewProtectedResourceMetadataHandler(server.ProtectedResourceMetadataConfig{
+		Resource:               cfg.Audience,
+		AuthorizationServers:   cfg.AuthorizationServers,
+		BearerMethodsSupported: []string{"header"},
+	})
+	return j, nil
+}
+
+// Authenticate returns the identity of the caller that sent r, or an error
+// wrapping one of the sentinel errors.
+func (a *Authenticator) Authenticate(r *http.Request) (identity string, err error) {
+	identity, _, err = a.authenticate(r)
+	return identity, err
+}
+
+// authenticate is Authenticate that also tells whether a bearer token was
+// presented (and so, on failure, was the one rejected).
+func (a *Authenticator) authenticate(r *http.Request) (identity string, presented bool, err error) {
+	if a.open {
+		return a.identity, false, nil
+	}
+	if len(a.tokens) > 0 || a.jwt != nil {
+		tok, n := bearer(r)
+		switch {
+		case n > 1:
+			return "", true, fmt.Errorf("%w: several Authorization headers", ErrBadToken)
+		case tok != "":
+			identity, err := a.checkBearer(tok)
+			return identity, true, err
+		}
+	}
+	if a.trustedHeader != "" {
+		switch v := r.Header.Values(a.trustedHeader); {
+		case len(v) > 1:
+			return "", false, fmt.Errorf("%w: header %s given %d times", ErrNoIdentity, a.trustedHeader, len(v))
+		case len(v) == 1 && v[0] != "":
+			if !ValidIdentity(v[0]) {
+				return "", false, fmt.Errorf("%w: header %s is not a valid identity", ErrNoIdentity, a.trustedHeader)
+			}
+			return v[0], false, nil
+		}
+	}
+	return "", false, ErrNoCredential
+}
+
+// bearer returns the token of r's Authorization: Bearer header, or "", and
+// how many Authorization headers r has.
+func bearer(r *http.Request) (tok string, n int) {
+	v := r.Header.Values("Authorization")
+	if len(v) != 1 {
+		return "", len(v)
+	}
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(v[0]), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", 1
+	}
+	return strings.TrimSpace(rest), 1
+}
+
+// checkBearer authenticates a bearer token.
+func (a *Authenticator) checkBearer(tok string) (string, error) {
+	d := sha256.Sum256([]byte(tok))
+	match := -1
+	for i := range a.tokens {
+		eq := subtle.ConstantTimeCompare(d[:], a.tokens[i].digest[:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
+	}
+	if match >= 0 {
+		return a.tokens[match].identity, nil
+	}
+	if a.jwt != nil && looksLikeJWT(tok) {
+		return a.jwt.verify(tok)
+	}
+	return "", ErrUnknownToken
+}
+
+// looksLikeJWT reports whether tok has the shape of a JWS in compact
+// serialization: three dot-separated parts, the first two non-empty.
+func looksLikeJWT(tok string) bool {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok || h == "" {
+		return false
+	}
+	p, s, ok := strings.Cut(rest, ".")
+	return ok && p != "" && !strings.Contains(s, ".")
+}
+
+// verify checks tok as a JWT and returns the identity it names.
+func (j *jwtAuth) verify(tok string) (string, error) {
+	ks := j.keys.Load()
+	claims := jwt.MapClaims{}
+	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
+		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
+			return "", fmt.Errorf("%w: %w", ErrExpired, err)
+		}
+		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	iss, err := claims.GetIssuer()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	if iss != j.cfg.Issuer {
+		return "", ErrWrongIssuer
+	}
+	aud, err := claims.GetAudience()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	if !slices.Contains(aud, j.cfg.Audience) {
+		return "", ErrWrongAudience
+	}
+	id, _ := claims[j.cfg.IdentityClaim].(string)
+	if id == "" {
+		return "", fmt.Errorf("%w: claim %q missing or not a string", ErrNoIdentity, j.cfg.IdentityClaim)
+	}
+	if !ValidIdentity(id) {
+		return "", fmt.Errorf("%w: claim %q is not a valid identity", ErrNoIdentity, j.cfg.IdentityClaim)
+	}
+	return id, nil
+}

@@ -1,0 +1,259 @@
+package auth
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// reload is one reload attempt reported by Watch's test hook.
+type reload struct {
+	changed bool
+	err     error
+}
+
+// startWatch runs a.Watch until the test ends, then checks that it returned
+// and left no goroutine behind. It returns the reload attempts.
+func startWatch(t *testing.T, a *Authenticator) <-chan reload {
+	t.Helper()
+	goroutines := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	reloads := make(chan reload, 16)
+	ready := make(chan struct{})
+	a.testHookWatching = func() { close(ready) }
+	a.testHookReload = func(changed bool, err error) {
+		select {
+		case reloads <- reload{changed, err}:
+		case <-ctx.Done():
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Watch = %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Watch did not return after its context was canceled")
+		}
+		waitGoroutines(t, goroutines)
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Watch = %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not start")
+	}
+	return reloads
+}
+
+// waitGoroutines waits until no more than n goroutines are running.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines running; want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond) // polling: nothing signals a goroutine's exit
+	}
+}
+
+// waitReload waits for a reload attempt for which ok is true.
+func waitReload(t *testing.T, reloads <-chan reload, what string, ok func(reload) bool) reload {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-reloads:
+			if ok(r) {
+				return r
+			}
+		case <-timeout:
+			t.Fatalf("no reload: %s", what)
+		}
+	}
+}
+
+func authWith(t *testing.T, a *Authenticator, tok string) (string, error) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return a.Authenticate(r)
+}
+
+// k8sLayout sets dir up as Kubernetes mounts a ConfigMap or Secret: the
+// file is a symlink through the ..data symlink to a timestamped directory.
+func k8sLayout(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	ts := filepath.Join(dir, "..2024_01_01_00_00_00.000000001")
+	must(t, os.Mkdir(ts, 0o755))
+	must(t, os.WriteFile(filepath.Join(ts, name), data, 0o600))
+	must(t, os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data")))
+	must(t, os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)))
+}
+
+// k8sSwap updates a k8sLayout as the kubelet does: a new timestamped
+// directory, a ..data_tmp symlink to it renamed over ..data, the old
+// directory removed.
+func k8sSwap(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	old, err := os.Readlink(filepath.Join(dir, "..data"))
+	must(t, err)
+	ts := filepath.Join(dir, "..2024_01_01_00_00_00.000000002")
+	must(t, os.Mkdir(ts, 0o755))
+	must(t, os.WriteFile(filepath.Join(ts, name), data, 0o600))
+	must(t, os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data_tmp")))
+	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(t, os.RemoveAll(filepath.Join(dir, old)))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchKeyRotation(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir, name string, data []byte) // lays the first JWKS out
+		replace func(t *testing.T, dir, name string, data []byte)
+	}{
+		{"rename over", nil, func(t *testing.T, dir, name string, data []byte) {
+			writeAtomic(t, filepath.Join(dir, name), data)
+		}},
+		{"write in place", nil, func(t *testing.T, dir, name string, data []byte) {
+			must(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
+		}},
+		{"remove and recreate", nil, func(t *testing.T, dir, name string, data []byte) {
+			must(t, os.Remove(filepath.Join(dir, name)))
+			must(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
+		}},
+		{"kubernetes ..data swap", k8sLayout, k8sSwap},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			up := testUpstream(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey})
+			dir, name := filepath.Dir(up.JWT.JWKSFile), filepath.Base(up.JWT.JWKSFile)
+			if tc.setup != nil {
+				dir = t.TempDir()
+				up.JWT.JWKSFile = filepath.Join(dir, name)
+				tc.setup(t, dir, name, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
+			}
+			a, logs := mustNew(t, up)
+			oldTok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+			newTok := sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(map[string]any{"sub": "bob"}))
+			if id, err := authWith(t, a, oldTok); id != "alice" {
+				t.Fatalf("before rotation: old key's token = %q, %v", id, err)
+			}
+			if _, err := authWith(t, a, newTok); Reason(err) != "bad_token" {
+				t.Fatalf("before rotation: new key's token = %v; want bad_token", err)
+			}
+			reloads := startWatch(t, a)
+
+			// Requests keep coming while the keys change.
+			stop := make(chan struct{})
+			var clients sync.WaitGroup
+			for range 2 {
+				clients.Go(func() {
+					for i := 0; i < 10000; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						_, _ = authWith(t, a, oldTok)
+					}
+				})
+			}
+
+			tc.replace(t, dir, name, jwksJSON(t, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+			waitReload(t, reloads, "new keys", func(r reload) bool { return r.changed })
+			close(stop)
+			clients.Wait()
+
+			if id, err := authWith(t, a, newTok); id != "bob" {
+				t.Errorf("after rotation: new key's token = %q, %v; want bob", id, err)
+			}
+			if _, err := authWith(t, a, oldTok); Reason(err) != "bad_token" {
+				t.Errorf("after rotation: removed key's token = %v; want bad_token", err)
+			}
+			if raw, _ := logs.take(t); !strings.Contains(raw, "JWKS reloaded") {
+				t.Errorf("log: %s; want the reload logged", raw)
+			}
+		})
+	}
+}
+
+func TestWatchBadJWKSKeepsKeys(t *testing.T) {
+	up := testUpstream(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey})
+	a, logs := mustNew(t, up)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+	reloads := startWatch(t, a)
+
+	for _, bad := range []string{`{"keys":`, `{"keys":[]}`, `{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`} {
+		writeAtomic(t, up.JWT.JWKSFile, []byte(bad))
+		waitReload(t, reloads, "bad JWKS "+bad, func(r reload) bool { return r.err != nil })
+		if id, err := authWith(t, a, tok); id != "alice" {
+			t.Errorf("after bad JWKS %s: token = %q, %v; want the old keys kept", bad, id, err)
+		}
+		raw, lines := logs.take(t)
+		if len(lines) != 1 || lines[0]["level"] != "error" || !strings.Contains(raw, "keeping the current keys") {
+			t.Errorf("after bad JWKS %s: log %s; want one error", bad, raw)
+		}
+	}
+
+	// The file is removed: the keys stay.
+	must(t, os.Remove(up.JWT.JWKSFile))
+	waitReload(t, reloads, "removed JWKS", func(r reload) bool { return r.err != nil })
+	if id, err := authWith(t, a, tok); id != "alice" {
+		t.Errorf("after removing the JWKS: token = %q, %v; want the old keys kept", id, err)
+	}
+
+	// A good file is back.
+	writeAtomic(t, up.JWT.JWKSFile, jwksJSON(t, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	waitReload(t, reloads, "good JWKS", func(r reload) bool { return r.changed })
+	if _, err := authWith(t, a, tok); Reason(err) != "bad_token" {
+		t.Errorf("after the new JWKS: old token = %v; want bad_token", err)
+	}
+}
+
+func TestWatchWithoutJWT(t *testing.T) {
+	up := testUpstream(t)
+	up.JWT = nil
+	a, _ := mustNew(t, up)
+	done := make(chan error, 1)
+	go func() { done <- a.Watch(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Watch = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch without JWT did not return at once")
+	}
+}
+
+func TestWatchTwice(t *testing.T) {
+	a, _ := mustNew(t, testUpstream(t))
+	startWatch(t, a)
+	if err := a.Watch(context.Background()); err == nil {
+		t.Error("a second Watch started")
+	}
+}

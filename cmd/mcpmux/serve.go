@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mcpmux/mcpmux/admin"
+	"github.com/mcpmux/mcpmux/auth"
+	"github.com/mcpmux/mcpmux/mux"
+)
+
+// answerGrace is how long calls cut off at the drain deadline have to get
+// their answers out before the HTTP servers close their connections.
+const answerGrace = 2 * time.Second
+
+func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("serve", stderr)
+	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
+	listen := fs.String("listen", "", "serve streamable HTTP on this address (overrides [upstream] listen)")
+	stdio := fs.Bool("stdio", false, "serve stdio as well when serving HTTP (stdio is served by default only without HTTP)")
+	if fs.Parse(args) != nil {
+		return exitRefused
+	}
+	l, code := load(*cfgPath, stderr)
+	if l == nil {
+		return code
+	}
+	cfg := l.cfg
+	if *listen != "" {
+		cfg.Upstream.Listen = *listen
+		if err := cfg.Upstream.CheckListen(); err != nil {
+			fmt.Fprintf(stderr, "--listen: %v\n", err)
+			return exitBadConfig
+		}
+	}
+	who := cfg.Upstream.Identity
+	if *identity != "" {
+		who = *identity
+	}
+	serveStdio := cfg.Upstream.Listen == "" || *stdio
+	if serveStdio && who == "" {
+		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
+	}
+
+	metrics := admin.NewMetrics(cfg, func() []string { return l.policies.Current().Identities() })
+	l.policies.OnReload(metrics.PolicyReloaded)
+	opts := muxOptions(l.log)
+	opts.Observer = metrics
+	m, err := mux.New(cfg, l.policies, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+		return exitBadConfig
+	}
+	adminHandler := admin.Handler(metrics, m.Status, admin.Required(cfg), func() (uint64, error) {
+		return l.policies.Current().Generation(), l.policies.LastError()
+	})
+
+	// Calls run under callsCtx. At the drain deadline it is cancelled with
+	// mux.ErrShuttingDown, so that every call still running is answered,
+	// saying why, rather than dropped.
+	callsCtx, cutCalls := context.WithCancelCause(context.Background())
+	defer cutCalls(nil)
+
+	var (
+		servers   []*http.Server
+		listeners []net.Listener
+		upstream  *mux.HTTPUpstream
+		authn     *auth.Authenticator
+	)
+	addServer := func(addr string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, ln)
+		servers = append(servers, &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			BaseContext:       func(net.Listener) context.Context { return callsCtx },
+		})
+		return nil
+	}
+	closeListeners := func() {
+		for _, ln := range listeners {
+			_ = ln.Close()
+		}
+	}
+	if cfg.Upstream.Listen != "" {
+		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+			return exitBadConfig
+		}
+		upstream = m.NewHTTPUpstream(mux.HTTPOptions{Path: cfg.Upstream.Path, SessionIdleTimeout: cfg.Upstream.SessionIdleTimeout})
+		root := http.NewServeMux()
+		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithIdentity))
+		if path, h := authn.MetadataHandler(); h != nil {
+			root.Handle(path, h)
+		}
+		if cfg.Upstream.AdminListen == "" {
+			mountAdmin(root, adminHandler)
+		}
+		if err := addServer(cfg.Upstream.Listen, root); err != nil {
+			fmt.Fprintf(stderr, "listen: %v\n", err)
+			return 1
+		}
+	}
+	if cfg.Upstream.AdminListen != "" {
+		root := http.NewServeMux()
+		mountAdmin(root, adminHandler)
+		if err := addServer(cfg.Upstream.AdminListen, root); err != nil {
+			closeListeners()
+			fmt.Fprintf(stderr, "admin_listen: %v\n", err)
+			return 1
+		}
+	}
+
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+	m.Start(context.Background())
+	defer m.Close()
+
+	// Watchers and servers; each returns once stopped, and is waited for.
+	var bg sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer func() { stopWatch(); bg.Wait() }()
+	bg.Go(func() {
+		if err := l.policies.Watch(watchCtx, m.PolicyChanged); err != nil {
+			l.log.Error().Err(err).Msg("policy watcher stopped")
+		}
+	})
+	if authn != nil {
+		bg.Go(func() {
+			if err := authn.Watch(watchCtx); err != nil {
+				l.log.Error().Err(err).Msg("JWKS watcher stopped")
+			}
+		})
+	}
+	for i, srv := range servers {
+		ln := listeners[i]
+		l.log.Info().Str("addr", ln.Addr().String()).Msg("serving HTTP")
+		bg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				l.log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("HTTP server failed")
+			}
+		})
+	}
+
+	stdioDone := make(chan error, 1)
+	if serveStdio {
+		l.log.Info().Str("identity", who).Int("servers", len(cfg.Servers)).Str("version", mux.Version).Msg("mcpmux serving on stdio")
+		bg.Go(func() { stdioDone <- m.ServeStdio(callsCtx, who, stdin, stdout) })
+	}
+
+	status := exitOK
+	select {
+	case <-sigCtx.Done():
+		l.log.Info().Msg("signal received; stopping")
+	case err := <-stdioDone:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			l.log.Error().Err(err).Msg("stdio server failed; stopping")
+			status = 1
+		} else {
+			l.log.Info().Msg("stdin closed; stopping")
+		}
+	}
+	stopSignals()
+	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers, cutCalls)
+	return status
+}
+
+// drain stops mcpmux's upstreams: no new HTTP connections or requests are
+// taken, calls in flight may finish within timeout, those still running
+// then are cut off (and answered so), and the HTTP servers close.
+func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstream, servers []*http.Server, cutCalls context.CancelCauseFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if upstream != nil {
+		upstream.CloseStreams(ctx)
+	}
+	var shut sync.WaitGroup
+	for _, srv := range servers {
+		shut.Go(func() { _ = srv.Shutdown(ctx) })
+	}
+	if err := m.WaitIdle(ctx); err != nil {
+		l.log.Warn().Dur("drain_timeout", timeout).Msg("calls still running at the drain deadline are cut off")
+	}
+	cutCalls(mux.ErrShuttingDown)
+	// Give the answers of cut-off calls a moment to go out, then close.
+	grace, cancelGrace := context.WithTimeout(context.Background(), answerGrace)
+	defer cancelGrace()
+	for _, srv := range servers {
+		shut.Go(func() {
+			if srv.Shutdown(grace) != nil {
+				_ = srv.Close()
+			}
+		})
+	}
+	shut.Wait()
+}
+
+func mountAdmin(root *http.ServeMux, h http.Handler) {
+	for _, p := range []string{admin.HealthPath, admin.ReadyPath, admin.MetricsPath} {
+		root.Handle(p, h)
+	}
+}

@@ -1,0 +1,319 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/internal/childproc"
+)
+
+// missedPings in a row mark a remote child's session lost.
+const missedPings = 3
+
+// session is one generation of a child: a process on pipes, or a connection
+// to a URL, with an initialized MCP session on it. It is lost once, for
+// good; the supervisor then starts a new one.
+type session struct {
+	client  *client.Client
+	tr      transport.Interface
+	proc    *childproc.Process // nil for a remote child
+	started time.Time
+
+	lost     chan struct{} // closed when the session is gone
+	lostOnce sync.Once
+	lostWhy  string // valid once lost is closed
+
+	eof     chan struct{} // stdio: the child's stdout ended
+	closing chan struct{} // closed by teardown, to stop the session's goroutines
+	wg      sync.WaitGroup
+	ids     atomic.Uint64 // for mcpmux's own raw requests
+}
+
+func newSession() *session {
+	return &session{
+		started: time.Now(),
+		lost:    make(chan struct{}),
+		eof:     make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+}
+
+// markLost records that the session is gone, and why; the first reason wins.
+func (s *session) markLost(why string) {
+	s.lostOnce.Do(func() {
+		s.lostWhy = why
+		close(s.lost)
+	})
+}
+
+func (s *session) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// failed tells whether err, from a request on this session, means the
+// session itself is gone (the child died, or the connection did) rather
+// than an error the child answered with.
+func (s *session) failed(ctx context.Context, err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
+		return false
+	}
+	if s.proc == nil {
+		s.markLost("request failed: " + err.Error())
+		return true
+	}
+	// A child's stdout can end a moment before the process is reaped.
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-s.lost:
+		return true
+	case <-t.C:
+		return s.isLost()
+	case <-ctx.Done():
+		return s.isLost()
+	}
+}
+
+// rawRequest sends a request and returns its raw result. String ids keep
+// mcpmux's own requests apart from the client's numeric ones.
+func (s *session) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := mcp.NewRequestId(fmt.Sprintf("mcpmux-%d", s.ids.Add(1)))
+	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
+	})
+	if err != nil {
+		return nil, transport.NewError(err)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.AsError()
+	}
+	return resp.Result, nil
+}
+
+// start opens a new session on the child: it starts the process or
+// connects, runs initialize and reads the catalog, all within the startup
+// timeout.
+func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
+	defer cancel()
+	var sess *session
+	var err error
+	if c.cfg.URL != "" {
+		sess, err = c.connect()
+	} else {
+		sess, err = c.spawn(sctx)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("server %s: %w", c.alias, err)
+	}
+	sess.client = client.NewClient(sess.tr, client.WithProtocolVersion(childProtocolVersion))
+	// The transport keeps this context for requests the child sends us; it
+	// must live as long as the session, not the start-up.
+	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: start: %w", c.alias, err)
+	}
+	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
+		// Runs on the transport's read goroutine: hand off, never block.
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case c.refresh <- struct{}{}:
+			default:
+			}
+		}
+	})
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = childProtocolVersion
+	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
+	if _, err := sess.client.Initialize(sctx, init); err != nil {
+		err = c.startErr(sctx, sess, err)
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: initialize: %w", c.alias, err)
+	}
+	cat, err := c.readCatalog(sctx, sess)
+	if err != nil {
+		err = c.startErr(sctx, sess, err)
+		c.abort(sess)
+		return nil, nil, fmt.Errorf("server %s: tools/list: %w", c.alias, err)
+	}
+	if c.cfg.URL != "" {
+		sess.wg.Go(func() { c.ping(sess) })
+	}
+	return sess, cat, nil
+}
+
+// spawn starts the child process and watches it.
+func (c *child) spawn(ctx context.Context) (*session, error) {
+	proc, err := c.deps.spawner.Start(ctx, childproc.Spec{
+		Path: c.cfg.Command,
+		Args: c.cfg.Args,
+		Env:  c.cfg.Environ(c.deps.environ),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sess := newSession()
+	sess.proc = proc
+	sess.tr = transport.NewIO(&eofReader{r: proc.Stdout, eof: sess.eof}, proc.Stdin, nil)
+	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
+	// The exit is noticed when it happens, not when the next call fails.
+	sess.wg.Go(func() {
+		select {
+		case <-proc.Done():
+			sess.markLost(exitReason(proc.ExitErr()))
+		case <-sess.eof:
+			sess.markLost("closed its stdout")
+		}
+	})
+	return sess, nil
+}
+
+// connect prepares the transport to a remote child; requests make the
+// connection.
+func (c *child) connect() (*session, error) {
+	sess := newSession()
+	var err error
+	switch c.cfg.Transport {
+	case "sse":
+		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers))
+	default:
+		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// ping checks a remote child every PingInterval; missedPings failures in a
+// row mark the session lost.
+func (c *child) ping(sess *session) {
+	t := time.NewTicker(c.cfg.PingInterval)
+	defer t.Stop()
+	misses := 0
+	for {
+		select {
+		case <-sess.closing:
+			return
+		case <-sess.lost:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PingInterval)
+		err := sess.client.Ping(ctx)
+		cancel()
+		if err == nil {
+			misses = 0
+			continue
+		}
+		misses++
+		c.log.Warn().Err(err).Int("missed", misses).Msg("ping failed")
+		if misses >= missedPings {
+			sess.markLost(fmt.Sprintf("%d pings in a row failed", misses))
+			return
+		}
+	}
+}
+
+func exitReason(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// startErr explains a failed start-up step in the terms an operator needs.
+func (c *child) startErr(ctx context.Context, sess *session, err error) error {
+	if sess.proc != nil && sess.failed(ctx, err) {
+		return fmt.Errorf("process %s", sess.lostWhy)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s", c.cfg.StartupTimeout)
+	}
+	return err
+}
+
+// abort ends a session that never became ready.
+func (c *child) abort(sess *session) {
+	if sess.proc != nil {
+		sess.proc.Kill()
+	}
+	c.teardown(sess)
+}
+
+// stopSession ends a healthy session gracefully, as on shutdown.
+func (c *child) stopSession(sess *session) {
+	if sess.proc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
+		defer cancel()
+		sess.proc.Stop(ctx)
+	}
+	c.teardown(sess)
+}
+
+// teardown releases what a session holds and waits for its goroutines. A
+// child process has exited or been killed by now; its stdout is read until
+// it ends (or drainGrace), so that an answer written just before the exit
+// still reaches its caller.
+func (c *child) teardown(sess *session) {
+	sess.markLost("closed by mcpmux")
+	close(sess.closing)
+	if sess.proc != nil {
+		<-sess.proc.Done()
+		t := time.NewTimer(drainGrace)
+		select {
+		case <-sess.eof:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if sess.tr != nil {
+		_ = sess.tr.Close()
+	}
+	if sess.proc != nil {
+		_ = sess.proc.Stdout.Close()
+		_ = sess.proc.Stderr.Close()
+	}
+	sess.wg.Wait()
+}
+
+// logStderr logs the child's stderr line by line until it ends.
+func (c *child) logStderr(r io.Reader, pid int) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	for sc.Scan() {
+		c.log.Info().Int("pid", pid).Str("stderr", sc.Text()).Msg("server stderr")
+	}
+}
+
+// eofReader closes eof when the underlying reader fails or ends.
+type eofReader struct {
+	r    io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
+}

@@ -16,31 +16,31 @@
 // Binaries: MCPMUX_BIN and LABSERVER_BIN point at built binaries; when either
 // is unset both are built with `go build` into a temporary directory, so that
 // `npm test` runs on its own. Run: cd interop && npm ci && npm test
-// (INTEROP_VERBOSE=1 prints mcpmux's log at the end.)
+// (INTEROP_VERBOSE=1 prints mcpmux's log at the end.) The HTTP upstream is
+// tested in interop_http.test.mjs.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, mkdir, writeFile, readFile, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { mkdtemp, mkdir, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { finished } from 'node:stream/promises';
-import { promisify } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, '..');
-const require = createRequire(import.meta.url);
-
-// Failure bounds only: nothing here waits for a fixed time.
-const BUILD_TIMEOUT_MS = 300_000;
-const CONNECT_TIMEOUT_MS = 20_000;
-const EXIT_TIMEOUT_MS = 8_000;
+import {
+  BUILD_TIMEOUT_MS,
+  CONNECT_TIMEOUT_MS,
+  EXIT_TIMEOUT_MS,
+  binaries,
+  everythingEntry,
+  jsonRecords,
+  text,
+  toml,
+  withTimeout,
+} from './support.mjs';
 
 let work; // temporary directory: config, policies, maybe binaries
 let client;
@@ -50,55 +50,13 @@ let exited; // resolves with { code, signal } when mcpmux exits
 let stderrDone; // resolves when mcpmux's stderr has been read to its end
 const stderrLines = [];
 
-/** The path of server-everything's stdio entry point, from its package.json bin. */
-async function everythingEntry() {
-  const pkgPath = require.resolve('@modelcontextprotocol/server-everything/package.json');
-  const pkg = JSON.parse(await readFile(pkgPath, 'utf8'));
-  const bin = typeof pkg.bin === 'string' ? pkg.bin : pkg.bin['mcp-server-everything'];
-  return path.join(path.dirname(pkgPath), bin);
-}
-
-async function binaries() {
-  if (process.env.MCPMUX_BIN && process.env.LABSERVER_BIN) {
-    return { mcpmux: path.resolve(process.env.MCPMUX_BIN), labserver: path.resolve(process.env.LABSERVER_BIN) };
-  }
-  const out = path.join(work, 'bin');
-  await mkdir(out);
-  await promisify(execFile)('go', ['build', '-o', out + path.sep, './cmd/mcpmux', './internal/labserver'], {
-    cwd: repoRoot,
-    timeout: BUILD_TIMEOUT_MS,
-  });
-  return { mcpmux: path.join(out, 'mcpmux'), labserver: path.join(out, 'labserver') };
-}
-
-const toml = JSON.stringify; // a JSON string is a valid TOML basic string
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no result within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 function logRecords() {
-  return stderrLines.flatMap((line) => {
-    try {
-      return [JSON.parse(line)];
-    } catch {
-      return [];
-    }
-  });
-}
-
-function text(result) {
-  assert.ok(Array.isArray(result.content), `no content in ${JSON.stringify(result)}`);
-  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+  return jsonRecords(stderrLines);
 }
 
 before(async () => {
   work = await mkdtemp(path.join(tmpdir(), 'mcpmux-interop-'));
-  const bins = await binaries();
+  const bins = await binaries(work);
   const entry = await everythingEntry();
 
   await mkdir(path.join(work, 'policies'));

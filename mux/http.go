@@ -47,8 +47,8 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.srv.ServeHTTP(w, r)
 }
 
-// CloseStreams ends every client's listening stream, so that an HTTP
-// server shutting down is not held up by them.
-func (h *HTTPUpstream) CloseStreams(ctx context.Context) {
-	h.srv.CloseSessions(ctx)
+// Shutdown ends every client's listening stream, so that an HTTP server
+// shutting down is not held up by them, and stops the idle-session sweeper.
+func (h *HTTPUpstream) Shutdown(ctx context.Context) {
+	_ = h.srv.Shutdown(ctx) // it owns no http.Server here, so only sessions close
 }

@@ -184,7 +184,7 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstr
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if upstream != nil {
-		upstream.CloseStreams(ctx)
+		upstream.Shutdown(ctx)
 	}
 	var shut sync.WaitGroup
 	for _, srv := range servers {

@@ -63,6 +63,9 @@ const (
 
 // Limits enforced by validation.
 const (
+	// NameRoom is the least room an exposed name leaves after its alias and
+	// separator: one character of the tool's name, '_' and an 8-digit hash.
+	NameRoom = 10
 	MinMaxNameLength = 8
 	MaxMaxNameLength = 128
 	MaxAliasLength   = 32

@@ -608,8 +608,8 @@ func TestErrors(t *testing.T) {
 		},
 		{
 			name: "alias leaves no room",
-			src:  "[mux]\nmax_name_length = 8\n[servers.abcdef]\ncommand = \"x\"\n[servers.abcde]\ncommand = \"x\"\n",
-			want: `mcpmux.toml:3: [servers.abcdef]: alias is too long for max_name_length 8: "abcdef__" leaves no room for a tool name`,
+			src:  "[mux]\nmax_name_length = 16\n[servers.abcdef]\ncommand = \"x\"\n[servers.abcd]\ncommand = \"x\"\n",
+			want: `mcpmux.toml:3: [servers.abcdef]: alias is too long for max_name_length 16: "abcdef__" leaves no room for a tool name`,
 		},
 		{
 			name: "missing command",

@@ -296,14 +296,15 @@ func (d *decoder) stringMap(t *table, key string, dst *map[string]string, what s
 }
 
 // checkNameRoom reports aliases that would leave no room for a tool name
-// within max_name_length.
+// within max_name_length: at least NameRoom characters, so that a name too
+// long to fit can still be shortened to a start and a hash.
 func (d *decoder) checkNameRoom(cfg *Config) {
 	sep, maxLen := cfg.Mux.Separator, cfg.Mux.MaxNameLength
 	if sep != "_" && sep != "__" || maxLen < MinMaxNameLength || maxLen > MaxMaxNameLength {
 		return // already reported
 	}
 	for _, s := range cfg.Servers {
-		if len(s.Alias)+len(sep)+1 > maxLen {
+		if len(s.Alias)+len(sep)+NameRoom > maxLen {
 			path := []string{"servers", s.Alias}
 			d.errorAt(d.ix.line(path), "[%s]: alias is too long for max_name_length %d: %q leaves no room for a tool name",
 				dotted(path), maxLen, s.Alias+sep)

@@ -80,7 +80,7 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 	}
 	argMap, err := argumentsObject(args)
 	if err == nil {
-		err = validateArgs(t.schema, argMap)
+		err = t.args.check(argMap)
 	}
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
@@ -146,7 +146,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 			if errors.Is(err, ErrUnavailable) {
 				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
 			}
-			return m.ctxEnded(ctx, t)
+			return m.ctxEnded(ctx, t, false)
 		}
 		req := mcp.CallToolRequest{}
 		req.Params.Name = t.orig
@@ -163,7 +163,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 			}
 		}
 		if ctx.Err() != nil {
-			return m.ctxEnded(ctx, t)
+			return m.ctxEnded(ctx, t, true)
 		}
 		if sess.failed(ctx, err) {
 			if t.readOnly && !retried {
@@ -171,9 +171,13 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Msg("server went away during a read-only call; retrying once on its next session")
 				continue
 			}
+			retry := "it was not retried"
+			if retried {
+				retry = "it was retried once and interrupted again"
+			}
 			return mcp.NewToolResultError(fmt.Sprintf(
-				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and it was not retried",
-				t.child.alias, t.name, sess.lostWhy)), OutcomeInterrupted
+				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",
+				t.child.alias, t.name, sess.lostWhy, retry)), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
 		return mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err)), OutcomeToolError
@@ -182,13 +186,18 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 
 // ctxEnded answers a call whose context ended: mcpmux stopping, the call
 // timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, t *tool) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) ctxEnded(ctx context.Context, t *tool, sent bool) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"mcpmux is shutting down and cut off the call to %s; it may or may not have taken effect",
 			t.name)), OutcomeInterrupted
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !sent {
+			return mcp.NewToolResultError(fmt.Sprintf(
+				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
+				t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout
+		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
 			t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout

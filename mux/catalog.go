@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kaptinlin/jsonschema"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -20,7 +19,7 @@ type tool struct {
 	child    *child
 	readOnly bool
 	def      mcp.Tool // as listed upstream: the child's definition under the exposed name
-	schema   *jsonschema.Schema
+	args     *argChecker
 }
 
 // childCatalog is what one child offers, built once per tools/list.
@@ -60,8 +59,8 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
 	names := newNamer(c.alias, m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength)
-	compiler := newCompiler()
 	cat := &childCatalog{}
+	seen := map[string]bool{}
 	leftOut := map[string]string{}
 	// skip logs a tool that is left out, once for as long as the reason holds.
 	skip := func(name, why string, err error) {
@@ -78,6 +77,11 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			continue
 		}
 		log := c.log.With().Str("child_tool", w.Name).Logger()
+		if seen[w.Name] {
+			skip(w.Name+"#"+fmt.Sprint(i), "the server lists this name twice; the first definition is kept", nil)
+			continue
+		}
+		seen[w.Name] = true
 		if hide.Match(w.Name) {
 			cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+sanitize(w.Name))
 			log.Debug().Msg("tool hidden by config")
@@ -90,7 +94,11 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 		if len(bytes.TrimSpace(w.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(w.InputSchema), []byte("null")) {
 			w.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
-		schema, err := compileSchema(compiler, w.InputSchema)
+		if err := objectSchema(w.InputSchema); err != nil {
+			skip(w.Name, "its inputSchema is not an object schema", err)
+			continue
+		}
+		args, err := newArgChecker(w.InputSchema)
 		if err != nil {
 			skip(w.Name, "its inputSchema does not compile", err)
 			continue
@@ -118,7 +126,7 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 		ro := readOnly.Match(w.Name) ||
 			c.cfg.TrustAnnotations && w.Annotations.ReadOnlyHint != nil && *w.Annotations.ReadOnlyHint
 		cat.tools = append(cat.tools, &tool{
-			name: exposed, orig: w.Name, child: c, readOnly: ro, def: def, schema: schema,
+			name: exposed, orig: w.Name, child: c, readOnly: ro, def: def, args: args,
 		})
 	}
 	return cat

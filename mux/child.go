@@ -116,6 +116,9 @@ func (c *child) session(ctx context.Context) (*session, error) {
 		if st.sess != nil && !st.sess.isLost() {
 			return st.sess, nil
 		}
+		if st.phase == PhaseStopped {
+			return nil, c.unavailable(st)
+		}
 		select {
 		case <-st.changed:
 		case <-timer.C:

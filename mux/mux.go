@@ -13,7 +13,6 @@ package mux
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -72,13 +71,6 @@ type Options struct {
 // New prepares a Mux for cfg. It starts nothing; call Start.
 func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error) {
 	log := opts.Log
-	for _, s := range cfg.Servers {
-		need := len(s.Alias) + len(cfg.Mux.Separator) + 1 + 1 + hashLen
-		if cfg.Mux.MaxNameLength < need {
-			return nil, fmt.Errorf("max_name_length %d is too short for server %s: it needs at least %d",
-				cfg.Mux.MaxNameLength, s.Alias, need)
-		}
-	}
 	m := &Mux{
 		cfg:      cfg,
 		policies: policies,

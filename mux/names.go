@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // hashLen is how many hex digits of a name's hash go into a shortened or
 // de-duplicated name: enough that two tools of one child practically never
-// meet again, short enough to leave most of the name readable.
-const hashLen = 8
+// meet again, short enough to leave most of the name readable. The config
+// guarantees room for it, one character and a '_' after every prefix.
+const hashLen = config.NameRoom - 2
 
 // sanitize replaces every character that OpenAI- and Anthropic-style
 // clients refuse in a tool name with '_'.

@@ -1,18 +1,60 @@
 package mux
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/kaptinlin/jsonschema"
 )
 
+// argChecker checks one tool's arguments against its inputSchema.
+type argChecker struct {
+	// jsonschema v0.9.8 writes into a compiled schema while validating
+	// (patternProperties rebuilds a map, pattern caches its regexp), so one
+	// schema must not validate two instances at once. The lock is per tool:
+	// calls to other tools never wait on it.
+	mu     sync.Mutex
+	schema *jsonschema.Schema
+}
+
+// newArgChecker compiles an inputSchema, on a compiler of its own: two tools
+// whose schemas share an $id would otherwise get the first one's schema.
+func newArgChecker(raw []byte) (*argChecker, error) {
+	s, err := compileSchema(newCompiler(), raw)
+	if err != nil {
+		return nil, err
+	}
+	return &argChecker{schema: s}, nil
+}
+
+// check returns nil when args fit, or an error naming each failing path.
+func (a *argChecker) check(args map[string]any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return validateArgs(a.schema, args)
+}
+
+// objectSchema reports whether an inputSchema describes a JSON object, as
+// MCP requires; anything else would be refused by strict clients.
+func objectSchema(raw []byte) error {
+	var s struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if s.Type != nil && s.Type != "object" {
+		return fmt.Errorf("type is %v, not \"object\"", s.Type)
+	}
+	return nil
+}
+
 // newCompiler returns a compiler that never leaves the machine: a child's
-// schema must not make mcpmux fetch anything. One compiler serves one child
-// catalog generation, since compiling the same $id twice on one compiler
-// returns the first schema.
+// schema must not make mcpmux fetch anything.
 func newCompiler() *jsonschema.Compiler {
 	c := jsonschema.NewCompiler()
 	for scheme := range c.Loaders {

@@ -2,11 +2,13 @@ package mux
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,8 +80,9 @@ func (s *session) failed(ctx context.Context, err error) bool {
 		s.markLost("request failed: " + err.Error())
 		return true
 	}
-	// A child's stdout can end a moment before the process is reaped.
-	t := time.NewTimer(drainGrace)
+	// A child's stdout can end a moment before the process is reaped; the
+	// watcher in spawn decides within drainGrace.
+	t := time.NewTimer(2 * drainGrace)
 	defer t.Stop()
 	select {
 	case <-s.lost:
@@ -177,10 +180,20 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	sess.wg.Go(func() {
 		select {
 		case <-proc.Done():
-			sess.markLost(exitReason(proc.ExitErr()))
 		case <-sess.eof:
-			sess.markLost("closed its stdout")
+			// Usually the exit follows at once; a child that stays alive
+			// without its stdout, or that broke the protocol, is useless.
+			t := time.NewTimer(drainGrace)
+			select {
+			case <-proc.Done():
+			case <-t.C:
+				sess.markLost("its stdout ended or broke the protocol")
+				proc.Kill()
+			}
+			t.Stop()
 		}
+		<-proc.Done()
+		sess.markLost(exitReason(proc.ExitErr()))
 	})
 	return sess, nil
 }
@@ -294,24 +307,58 @@ func (c *child) teardown(sess *session) {
 	sess.wg.Wait()
 }
 
+// maxStderrLine is the most of one stderr line that is logged; the rest is
+// dropped, but still read, so that the child never blocks on a full pipe.
+const maxStderrLine = 16 * 1024
+
 // logStderr logs the child's stderr line by line until it ends.
 func (c *child) logStderr(r io.Reader, pid int) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64*1024)
-	for sc.Scan() {
-		c.log.Info().Int("pid", pid).Str("stderr", sc.Text()).Msg("server stderr")
+	br := bufio.NewReaderSize(r, maxStderrLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		truncated := errors.Is(err, bufio.ErrBufferFull)
+		if len(line) > 0 {
+			ev := c.log.Info().Int("pid", pid).Str("stderr", strings.TrimRight(string(line), "\r\n"))
+			if truncated {
+				ev = ev.Bool("truncated", true)
+			}
+			ev.Msg("server stderr")
+		}
+		for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of a long line
+			_, err = br.ReadSlice('\n')
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
-// eofReader closes eof when the underlying reader fails or ends.
+// maxLine bounds one message from a child. A child that sends more without
+// a newline is broken or hostile; its session is ended rather than letting
+// it take mcpmux's memory.
+const maxLine = 64 << 20
+
+var errLineTooLong = fmt.Errorf("a message longer than %d bytes", maxLine)
+
+// eofReader closes eof when the underlying reader fails or ends, and ends
+// the stream at a line longer than maxLine.
 type eofReader struct {
-	r    io.Reader
-	eof  chan struct{}
-	once sync.Once
+	r       io.Reader
+	eof     chan struct{}
+	once    sync.Once
+	lineLen int // bytes since the last newline
 }
 
 func (e *eofReader) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		e.lineLen = n - i - 1
+	} else {
+		e.lineLen += n
+	}
+	if err == nil && e.lineLen > maxLine {
+		err = errLineTooLong
+	}
 	if err != nil {
 		e.once.Do(func() { close(e.eof) })
 	}

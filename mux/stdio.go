@@ -123,12 +123,13 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 func isRequest(line []byte) bool {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+		Method *string         `json:"method"`
 	}
 	if json.Unmarshal(line, &msg) != nil {
 		return false
 	}
-	return msg.Method != "" && msg.Method != string(mcp.MethodSubscriptionsListen) &&
+	// mcp-go answers a request with an empty method too.
+	return msg.Method != nil && *msg.Method != string(mcp.MethodSubscriptionsListen) &&
 		len(msg.ID) > 0 && !bytes.Equal(msg.ID, []byte("null"))
 }
 

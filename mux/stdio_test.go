@@ -12,6 +12,7 @@ func TestMessageKinds(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false, false},
 		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, false, false},
 		{`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen"}`, false, false},
+		{`{"jsonrpc":"2.0","id":8,"method":""}`, true, false}, // answered with an error, so counted
 		{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, false, true},
 		{`{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"m"}}`, false, true},
 		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`, false, false},

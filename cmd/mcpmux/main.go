@@ -41,6 +41,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == childproc.GuardArg {
 		os.Exit(childproc.RunGuard(os.Args[2:]))
 	}
+	// A client that closes mcpmux's stdout or stderr must not kill it with
+	// SIGPIPE: children would skip their graceful stop. Caught rather than
+	// ignored, since an ignored signal stays ignored in children.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -180,8 +184,8 @@ func tools(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args) != nil {
 		return exitRefused
 	}
-	if *as == "" {
-		fmt.Fprintln(stderr, "mcpmux tools: --as is required")
+	if !config.ValidIdentity(*as) {
+		fmt.Fprintln(stderr, "mcpmux tools: --as needs a valid identity name")
 		return exitRefused
 	}
 	l, code := load(*cfgPath, stderr)
@@ -225,7 +229,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args) != nil {
 		return exitRefused
 	}
-	if *as == "" || fs.NArg() < 1 || fs.NArg() > 2 {
+	if !config.ValidIdentity(*as) || fs.NArg() < 1 || fs.NArg() > 2 {
 		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME TOOL 'JSON'")
 		return exitRefused
 	}

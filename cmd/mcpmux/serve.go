@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/admin"
 	"github.com/mcpmux/mcpmux/auth"
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 )
 
@@ -43,6 +44,10 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	who := cfg.Upstream.Identity
 	if *identity != "" {
+		if !config.ValidIdentity(*identity) {
+			fmt.Fprintf(stderr, "--identity: %q is not a valid identity name\n", *identity)
+			return exitRefused
+		}
 		who = *identity
 	}
 	serveStdio := cfg.Upstream.Listen == "" || *stdio

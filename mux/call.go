@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -166,7 +167,10 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 			return m.ctxEnded(ctx, t, true)
 		}
 		if sess.failed(ctx, err) {
-			if t.readOnly && !retried {
+			// A remote child that answers 404 for the session never saw the
+			// call, so even a write is safe to send on its next session.
+			neverSeen := errors.Is(err, transport.ErrSessionTerminated)
+			if (t.readOnly || neverSeen) && !retried {
 				retried = true
 				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Msg("server went away during a read-only call; retrying once on its next session")
 				continue

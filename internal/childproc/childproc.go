@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -25,6 +26,8 @@ import (
 const (
 	StdinGrace   = 2 * time.Second
 	SigtermGrace = 3 * time.Second
+
+	groupPoll = 20 * time.Millisecond
 )
 
 // ErrSpawnerClosed is returned by Start after the Spawner was closed.
@@ -122,10 +125,11 @@ type Process struct {
 	Stdout io.ReadCloser
 	Stderr io.ReadCloser
 
-	cmd  *exec.Cmd
-	pgid int
-	done chan struct{}
-	err  error // the exit status; valid once done is closed
+	cmd      *exec.Cmd
+	pgid     int
+	stopping atomic.Bool // Stop runs the group's shutdown itself
+	done     chan struct{}
+	err      error // the exit status; valid once done is closed
 }
 
 func start(spec Spec, guard string) (*Process, error) {
@@ -187,10 +191,12 @@ func start(spec Spec, guard string) (*Process, error) {
 
 func (p *Process) wait() {
 	p.err = p.cmd.Wait()
-	// Whatever the child left behind in its group goes with it: a leftover
-	// grandchild would otherwise hold the stdout pipe open and leave pending
-	// calls waiting for an answer that cannot come.
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	// Whatever a crashed child left behind in its group goes with it: a
+	// leftover grandchild would otherwise hold the stdout pipe open and leave
+	// pending calls waiting for an answer that cannot come.
+	if !p.stopping.Load() {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	}
 	close(p.done)
 }
 
@@ -208,20 +214,44 @@ func (p *Process) ExitErr() error {
 }
 
 // Stop ends the child and its whole process group: stdin is closed, then
-// after StdinGrace the group gets SIGTERM, then after SigtermGrace SIGKILL.
-// It returns once the child has been reaped, or when ctx ends (after sending
-// SIGKILL).
+// after StdinGrace (or once the child exited) the group gets SIGTERM, then
+// after SigtermGrace (or once the group is empty) SIGKILL. It returns once
+// the child has been reaped; when ctx ends it skips to SIGKILL.
 func (p *Process) Stop(ctx context.Context) {
+	p.stopping.Store(true)
 	_ = p.Stdin.Close()
-	if p.waitFor(ctx, StdinGrace) {
-		return
-	}
+	p.waitFor(ctx, StdinGrace)
+	// The child may be gone, but what it started may not be: the whole
+	// group gets its SIGTERM and its grace.
 	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-	if p.waitFor(ctx, SigtermGrace) {
-		return
-	}
+	p.waitGroupGone(ctx, SigtermGrace)
 	p.Kill()
 	<-p.done
+}
+
+// waitGroupGone waits up to d for every process of the group to exit. The
+// kernel offers no event for that, so it looks every groupPoll.
+func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			if errors.Is(syscall.Kill(-p.pgid, 0), syscall.ESRCH) {
+				return
+			}
+		default:
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Kill sends SIGKILL to the child's whole process group at once.
@@ -229,20 +259,14 @@ func (p *Process) Kill() {
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 }
 
-// waitFor reports whether the child exited within d; it gives up early,
-// killing the group, when ctx ends.
-func (p *Process) waitFor(ctx context.Context, d time.Duration) bool {
+// waitFor waits up to d for the child to exit, or until ctx ends.
+func (p *Process) waitFor(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-p.done:
-		return true
 	case <-t.C:
-		return false
 	case <-ctx.Done():
-		p.Kill()
-		<-p.done
-		return true
 	}
 }
 

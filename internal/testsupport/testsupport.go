@@ -58,7 +58,11 @@ func Binaries(t testing.TB) (mcpmux, labserver string) {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/mcpmux", "./internal/labserver")
+		args := []string{"build", "-o", buildDir + "/"}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/mcpmux", "./internal/labserver")...)
 		cmd.Dir = RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {

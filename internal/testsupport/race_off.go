@@ -1,0 +1,5 @@
+//go:build !race
+
+package testsupport
+
+const raceBuild = false

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -76,10 +75,6 @@ const Leeway = 30 * time.Second
 // token may use further depends on the key that verifies it.
 var jwtAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
-var identityRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// ValidIdentity reports whether s may name an identity.
-func ValidIdentity(s string) bool { return identityRE.MatchString(s) }
 
 // Reason names err's kind for logs and metrics: no_credential,
 // unknown_token, bad_token, expired, wrong_audience, wrong_issuer or
@@ -162,7 +157,7 @@ func New(up config.Upstream, log zerolog.Logger) (*Authenticator, error) {
 		if t.Line > 0 {
 			where = fmt.Sprintf("upstream token at line %d", t.Line)
 		}
-		if !ValidIdentity(t.Identity) {
+		if !config.ValidIdentity(t.Identity) {
 			return nil, fmt.Errorf("auth: %s: invalid identity %q", where, t.Identity)
 		}
 		switch {
@@ -264,7 +259,7 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, presente
 		case len(v) > 1:
 			return "", false, fmt.Errorf("%w: header %s given %d times", ErrNoIdentity, a.trustedHeader, len(v))
 		case len(v) == 1 && v[0] != "":
-			if !ValidIdentity(v[0]) {
+			if !config.ValidIdentity(v[0]) {
 				return "", false, fmt.Errorf("%w: header %s is not a valid identity", ErrNoIdentity, a.trustedHeader)
 			}
 			return v[0], false, nil
@@ -343,7 +338,7 @@ func (j *jwtAuth) verify(tok string) (string, error) {
 	if id == "" {
 		return "", fmt.Errorf("%w: claim %q missing or not a string", ErrNoIdentity, j.cfg.IdentityClaim)
 	}
-	if !ValidIdentity(id) {
+	if !config.ValidIdentity(id) {
 		return "", fmt.Errorf("%w: claim %q is not a valid identity", ErrNoIdentity, j.cfg.IdentityClaim)
 	}
 	return id, nil

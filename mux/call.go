@@ -52,8 +52,6 @@ type Result struct {
 	Tool *mcp.CallToolResult
 }
 
-// Refused reports whether the call was refused before reaching a child.
-func (r Result) Refused() bool { return r.Decision != DecisionAllowed }
 
 // CallTool sends one call through the whole pipeline: registry look-up,
 // policy, argument validation, the child, restarts. args is the decoded

@@ -14,6 +14,7 @@ package mux
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -146,14 +147,11 @@ func (m *Mux) Close() {
 	m.spawner.Close()
 }
 
-// Server returns the upstream MCP server, for transports to serve.
-func (m *Mux) Server() *server.MCPServer { return m.srv }
 
 // ToolInfo describes one tool as an identity sees it.
 type ToolInfo struct {
 	Name     string
 	Server   string
-	Original string
 	ReadOnly bool
 	Def      any // the definition as listed upstream (mcp.Tool)
 }
@@ -162,9 +160,23 @@ type ToolInfo struct {
 func (m *Mux) Tools(identity string) []ToolInfo {
 	var out []ToolInfo
 	for _, t := range m.visible(identity, m.catalog.Load()) {
-		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, Original: t.orig, ReadOnly: t.readOnly, Def: t.def})
+		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ReadOnly: t.readOnly, Def: t.def})
 	}
 	return out
+}
+
+// Unavailable explains a name that is not in the catalog because the
+// server it would belong to offers no tools right now (it never started, or
+// its tools were withdrawn): the error says why. It returns nil otherwise.
+// It is for messages only; calls are never routed by splitting names.
+func (m *Mux) Unavailable(name string) error {
+	for _, c := range m.children {
+		st := c.state.Load()
+		if st.listed == nil && strings.HasPrefix(name, c.alias+m.cfg.Mux.Separator) {
+			return c.unavailable(st)
+		}
+	}
+	return nil
 }
 
 // ChildStatus is one child's published state, for status output.
@@ -192,7 +204,11 @@ func (m *Mux) Status() []ChildStatus {
 
 // visible returns the tools of cat that identity may see, in order.
 func (m *Mux) visible(identity string, cat *catalog) []*tool {
-	p := m.policies.Current().For(identity)
+	return visibleTo(m.policies.Current().For(identity), cat)
+}
+
+// visibleTo returns the tools of cat that p allows, in order.
+func visibleTo(p *policy.Policy, cat *catalog) []*tool {
 	var out []*tool
 	for _, t := range cat.tools {
 		if p.Allows(t.name, t.readOnly) {

@@ -3,7 +3,12 @@ package mux
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -25,7 +30,7 @@ func TestValidateArgs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := compileSchema(newCompiler(), []byte(c.schema))
+			s, err := newArgChecker([]byte(c.schema))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,7 +38,7 @@ func TestValidateArgs(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.args), &args); err != nil {
 				t.Fatal(err)
 			}
-			err = validateArgs(s, args)
+			err = s.check(args)
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("valid arguments refused: %v", err)
@@ -57,17 +62,60 @@ func TestValidateArgs(t *testing.T) {
 }
 
 func TestSchemasNeverLeaveTheMachine(t *testing.T) {
+	var fetched atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		_, _ = w.Write([]byte(`{"type":"string"}`))
+	}))
+	defer srv.Close()
 	for _, schema := range []string{
-		`{"$ref":"https://example.com/schema.json"}`,
-		`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:1/x.json"}}}`,
+		`{"$ref":"` + srv.URL + `/schema.json"}`,
+		`{"type":"object","properties":{"a":{"$ref":"` + srv.URL + `/a.json"}}}`,
 		`{"$ref":"#/$defs/missing"}`,
 	} {
-		if _, err := compileSchema(newCompiler(), []byte(schema)); err == nil {
+		if _, err := newArgChecker([]byte(schema)); err == nil {
 			t.Errorf("schema with an unresolvable $ref compiled: %s", schema)
 		}
 	}
+	if n := fetched.Load(); n != 0 {
+		t.Errorf("compiling schemas fetched %d remote $refs", n)
+	}
 	ok := `{"$defs":{"q":{"type":"string"}},"type":"object","properties":{"query":{"$ref":"#/$defs/q"}}}`
-	if _, err := compileSchema(newCompiler(), []byte(ok)); err != nil {
+	if _, err := newArgChecker([]byte(ok)); err != nil {
 		t.Errorf("local $ref refused: %v", err)
 	}
+}
+
+// Two tools whose schemas share an $id each keep their own schema.
+func TestSharedIDKeepsEachSchema(t *testing.T) {
+	a, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.check(map[string]any{"n": "x"}) != nil || b.check(map[string]any{"n": 5.0}) != nil {
+		t.Fatal("a schema was checked against the other's")
+	}
+}
+
+// Schemas whose validation writes into the compiled schema are safe to use
+// from many calls at once (run with -race).
+func TestConcurrentValidation(t *testing.T) {
+	c, err := newArgChecker([]byte(`{"type":"object","patternProperties":{"^x_":{"type":"string","pattern":"^[a-z]+$"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			args := map[string]any{fmt.Sprintf("x_%d", i): "abc"}
+			if err := c.check(args); err != nil {
+				t.Errorf("check: %v", err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -203,7 +203,7 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) {
 	cat := m.catalog.Load()
 	affected := map[string]bool{}
 	for _, id := range policy.Changed(old, new) {
-		if !slices.Equal(visibleUnder(old.For(id), cat), visibleUnder(new.For(id), cat)) {
+		if !slices.Equal(visibleTo(old.For(id), cat), visibleTo(new.For(id), cat)) {
 			affected[id] = true
 		}
 	}
@@ -215,14 +215,4 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) {
 			m.log.Warn().Err(err).Str("session", sid).Msg("could not send tools/list_changed")
 		}
 	}
-}
-
-func visibleUnder(p *policy.Policy, cat *catalog) []string {
-	var out []string
-	for _, t := range cat.tools {
-		if p.Allows(t.name, t.readOnly) {
-			out = append(out, t.name)
-		}
-	}
-	return out
 }

@@ -258,6 +258,10 @@ func call(args []string, stdout, stderr io.Writer) int {
 
 	r := m.CallTool(context.Background(), *as, name, arguments)
 	if r.Tool == nil {
+		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {
+			fmt.Fprintln(stderr, err)
+			return exitToolError
+		}
 		fmt.Fprintf(stderr, "%v: %s\n", mux.ErrUnknownTool, name)
 		return exitRefused
 	}

@@ -28,15 +28,6 @@ func Compile(pattern string) (Pattern, error) {
 	return Pattern{src: pattern}, nil
 }
 
-// MustCompile is Compile for patterns known at build time.
-func MustCompile(pattern string) Pattern {
-	p, err := Compile(pattern)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 // String returns the pattern as written.
 func (p Pattern) String() string { return p.src }
 

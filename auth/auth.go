@@ -75,7 +75,6 @@ const Leeway = 30 * time.Second
 // token may use further depends on the key that verifies it.
 var jwtAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
-
 // Reason names err's kind for logs and metrics: no_credential,
 // unknown_token, bad_token, expired, wrong_audience, wrong_issuer or
 // no_identity ("" for nil, "error" for anything else).

@@ -65,7 +65,7 @@ const (
 const (
 	// NameRoom is the least room an exposed name leaves after its alias and
 	// separator: one character of the tool's name, '_' and an 8-digit hash.
-	NameRoom = 10
+	NameRoom         = 10
 	MinMaxNameLength = 8
 	MaxMaxNameLength = 128
 	MaxAliasLength   = 32

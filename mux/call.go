@@ -52,7 +52,6 @@ type Result struct {
 	Tool *mcp.CallToolResult
 }
 
-
 // CallTool sends one call through the whole pipeline: registry look-up,
 // policy, argument validation, the child, restarts. args is the decoded
 // JSON arguments (nil means none). It writes one audit line.

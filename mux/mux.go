@@ -147,7 +147,6 @@ func (m *Mux) Close() {
 	m.spawner.Close()
 }
 
-
 // ToolInfo describes one tool as an identity sees it.
 type ToolInfo struct {
 	Name     string

@@ -14,6 +14,9 @@
 // not the caller whose tools did not change); that /healthz, /readyz and
 // /metrics are served on the same address; and that mcpmux, serving HTTP
 // only, exits 0 on SIGTERM with its children gone and nothing on stdout.
+// Two TODO tests record known gaps (a session is not bound to the identity
+// that opened it; a GET without Mcp-Session-Id opens a stream): they run and
+// are reported, but do not fail `npm test`.
 //
 // mcpmux runs as a plain child process: `mcpmux serve --config FILE` with
 // listen = "127.0.0.1:0"; its address is read from its JSON log on stderr.
@@ -414,6 +417,53 @@ test('/healthz, /readyz and /metrics on the same address, without a token', asyn
   await reader.transport.terminateSession();
   assert.equal(reader.transport.sessionId, undefined);
   assert.equal(metricValue(await metrics(), 'mcpmux_sessions', { identity: 'reader' }), 0, 'reader sessions after DELETE');
+});
+
+// Known gaps, kept as TODO tests (they run and report, but do not fail the
+// run): mcp-go's streamable HTTP server looks sessions up by Mcp-Session-Id
+// alone, and mcpmux does not check that the caller is the identity that
+// opened the session.
+
+const sseHeaders = (token, sessionId) => ({
+  accept: 'text/event-stream',
+  authorization: `Bearer ${token}`,
+  ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
+});
+
+test('a session belongs to the identity that opened it', { todo: 'mcpmux does not bind sessions to identities' }, async () => {
+  const victim = await connect('interop-victim', adminToken);
+  await withTimeout(victim.sseOpen, CONNECT_TIMEOUT_MS, 'victim GET stream');
+  const sid = victim.transport.sessionId;
+  const problems = [];
+
+  // Another identity's listening stream on the victim's session.
+  const ac = new AbortController();
+  try {
+    const get = await fetch(mcpUrl, { headers: sseHeaders(readerToken, sid), signal: ac.signal });
+    if (get.ok) problems.push(`reader's GET on admin's session: ${get.status} ${get.headers.get('content-type')}`);
+  } finally {
+    ac.abort();
+  }
+  // Another identity ending the victim's session.
+  const del = await fetch(mcpUrl, { method: 'DELETE', headers: sseHeaders(readerToken, sid) });
+  await del.body?.cancel();
+  if (del.ok) problems.push(`reader's DELETE of admin's session: ${del.status}`);
+  try {
+    await victim.client.listTools();
+  } catch (err) {
+    problems.push(`admin's own session afterwards: ${err.message}`);
+  }
+  assert.deepEqual(problems, []);
+});
+
+test('a GET without Mcp-Session-Id is refused', { todo: 'mcp-go opens a stream and registers a session for it' }, async () => {
+  const ac = new AbortController();
+  try {
+    const get = await fetch(mcpUrl, { headers: sseHeaders(readerToken), signal: ac.signal });
+    assert.equal(get.status, 400, `GET without a session: ${get.status} ${get.headers.get('content-type')}`);
+  } finally {
+    ac.abort();
+  }
 });
 
 test('shutdown: SIGTERM with a client connected, exit 0, children gone, stdout untouched', async () => {

@@ -1,35 +1,47 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
+
+// Remote children: a labserver serving MCP over HTTP in a process the test
+// starts, kills and starts again on the same address; mcpmux reaches it at
+// its URL. The tests spend most of their time waiting, so they run in
+// parallel, except the two that set environment variables.
 
 // remoteReadOnly names the labserver tools that are safe to re-run.
 var remoteReadOnly = []string{"search", "slow", "whoami", "echo", "extra"}
 
+// remoteTransports are the two ways to reach a remote child.
+var remoteTransports = []string{"streamable", "sse"}
+
 // remoteLab starts a remote labserver "docs" over transport and writes a
-// config with it and a stdio labserver "tickets" next to it. extra is raw
-// TOML for the docs table.
-func remoteLab(t *testing.T, transport, extra string) (*ts.Lab, *ts.Remote) {
+// config with it, after the given stdio labservers. extra is raw TOML for
+// the docs table.
+func remoteLab(t *testing.T, transport, extra string, stdio ...ts.Server) (*ts.Lab, *ts.Remote) {
 	t.Helper()
-	return remoteLabMux(t, `call_timeout = "30s"`, transport, extra)
+	return remoteLabMux(t, `call_timeout = "30s"`, transport, extra, stdio...)
 }
 
 // remoteLabMux is remoteLab with the given [mux] lines.
-func remoteLabMux(t *testing.T, muxLines, transport, extra string) (*ts.Lab, *ts.Remote) {
+func remoteLabMux(t *testing.T, muxLines, transport, extra string, stdio ...ts.Server) (*ts.Lab, *ts.Remote) {
 	t.Helper()
-	lab := ts.NewLab(t, muxLines, ts.Server{Alias: "tickets", ReadOnly: []string{"search"}})
+	lab := ts.NewLab(t, muxLines, stdio...)
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	r := ts.StartRemote(t, lab, "docs", transport)
 	lab.AddRemote(t, ts.RemoteServer{
@@ -38,10 +50,14 @@ func remoteLabMux(t *testing.T, muxLines, transport, extra string) (*ts.Lab, *ts
 	return lab, r
 }
 
+// tickets is a stdio labserver to run next to the remote one.
+var tickets = ts.Server{Alias: "tickets", ReadOnly: []string{"search"}}
+
 type remoteAnswer struct {
 	text    string
 	isError bool
 	err     error
+	at      time.Time
 }
 
 // callAsync calls a tool in the background; the answer comes on the channel.
@@ -50,15 +66,15 @@ func callAsync(m *ts.Mux, name string, args map[string]any) <-chan remoteAnswer 
 	go func() {
 		res, err := m.Call(name, args)
 		if err != nil {
-			done <- remoteAnswer{err: err}
+			done <- remoteAnswer{err: err, at: time.Now()}
 			return
 		}
-		done <- remoteAnswer{text: ts.Text(res), isError: res.IsError}
+		done <- remoteAnswer{text: ts.Text(res), isError: res.IsError, at: time.Now()}
 	}()
 	return done
 }
 
-func wait(t *testing.T, done <-chan remoteAnswer, what string) remoteAnswer {
+func waitAnswer(t *testing.T, done <-chan remoteAnswer, what string) remoteAnswer {
 	t.Helper()
 	select {
 	case a := <-done:
@@ -79,6 +95,11 @@ func hasPrefix(names []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// wentAway lists the log lines saying docs's session was lost.
+func wentAway(m *ts.Mux) []map[string]any {
+	return m.Log.Lines(ts.Msg("server went away; restarting", "server", "docs"))
 }
 
 // headerProxy forwards to target and records the headers of every request.
@@ -119,7 +140,7 @@ func (p *headerProxy) headers() []http.Header {
 func TestRemoteStreamableListedAndCalled(t *testing.T) {
 	t.Setenv("MCPMUX_E2E_REMOTE_TOKEN", "s3cret")
 	t.Setenv("MCPMUX_E2E_REMOTE_TAG", "tag-1")
-	lab := ts.NewLab(t, `call_timeout = "30s"`, ts.Server{Alias: "tickets", ReadOnly: []string{"search"}})
+	lab := ts.NewLab(t, `call_timeout = "30s"`, tickets)
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	r := ts.StartRemote(t, lab, "docs", "")
 	proxy := newHeaderProxy(t, r.Addr)
@@ -179,7 +200,7 @@ func TestRemoteStreamableListedAndCalled(t *testing.T) {
 // remote child sends on its event stream.
 func TestRemoteSSEListedAndCalled(t *testing.T) {
 	t.Setenv("MCPMUX_E2E_REMOTE_TAG", "tag-2")
-	lab, r := remoteLab(t, "sse", `headers = { X-Test = "${MCPMUX_E2E_REMOTE_TAG}" }`)
+	lab, r := remoteLab(t, "sse", `headers = { X-Test = "${MCPMUX_E2E_REMOTE_TAG}" }`, tickets)
 	m := ts.StartMux(t, lab)
 
 	names := m.ToolNames()
@@ -206,24 +227,24 @@ func TestRemoteSSEListedAndCalled(t *testing.T) {
 	}
 }
 
-// remoteTransports are the two ways to reach a remote child. A call's
-// answer is bounded by call_timeout, well under the default ping interval
-// (15s), so a lost connection must be noticed from the connection itself.
-var remoteTransports = []string{"streamable", "sse"}
-
-const remoteKillMux = `call_timeout = "8s"`
+// remoteKillMux bounds the calls of the kill tests well under the default
+// ping interval (15s, three misses to be marked lost): the connection's end
+// must be noticed from the connection itself.
+const remoteKillMux = `call_timeout = "6s"`
 
 // A remote child killed while a read-only call is in flight, and started
 // again on the same address: the call is re-run once on the new session,
 // and the caller gets the retry's answer.
 func TestRemoteKilledDuringReadOnlyCallIsRetried(t *testing.T) {
+	t.Parallel()
 	for _, transport := range remoteTransports {
 		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
 			lab, r := remoteLabMux(t, remoteKillMux, transport, `startup_timeout = "10s"`)
 			m := ts.StartMux(t, lab)
 			before := r.Pid()
 
-			done := callAsync(m, "docs__slow", map[string]any{"ms": 2000, "tag": "remote-ro"})
+			done := callAsync(m, "docs__slow", map[string]any{"ms": 1000, "tag": "remote-ro"})
 			lab.WaitStarted(t, "remote-ro")
 			if err := os.Remove(filepath.Join(lab.Started, "remote-ro")); err != nil {
 				t.Fatal(err)
@@ -231,15 +252,15 @@ func TestRemoteKilledDuringReadOnlyCallIsRetried(t *testing.T) {
 			r.Kill()
 			r.Restart()
 
-			got := wait(t, done, "docs__slow")
-			if got.isError || got.text != "slept 2000 tag=remote-ro" {
+			got := waitAnswer(t, done, "docs__slow")
+			if got.isError || got.text != "slept 1000 tag=remote-ro" {
 				t.Fatalf("after the restart: isError=%v text=%q\nlog:\n%s", got.isError, got.text, m.Log.Text())
 			}
 			if _, err := os.Stat(filepath.Join(lab.Started, "remote-ro")); err != nil {
 				t.Errorf("the retry did not reach the restarted server: %v", err)
 			}
 			m.Log.WaitLine(t, "retried audit", ts.Msg("call", "tool", "docs__slow", "outcome", "retried"))
-			m.Log.WaitLine(t, "retry warning", ts.Msg("server went away during a read-only call; retrying once on its next session", "server", "docs", "tool", "docs__slow"))
+			m.Log.WaitLine(t, "retry warning", ts.Msg("server went away before answering; retrying once on its next session", "server", "docs", "tool", "docs__slow"))
 			if after := childPid(t, m, "docs"); after != r.Pid() || after == before {
 				t.Errorf("docs__whoami = %d after the restart; old pid %d, new %d", after, before, r.Pid())
 			}
@@ -248,22 +269,28 @@ func TestRemoteKilledDuringReadOnlyCallIsRetried(t *testing.T) {
 }
 
 // A write in flight when the remote child dies is not replayed on the new
-// session: it ran once, and the caller is told it may or may not have taken
-// effect.
+// session: it ran once, and the caller is told, at once, that it may or may
+// not have taken effect.
 func TestRemoteKilledDuringWriteIsNotReplayed(t *testing.T) {
+	t.Parallel()
 	for _, transport := range remoteTransports {
 		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
 			lab, r := remoteLabMux(t, remoteKillMux, transport, `startup_timeout = "10s"`)
 			m := ts.StartMux(t, lab)
 
 			done := callAsync(m, "docs__append_note", map[string]any{"text": "one", "delay_ms": 60000})
 			ts.WaitFor(t, "the write's side effect", func() bool { return lab.NotesOf(t, "docs") == "one\n" })
+			killed := time.Now()
 			r.Kill()
 			r.Restart()
 
-			got := wait(t, done, "docs__append_note")
+			got := waitAnswer(t, done, "docs__append_note")
 			if !got.isError || !strings.Contains(got.text, "may or may not have taken effect") || !strings.Contains(got.text, "not retried") {
-				t.Fatalf("isError=%v text=%q", got.isError, got.text)
+				t.Fatalf("%s after the kill: isError=%v text=%q", got.at.Sub(killed), got.isError, got.text)
+			}
+			if took := got.at.Sub(killed); took > 3*time.Second {
+				t.Errorf("the answer came %s after the kill", took)
 			}
 			m.Log.WaitLine(t, "interrupted audit", ts.Msg("call", "tool", "docs__append_note", "outcome", "interrupted"))
 			if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
@@ -283,7 +310,8 @@ func TestRemoteKilledDuringWriteIsNotReplayed(t *testing.T) {
 // made; its tools are withdrawn after the startup timeout, and come back
 // when it does.
 func TestRemotePingMarksLostAndToolsWithdrawn(t *testing.T) {
-	lab, r := remoteLab(t, "", `ping_interval = "200ms"`+"\n"+`startup_timeout = "1s"`)
+	t.Parallel()
+	lab, r := remoteLab(t, "", `ping_interval = "200ms"`+"\n"+`startup_timeout = "1s"`, tickets)
 	m := ts.StartMux(t, lab)
 	if names := m.ToolNames(); !ts.Contains(names, "docs__search") {
 		t.Fatalf("tools/list: %v", names)
@@ -319,31 +347,45 @@ func TestRemotePingMarksLostAndToolsWithdrawn(t *testing.T) {
 }
 
 // A list_changed from the remote child makes mcpmux read its catalog again
-// and tell its own client.
+// and tell its own client: here the change comes from the remote server
+// itself, while mcpmux has no request of its own in flight there (another
+// client of the server calls notify_changed, and the server tells every
+// session). Pings, which might carry the notification back late, are off.
+// Over streamable HTTP such a notification travels on the session's GET
+// stream.
 func TestRemoteCatalogReRead(t *testing.T) {
-	lab, _ := remoteLab(t, "", "")
-	m := ts.StartMux(t, lab)
-	if names := m.ToolNames(); ts.Contains(names, "docs__extra") {
-		t.Fatalf("docs__extra listed before notify_changed: %v", names)
+	t.Parallel()
+	for _, transport := range remoteTransports {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			lab, r := remoteLab(t, transport, `ping_interval = "1h"`)
+			m := ts.StartMux(t, lab)
+			if names := m.ToolNames(); ts.Contains(names, "docs__extra") {
+				t.Fatalf("docs__extra listed before notify_changed: %v", names)
+			}
+			m.DrainNotifications()
+			direct := r.Client(t)
+			for _, want := range []string{"extra on", "extra off"} {
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "notify_changed"
+				res, err := direct.CallTool(context.Background(), req)
+				if err != nil || ts.Text(res) != want {
+					t.Fatalf("direct notify_changed: %v %v", err, res)
+				}
+				on := want == "extra on"
+				m.WaitToolsWithin(3*time.Second, "has docs__extra: "+strconv.FormatBool(on), func(n []string) bool {
+					return ts.Contains(n, "docs__extra") == on
+				})
+			}
+		})
 	}
-	m.DrainNotifications()
-	if got := ts.Text(m.MustCall("docs__notify_changed", nil)); got != "extra on" {
-		t.Fatalf("notify_changed: %q", got)
-	}
-	m.WaitTools("has docs__extra", func(n []string) bool { return ts.Contains(n, "docs__extra") })
-	if got := ts.Text(m.MustCall("docs__extra", nil)); got != "docs: extra" {
-		t.Errorf("docs__extra: %q", got)
-	}
-	if got := ts.Text(m.MustCall("docs__notify_changed", nil)); got != "extra off" {
-		t.Fatalf("notify_changed: %q", got)
-	}
-	m.WaitTools("has no docs__extra", func(n []string) bool { return !ts.Contains(n, "docs__extra") })
 }
 
 // The remote server restarts between two calls, so its new process answers
-// the old session id with 404: mcpmux initializes a new session, and a
-// read-only call still succeeds.
+// the old session id with 404: mcpmux starts a new session, and the
+// read-only call that ran into the 404 is retried on it and succeeds.
 func TestRemoteRestartBetweenCallsReadOnly(t *testing.T) {
+	t.Parallel()
 	lab, r := remoteLab(t, "", `startup_timeout = "10s"`)
 	m := ts.StartMux(t, lab)
 	before := childPid(t, m, "docs")
@@ -354,41 +396,100 @@ func TestRemoteRestartBetweenCallsReadOnly(t *testing.T) {
 	if res.IsError || ts.Text(res) != "docs: public evidence" {
 		t.Fatalf("after the restart: isError=%v %q\nlog:\n%s", res.IsError, ts.Text(res), m.Log.Text())
 	}
-	lines := m.Log.Lines(ts.Msg("call", "tool", "docs__search"))
-	t.Logf("outcome of the first call after the restart: %v", lines[len(lines)-1]["outcome"])
+	m.Log.WaitLine(t, "retried audit", ts.Msg("call", "tool", "docs__search", "outcome", "retried"))
 	gone := m.Log.WaitLine(t, "the old session marked lost", ts.Msg("server went away; restarting", "server", "docs"))
-	t.Logf("why: %v", gone["why"])
+	if why, _ := gone["why"].(string); !strings.Contains(why, "404") {
+		t.Errorf("why = %q, want the 404 on the old session", why)
+	}
 	if after := childPid(t, m, "docs"); after == before || after != r.Pid() {
 		t.Errorf("docs__whoami = %d; old pid %d, new %d", after, before, r.Pid())
 	}
 }
 
-// The same with a write: the restarted server answered the old session id
-// with 404, so the write provably never ran anywhere. It should go to the new
-// session rather than fail with "may or may not have taken effect".
-func TestRemoteRestartBetweenCallsWrite(t *testing.T) {
-	lab, r := remoteLab(t, "", `startup_timeout = "10s"`)
-	m := ts.StartMux(t, lab)
-	before := childPid(t, m, "docs")
+// A write that provably never reached the remote server, because the
+// connection was refused or the server answered the old session id with
+// 404, is not a call that "may or may not have taken effect": nothing ran.
+// mcpmux should send it on the next session (or answer that it was not
+// sent), not tell the model it may have happened.
+func TestRemoteWriteNeverDelivered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		restart bool // before the call: 404 on the old session; else connection refused
+	}{
+		{"404 after a restart", true},
+		{"connection refused", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lab, r := remoteLab(t, "", `startup_timeout = "1s"`)
+			m := ts.StartMux(t, lab)
+			before := childPid(t, m, "docs")
 
-	r.Kill()
-	r.Restart()
-	res := m.MustCall("docs__append_note", map[string]any{"text": "after"})
-	lines := m.Log.Lines(ts.Msg("call", "tool", "docs__append_note"))
-	if len(lines) > 0 {
-		t.Logf("outcome: %v", lines[len(lines)-1]["outcome"])
+			r.Kill()
+			if tc.restart {
+				r.Restart()
+			}
+			res := m.MustCall("docs__append_note", map[string]any{"text": "after"})
+			notes := lab.NotesOf(t, "docs")
+			if res.IsError && strings.Contains(ts.Text(res), "may or may not have taken effect") {
+				t.Errorf("the write never reached the server (notes = %q), yet the answer is %q", notes, ts.Text(res))
+			}
+			if tc.restart && (res.IsError || ts.Text(res) != "noted" || notes != "after\n") {
+				t.Errorf("a write after the server restarted: isError=%v %q, notes %q; want it sent once on the new session", res.IsError, ts.Text(res), notes)
+			}
+			if !tc.restart && notes != "" {
+				t.Errorf("notes = %q while the server was down", notes)
+			}
+
+			if !tc.restart {
+				r.Restart()
+			}
+			// Its tools may have been withdrawn meanwhile; they come back
+			// once it is reached again.
+			ts.WaitFor(t, "docs__search to be listed again", func() bool { return ts.Contains(m.ToolNames(), "docs__search") })
+			if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+				t.Errorf("then: %q", got)
+			}
+			if after := childPid(t, m, "docs"); after == before {
+				t.Errorf("docs__whoami = %d, unchanged", after)
+			}
+		})
 	}
-	if res.IsError || ts.Text(res) != "noted" {
-		t.Errorf("a write on the first call after the remote server restarted: isError=%v %q", res.IsError, ts.Text(res))
-	}
-	if notes := lab.NotesOf(t, "docs"); notes != "after\n" && !res.IsError {
-		t.Errorf("notes = %q, want one write", notes)
-	}
-	// The next call works either way.
-	if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
-		t.Errorf("then: %q", got)
-	}
-	if after := childPid(t, m, "docs"); after == before {
-		t.Errorf("docs__whoami = %d, unchanged", after)
+}
+
+// A call that runs into call_timeout on a remote child is a timeout: the
+// server is told to cancel it (the labserver logs "slow <tag> cancelled"),
+// the answer says so, and the session, which is fine, is kept.
+func TestRemoteCallTimeoutCancelsTheRemoteCall(t *testing.T) {
+	t.Parallel()
+	for _, transport := range remoteTransports {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			lab, r := remoteLabMux(t, `call_timeout = "1s"`, transport, "")
+			m := ts.StartMux(t, lab)
+
+			res := m.MustCall("docs__slow", map[string]any{"ms": 5000, "tag": "cancel-me"})
+			answered := time.Now()
+			if !res.IsError || !strings.Contains(ts.Text(res), "timed out after 1s") || !strings.Contains(ts.Text(res), "told to cancel it") {
+				t.Errorf("answer: isError=%v %q", res.IsError, ts.Text(res))
+			}
+			m.Log.WaitLine(t, "timeout audit", ts.Msg("call", "tool", "docs__slow", "outcome", "timeout"))
+			// The slow call would end by itself 4s from now: a cancellation
+			// shows well before.
+			for !strings.Contains(r.Output(), "slow cancel-me cancelled") {
+				if time.Since(answered) > 2*time.Second {
+					t.Errorf("the remote server never saw the call cancelled; its output:\n%s", r.Output())
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := ts.Text(m.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+				t.Errorf("then: %q", got)
+			}
+			if lines := wentAway(m); len(lines) > 0 {
+				t.Errorf("a call timeout cost the healthy session: %v", lines)
+			}
+		})
 	}
 }

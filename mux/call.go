@@ -1,9 +1,12 @@
 package mux
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -53,8 +56,9 @@ type Result struct {
 }
 
 // CallTool sends one call through the whole pipeline: registry look-up,
-// policy, argument validation, the child, restarts. args is the decoded
-// JSON arguments (nil means none). It writes one audit line.
+// policy, argument validation, the child, restarts. args is the arguments
+// as JSON (json.RawMessage, forwarded byte for byte) or decoded (nil means
+// none). It writes one audit line.
 func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
 	return m.call(ctx, identity, name, args, time.Now())
 }
@@ -76,7 +80,7 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
-	argMap, err := argumentsObject(args)
+	argMap, raw, err := argumentsObject(args)
 	if err == nil {
 		err = t.args.check(argMap)
 	}
@@ -89,7 +93,7 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 	m.inflight.Add(1)
 	m.observe.CallStarted(t.child.alias)
 	sent := time.Now()
-	res, outcome := m.forward(ctx, t, argMap)
+	res, outcome := m.forward(ctx, t, raw)
 	rec.Child = time.Since(sent)
 	m.observe.CallFinished(t.child.alias)
 	if m.inflight.Add(-1) == 0 {
@@ -121,35 +125,53 @@ func (m *Mux) done(rec CallRecord, begun time.Time) {
 	m.observe.CallDone(rec)
 }
 
-func argumentsObject(args any) (map[string]any, error) {
+// argumentsObject returns a call's arguments decoded, for validation, and
+// as the JSON to forward. Arguments given as JSON are forwarded byte for
+// byte, so that no number loses precision on the way.
+func argumentsObject(args any) (map[string]any, json.RawMessage, error) {
+	var m map[string]any
 	switch a := args.(type) {
 	case nil:
-		return map[string]any{}, nil
+		return map[string]any{}, json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		if t := bytes.TrimSpace(a); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			return map[string]any{}, json.RawMessage(`{}`), nil
+		}
+		if err := json.Unmarshal(a, &m); err != nil || m == nil {
+			return nil, nil, fmt.Errorf("%w: arguments must be a JSON object", errInvalidArguments)
+		}
+		return m, a, nil
 	case map[string]any:
-		return a, nil
+		raw, err := json.Marshal(a)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errInvalidArguments, err)
+		}
+		return a, raw, nil
 	default:
-		return nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
+		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
 	}
 }
 
 // forward calls the child, waiting for it to be ready, and re-runs a
 // read-only call once if the child died under it.
-func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (*mcp.CallToolResult, Outcome) {
+	ctx, cut := context.WithCancelCause(ctx)
+	defer cut(nil)
+	stop := context.AfterFunc(m.cut, func() { cut(context.Cause(m.cut)) })
+	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
-	retried := false
+	retried, sent := false, false
 	for {
 		sess, err := t.child.session(ctx)
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
 				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
 			}
-			return m.ctxEnded(ctx, t, false)
+			return m.ctxEnded(ctx, t, sent)
 		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = t.orig
-		req.Params.Arguments = args
-		res, err := sess.client.CallTool(ctx, req)
+		sent = true
+		res, err := sess.callTool(ctx, t.orig, args)
 		if err == nil {
 			switch {
 			case retried:
@@ -161,15 +183,13 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 			}
 		}
 		if ctx.Err() != nil {
-			return m.ctxEnded(ctx, t, true)
+			return m.ctxEnded(ctx, t, sent)
 		}
 		if sess.failed(ctx, err) {
-			// A remote child that answers 404 for the session never saw the
-			// call, so even a write is safe to send on its next session.
-			neverSeen := errors.Is(err, transport.ErrSessionTerminated)
-			if (t.readOnly || neverSeen) && !retried {
+			if (t.readOnly || neverDelivered(err)) && !retried {
 				retried = true
-				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Msg("server went away during a read-only call; retrying once on its next session")
+				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Bool("read_only", t.readOnly).
+					Msg("server went away before answering; retrying once on its next session")
 				continue
 			}
 			retry := "it was not retried"
@@ -183,6 +203,17 @@ func (m *Mux) forward(ctx context.Context, t *tool, args map[string]any) (*mcp.C
 		// The child answered with a JSON-RPC error: tell the model what it said.
 		return mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err)), OutcomeToolError
 	}
+}
+
+// neverDelivered reports errors that prove a remote child never received
+// the call, which is then safe to send again even when it writes: a 404 for
+// the session, or a connection that could not be made.
+func neverDelivered(err error) bool {
+	if errors.Is(err, transport.ErrSessionTerminated) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // ctxEnded answers a call whose context ended: mcpmux stopping, the call

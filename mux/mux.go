@@ -52,6 +52,11 @@ type Mux struct {
 
 	inflight atomic.Int64  // calls being forwarded
 	idle     chan struct{} // gets a token when inflight drops to zero
+	// cut ends every call in flight when mcpmux stops (CutCalls). Calls
+	// watch it themselves: cancelling the transports' request contexts
+	// instead would stop mcp-go from sending the answers.
+	cut      context.Context
+	cutCalls context.CancelCauseFunc
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -83,6 +88,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error)
 		initial:  make(chan struct{}),
 		idle:     make(chan struct{}, 1),
 	}
+	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
 		m.observe = nopObserver{}
 	}
@@ -136,12 +142,17 @@ func (m *Mux) WaitIdle(ctx context.Context) error {
 	return nil
 }
 
+// CutCalls ends every call still in flight, now and from now on; each is
+// answered with an error result naming cause (ErrShuttingDown on shutdown).
+func (m *Mux) CutCalls(cause error) { m.cutCalls(cause) }
+
 // Close stops every child (stdin closed, then SIGTERM, then SIGKILL to its
 // process group) and waits for all of mcpmux's goroutines.
 func (m *Mux) Close() {
 	if m.cancel == nil {
 		return
 	}
+	m.cutCalls(ErrShuttingDown)
 	m.cancel()
 	m.wg.Wait()
 	m.spawner.Close()

@@ -94,10 +94,46 @@ func (s *session) failed(ctx context.Context, err error) bool {
 	}
 }
 
-// rawRequest sends a request and returns its raw result. String ids keep
-// mcpmux's own requests apart from the client's numeric ones.
+// rawRequest sends a request and returns its raw result.
 func (s *session) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	id := mcp.NewRequestId(fmt.Sprintf("mcpmux-%d", s.ids.Add(1)))
+	return s.send(ctx, s.nextID(), method, params)
+}
+
+// nextID returns an id for a request of mcpmux's own. String ids keep them
+// apart from the numeric ones of the client's handshake and pings.
+func (s *session) nextID() mcp.RequestId {
+	return mcp.NewRequestId(fmt.Sprintf("mcpmux-%d", s.ids.Add(1)))
+}
+
+// callTool sends tools/call under an id of mcpmux's own, so that a call
+// given up on is cancelled on every transport (mcp-go's client sends
+// notifications/cancelled over stdio only). args is sent as it is.
+func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	id := s.nextID()
+	result, err := s.send(ctx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		if ctx.Err() != nil {
+			s.cancel(id, context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return mcp.ParseCallToolResult(&result)
+}
+
+// cancel tells the child to stop working on request id; best effort.
+func (s *session) cancel(id mcp.RequestId, why error) {
+	ctx, stop := context.WithTimeout(context.Background(), time.Second)
+	defer stop()
+	_ = s.tr.SendNotification(ctx, mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": why.Error()}},
+		},
+	})
+}
+
+func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
@@ -133,6 +169,9 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 		c.abort(sess)
 		return nil, nil, fmt.Errorf("server %s: start: %w", c.alias, err)
 	}
+	sess.client.OnConnectionLost(func(err error) {
+		sess.markLost("connection lost: " + err.Error())
+	})
 	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
 		// Runs on the transport's read goroutine: hand off, never block.
 		if n.Method == mcp.MethodNotificationToolsListChanged {
@@ -205,9 +244,15 @@ func (c *child) connect() (*session, error) {
 	var err error
 	switch c.cfg.Transport {
 	case "sse":
-		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers))
+		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers),
+			// The call's own deadline decides; the transport's default timer
+			// would fire first and look like a dead server.
+			transport.WithResponseTimeout(2*c.deps.cfg.Mux.CallTimeout+time.Minute))
 	default:
-		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers))
+		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers),
+			// The standalone stream carries what the server says outside a
+			// request, such as tools/list_changed.
+			transport.WithContinuousListening())
 	}
 	if err != nil {
 		return nil, err

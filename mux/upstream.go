@@ -43,12 +43,24 @@ func (m *Mux) newServer() *server.MCPServer {
 	})
 	hooks.AddOnError(m.auditRefusal)
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
-		m.sessions.add(s.SessionID(), IdentityFrom(ctx))
+		m.sessions.add(s, IdentityFrom(ctx))
 		m.observe.Session(IdentityFrom(ctx), 1)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
-		if identity, ok := m.sessions.remove(s.SessionID()); ok {
+		if identity, ok := m.sessions.remove(s); ok {
 			m.observe.Session(identity, -1)
+		}
+	})
+	// A 2026-07-28 client listens with subscriptions/listen on a session
+	// mcp-go never registers; the hooks around the request mark its life.
+	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest) {
+		if cs := server.ClientSessionFromContext(ctx); cs != nil {
+			m.sessions.add(cs, IdentityFrom(ctx))
+		}
+	})
+	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
+		if cs := server.ClientSessionFromContext(ctx); cs != nil {
+			m.sessions.remove(cs)
 		}
 	})
 	return server.NewMCPServer("mcpmux", Version,
@@ -82,7 +94,11 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 
 // handleCall is the handler of every exposed tool.
 func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	r := m.CallTool(ctx, IdentityFrom(ctx), req.Params.Name, req.Params.Arguments)
+	var args any = req.Params.Arguments
+	if len(req.Params.RawArguments) > 0 {
+		args = req.Params.RawArguments
+	}
+	r := m.CallTool(ctx, IdentityFrom(ctx), req.Params.Name, args)
 	if r.Tool == nil {
 		// Only when the catalog or policy changed between mcp-go's check and
 		// this one.
@@ -94,6 +110,12 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 // auditRefusal writes the audit line for calls mcp-go refused before they
 // reached the handler: names outside the registry or the caller's policy.
 func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+	if method == mcp.MethodSubscriptionsListen {
+		if cs := server.ClientSessionFromContext(ctx); cs != nil {
+			m.sessions.remove(cs)
+		}
+		return
+	}
 	if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
 		return
 	}
@@ -161,37 +183,40 @@ func (m *Mux) afterListTools(ctx context.Context, _ any, req *mcp.ListToolsReque
 	}
 }
 
-// sessions maps upstream session ids to identities, for list_changed. It is
-// touched when sessions come and go and when policies change, never by calls.
+// sessions maps the upstream sessions that can receive notifications to
+// their identities, for list_changed: registered sessions (stdio, an HTTP
+// client's GET stream) and 2026-07-28 subscriptions/listen streams, which
+// mcp-go does not register. It is touched when those come and go and when
+// policies change, never by calls.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]string
+	mu      sync.Mutex
+	members map[server.ClientSession]string
 }
 
-func (s *sessions) add(id, identity string) {
+func (s *sessions) add(cs server.ClientSession, identity string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byID == nil {
-		s.byID = map[string]string{}
+	if s.members == nil {
+		s.members = map[server.ClientSession]string{}
 	}
-	s.byID[id] = identity
+	s.members[cs] = identity
 }
 
-func (s *sessions) remove(id string) (identity string, ok bool) {
+func (s *sessions) remove(cs server.ClientSession) (identity string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	identity, ok = s.byID[id]
-	delete(s.byID, id)
+	identity, ok = s.members[cs]
+	delete(s.members, cs)
 	return identity, ok
 }
 
-func (s *sessions) of(identities map[string]bool) []string {
+func (s *sessions) of(identities map[string]bool) []server.ClientSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for id, who := range s.byID {
+	var out []server.ClientSession
+	for cs, who := range s.members {
 		if identities[who] {
-			out = append(out, id)
+			out = append(out, cs)
 		}
 	}
 	return out
@@ -210,9 +235,15 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) {
 	if len(affected) == 0 {
 		return
 	}
-	for _, sid := range m.sessions.of(affected) {
-		if err := m.srv.SendNotificationToSpecificClient(sid, mcp.MethodNotificationToolsListChanged, nil); err != nil {
-			m.log.Warn().Err(err).Str("session", sid).Msg("could not send tools/list_changed")
+	for _, cs := range m.sessions.of(affected) {
+		if f, ok := cs.(server.SessionWithSubscriptionFilter); ok {
+			if filter, active := f.SubscriptionFilter(); active && !filter.ToolsListChanged {
+				continue // a listener that did not ask for these
+			}
+		}
+		ctx := m.srv.WithContext(context.Background(), cs)
+		if err := m.srv.SendNotificationToClient(ctx, mcp.MethodNotificationToolsListChanged, nil); err != nil {
+			m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send tools/list_changed")
 		}
 	}
 }

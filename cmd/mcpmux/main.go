@@ -256,7 +256,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 
-	r := m.CallTool(context.Background(), *as, name, arguments)
+	r := m.CallTool(context.Background(), *as, name, json.RawMessage(raw))
 	if r.Tool == nil {
 		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {
 			fmt.Fprintln(stderr, err)

@@ -68,11 +68,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return l.policies.Current().Generation(), l.policies.LastError()
 	})
 
-	// Calls run under callsCtx. At the drain deadline it is cancelled with
-	// mux.ErrShuttingDown, so that every call still running is answered,
-	// saying why, rather than dropped.
-	callsCtx, cutCalls := context.WithCancelCause(context.Background())
-	defer cutCalls(nil)
+	// stdio is served until callsCtx ends, after the drain.
+	callsCtx, endStdio := context.WithCancel(context.Background())
+	defer endStdio()
 
 	var (
 		servers   []*http.Server
@@ -86,11 +84,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return err
 		}
 		listeners = append(listeners, ln)
-		servers = append(servers, &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			BaseContext:       func(net.Listener) context.Context { return callsCtx },
-		})
+		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
 		return nil
 	}
 	closeListeners := func() {
@@ -178,14 +172,15 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	stopSignals()
-	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers, cutCalls)
+	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers)
+	endStdio()
 	return status
 }
 
 // drain stops mcpmux's upstreams: no new HTTP connections or requests are
 // taken, calls in flight may finish within timeout, those still running
 // then are cut off (and answered so), and the HTTP servers close.
-func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstream, servers []*http.Server, cutCalls context.CancelCauseFunc) {
+func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstream, servers []*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if upstream != nil {
@@ -198,7 +193,7 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstr
 	if err := m.WaitIdle(ctx); err != nil {
 		l.log.Warn().Dur("drain_timeout", timeout).Msg("calls still running at the drain deadline are cut off")
 	}
-	cutCalls(mux.ErrShuttingDown)
+	m.CutCalls(mux.ErrShuttingDown)
 	// Give the answers of cut-off calls a moment to go out, then close.
 	grace, cancelGrace := context.WithTimeout(context.Background(), answerGrace)
 	defer cancelGrace()

@@ -282,12 +282,13 @@ func connect(t testing.TB, c *client.Client, version string, log *LogTap) *Conn 
 func connectErr(t testing.TB, c *client.Client, version string, log *LogTap) (*Conn, error) {
 	t.Helper()
 	conn := &Conn{Client: c, t: t, log: log, notes: make(chan mcp.JSONRPCNotification, 64)}
-	ctx, cancel := context.WithTimeout(context.Background(), Wait)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	// Start's context lives as long as the client: it ends the GET stream.
+	if err := c.Start(context.Background()); err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		select {
 		case conn.notes <- n:
@@ -381,6 +382,22 @@ func (c *Conn) Notification(method string) mcp.JSONRPCNotification {
 			}
 		case <-timeout:
 			c.t.Fatalf("no %s notification%s", method, c.logText())
+		}
+	}
+}
+
+// Await waits up to d for a notification with the given method, skipping
+// others, and reports whether one came.
+func (c *Conn) Await(method string, d time.Duration) bool {
+	timeout := time.After(d)
+	for {
+		select {
+		case n := <-c.notes:
+			if n.Method == method {
+				return true
+			}
+		case <-timeout:
+			return false
 		}
 	}
 }

@@ -2,6 +2,7 @@ package testsupport
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Remote is a labserver serving MCP over HTTP in a process of its own, the
@@ -248,4 +252,55 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Client connects a client of the test's own to the running labserver, next
+// to mcpmux's session: what it does there (notify_changed) reaches mcpmux
+// as a notification no request of mcpmux's led to. It is closed at cleanup.
+func (r *Remote) Client(t testing.TB) *client.Client {
+	t.Helper()
+	var c *client.Client
+	var err error
+	if r.Transport == "sse" {
+		c, err = client.NewSSEMCPClient(r.URL())
+	} else {
+		c, err = client.NewStreamableHttpClient(r.URL())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SSE transport's event stream lives as long as Start's context.
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	t.Cleanup(func() { _ = c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-11-25"
+	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux-test-direct", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize the direct client: %v", err)
+	}
+	return c
+}
+
+// WaitToolsWithin is WaitTools with a bound of d instead of Wait, for a
+// list_changed that is due promptly.
+func (m *Mux) WaitToolsWithin(d time.Duration, what string, cond func(names []string) bool) []string {
+	m.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case n := <-m.notes:
+			if n.Method != mcp.MethodNotificationToolsListChanged {
+				continue
+			}
+		case <-timeout:
+			m.t.Fatalf("no list_changed within %s after which the tool list %s; last: %v", d, what, m.ToolNames())
+		}
+		if names := m.ToolNames(); cond(names) {
+			return names
+		}
+	}
 }

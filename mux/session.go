@@ -36,6 +36,7 @@ type session struct {
 	lostOnce sync.Once
 	lostWhy  string // valid once lost is closed
 
+	sse     bool          // the legacy SSE transport
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
 	wg      sync.WaitGroup
@@ -110,7 +111,18 @@ func (s *session) nextID() mcp.RequestId {
 // notifications/cancelled over stdio only). args is sent as it is.
 func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	id := s.nextID()
-	result, err := s.send(ctx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
+	sendCtx := ctx
+	if s.sse {
+		// mcp-go's SSE transport starts its own timer from the deadline and
+		// fails a moment before the context does, which would look like a
+		// dead server; the call's context alone decides when it is over.
+		var cancel context.CancelCauseFunc
+		sendCtx, cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+		defer cancel(nil)
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		defer stop()
+	}
+	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		if ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
@@ -244,6 +256,7 @@ func (c *child) connect() (*session, error) {
 	var err error
 	switch c.cfg.Transport {
 	case "sse":
+		sess.sse = true
 		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.

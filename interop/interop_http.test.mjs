@@ -419,10 +419,9 @@ test('/healthz, /readyz and /metrics on the same address, without a token', asyn
   assert.equal(metricValue(await metrics(), 'mcpmux_sessions', { identity: 'reader' }), 0, 'reader sessions after DELETE');
 });
 
-// Known gaps, kept as TODO tests (they run and report, but do not fail the
-// run): mcp-go's streamable HTTP server looks sessions up by Mcp-Session-Id
-// alone, and mcpmux does not check that the caller is the identity that
-// opened the session.
+// A session belongs to the identity that opened it: mcp-go's streamable
+// HTTP server looks sessions up by Mcp-Session-Id alone, so mcpmux checks
+// the caller itself.
 
 const sseHeaders = (token, sessionId) => ({
   accept: 'text/event-stream',
@@ -430,7 +429,7 @@ const sseHeaders = (token, sessionId) => ({
   ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
 });
 
-test('a session belongs to the identity that opened it', { todo: 'mcpmux does not bind sessions to identities' }, async () => {
+test('a session belongs to the identity that opened it', async () => {
   const victim = await connect('interop-victim', adminToken);
   await withTimeout(victim.sseOpen, CONNECT_TIMEOUT_MS, 'victim GET stream');
   const sid = victim.transport.sessionId;
@@ -456,7 +455,7 @@ test('a session belongs to the identity that opened it', { todo: 'mcpmux does no
   assert.deepEqual(problems, []);
 });
 
-test('a GET without Mcp-Session-Id is refused', { todo: 'mcp-go opens a stream and registers a session for it' }, async () => {
+test('a GET without Mcp-Session-Id is refused', async () => {
   const ac = new AbortController();
   try {
     const get = await fetch(mcpUrl, { headers: sseHeaders(readerToken), signal: ac.signal });

@@ -72,6 +72,18 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	identity := IdentityFrom(r.Context())
 	sid := r.Header.Get(server.HeaderKeySessionID)
+	if r.Method == http.MethodGet {
+		// A listening stream joins a session that initialize opened; mcp-go
+		// would otherwise open one for any id, or none.
+		if sid == "" {
+			http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+			return
+		}
+		if _, ok := h.owners.Load(sid); !ok {
+			http.Error(w, "Session not found", http.StatusNotFound)
+			return
+		}
+	}
 	if sid != "" {
 		if v, ok := h.owners.Load(sid); ok {
 			o := v.(*owner)

@@ -277,7 +277,7 @@ func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Confi
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
 	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+		return nil, sortByLine(d.errs)
 	}
 	cfg.File = abs
 	return cfg, nil

@@ -25,8 +25,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mcpmux/mcpmux/internal/glob"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/mcpmux/mcpmux/internal/fileerr"
+	"github.com/mcpmux/mcpmux/internal/glob"
 )
 
 // ext is the file name extension of policy files.
@@ -325,41 +327,8 @@ func kindName(k unstable.Kind) string {
 }
 
 // Error is one problem in a policy file, located by line.
-type Error struct {
-	File string // the file name as given to Parse or ParseFile
-	Line int    // 1-based; 0 if unknown
-	Msg  string // one line, no file or line prefix
-}
-
-// Error returns "FILE:LINE: message".
-func (e *Error) Error() string {
-	if e.Line == 0 {
-		return e.File + ": " + e.Msg
-	}
-	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
-}
+type Error = fileerr.Error
 
 // Errors is every problem found in one policy file, in the order found
 // (which is line order). Parse never returns an empty Errors.
-type Errors []*Error
-
-// Error returns the problems one per line.
-func (es Errors) Error() string {
-	var b strings.Builder
-	for i, e := range es {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(e.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the problems, for errors.Is and errors.As.
-func (es Errors) Unwrap() []error {
-	errs := make([]error, len(es))
-	for i, e := range es {
-		errs[i] = e
-	}
-	return errs
-}
+type Errors = fileerr.Errors

@@ -162,9 +162,14 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// startMux runs the children for a one-shot command and waits until each
-// has started or failed.
-func startMux(l *loaded, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
+// startMux loads the config and runs the children for a one-shot command,
+// waiting until each has started or failed. On failure it returns the exit
+// code, having said why.
+func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
+	l, code := load(cfgPath, stderr)
+	if l == nil {
+		return nil, nil, code
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	m, err := mux.New(l.cfg, l.policies, muxOptions(l.log))
 	if err != nil {
@@ -188,11 +193,7 @@ func tools(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux tools: --as needs a valid identity name")
 		return exitRefused
 	}
-	l, code := load(*cfgPath, stderr)
-	if l == nil {
-		return code
-	}
-	m, stop, code := startMux(l, stderr)
+	m, stop, code := startMux(*cfgPath, stderr)
 	if m == nil {
 		return code
 	}
@@ -246,11 +247,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux call: arguments must be a JSON object")
 		return exitRefused
 	}
-	l, code := load(*cfgPath, stderr)
-	if l == nil {
-		return code
-	}
-	m, stop, code := startMux(l, stderr)
+	m, stop, code := startMux(*cfgPath, stderr)
 	if m == nil {
 		return code
 	}

@@ -190,18 +190,7 @@ func (h *HTTPMux) Stop() error {
 	if h.stdin != nil {
 		_ = h.stdin.Close()
 	}
-	select {
-	case <-h.exited:
-	case <-time.After(Wait):
-		_ = h.Cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-h.exited:
-		case <-time.After(Wait):
-			_ = h.Cmd.Process.Kill()
-			<-h.exited
-		}
-		h.t.Errorf("mcpmux did not exit after SIGTERM; log:\n%s", h.Log.Text())
-	}
+	awaitExit(h.t, h.Cmd, h.exited, h.Log, "after SIGTERM")
 	return h.err
 }
 

@@ -495,20 +495,28 @@ func (m *Mux) DrainNotifications() {
 // Stop closes mcpmux's stdin and waits for it to exit.
 func (m *Mux) Stop() error {
 	_ = m.stdin.Close()
-	select {
-	case <-m.exited:
-	case <-time.After(Wait):
-		// SIGQUIT makes the Go runtime print every goroutine to the log.
-		_ = m.Cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-m.exited:
-		case <-time.After(Wait):
-			_ = m.Cmd.Process.Kill()
-			<-m.exited
-		}
-		m.t.Errorf("mcpmux did not exit after its stdin closed; log:\n%s", m.Log.Text())
-	}
+	awaitExit(m.t, m.Cmd, m.exited, m.Log, "after its stdin closed")
 	return m.err
+}
+
+// awaitExit waits for a started mcpmux to exit. If it does not, the test
+// fails with its log, which then ends with every goroutine: SIGQUIT makes
+// the Go runtime print them.
+func awaitExit(t testing.TB, cmd *exec.Cmd, exited <-chan struct{}, log *LogTap, after string) {
+	t.Helper()
+	select {
+	case <-exited:
+		return
+	case <-time.After(Wait):
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-exited:
+	case <-time.After(Wait):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	t.Errorf("mcpmux did not exit %s; log:\n%s", after, log.Text())
 }
 
 // Exited is closed once the mcpmux process has exited.

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/dirwatch"
 )
 
 // Timing of reloads.
@@ -157,141 +155,38 @@ func (s *Store) Watch(ctx context.Context, onChange func(old, new *Set)) error {
 	}
 	defer s.watching.Store(false)
 
-	w, err := fsnotify.NewWatcher()
+	err := dirwatch.Watch(ctx, s.dir, dirwatch.Options{
+		Settle:   settleDelay,
+		MaxDelay: maxDelay,
+		Rewatch:  rewatchInterval,
+		Log:      s.log,
+		ErrorMsg: "watching policy directory",
+		GoneMsg:  "policy directory is gone; keeping the current policies until it is back",
+		BackMsg:  "policy directory is back",
+		Watching: s.testHookWatching,
+	}, func() { s.watchReload(onChange) })
 	if err != nil {
-		return fmt.Errorf("policy: watching %s: %w", s.dir, err)
+		return fmt.Errorf("policy: %w", err)
 	}
-	defer w.Close() // stops fsnotify's goroutine and waits for it
-	// The directory, not each file: editors save by renaming a new file
-	// over the old, and Kubernetes swaps the ..data symlink.
-	if err := w.Add(s.dir); err != nil {
-		return fmt.Errorf("policy: watching %s: %w", s.dir, err)
-	}
-	if s.testHookWatching != nil {
-		s.testHookWatching()
-	}
-	l := &watchLoop{s: s, w: w, onChange: onChange, dir: filepath.Clean(s.dir)}
-	l.run(ctx)
 	return nil
 }
 
-// watchLoop is the state of one Watch.
-type watchLoop struct {
-	s        *Store
-	w        *fsnotify.Watcher
-	onChange func(old, new *Set)
-	dir      string // s.dir, cleaned, to recognize events on the directory itself
-
-	reload       *time.Timer
-	pendingSince time.Time // first event not yet acted on; zero if none
-
-	rewatch *time.Ticker // non-nil while the directory is not watched
-}
-
-func (l *watchLoop) run(ctx context.Context) {
-	// Re-read as if there had been an event: the directory may have
-	// changed since NewStore or the previous Watch read it, unseen.
-	l.reload = time.NewTimer(settleDelay)
-	l.pendingSince = time.Now()
-	defer l.reload.Stop()
-	defer l.stopRewatch()
-
-	for {
-		var rewatch <-chan time.Time
-		if l.rewatch != nil {
-			rewatch = l.rewatch.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-l.w.Events:
-			if !ok {
-				return
-			}
-			if filepath.Clean(ev.Name) == l.dir && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
-				l.lost()
-			}
-			l.schedule()
-		case err, ok := <-l.w.Errors:
-			if !ok {
-				return
-			}
-			// On overflow, events were dropped; the re-read makes up for
-			// them. Other errors may have dropped events too.
-			if !errors.Is(err, fsnotify.ErrEventOverflow) {
-				l.s.log.Error().Err(err).Str("dir", l.s.dir).Msg("watching policy directory")
-			}
-			l.schedule()
-		case <-l.reload.C:
-			l.pendingSince = time.Time{}
-			l.doReload()
-		case <-rewatch:
-			if l.s.dirExists() && l.w.Add(l.s.dir) == nil {
-				l.stopRewatch()
-				l.s.log.Info().Str("dir", l.s.dir).Msg("policy directory is back")
-				l.schedule()
-			}
-		}
-	}
-}
-
-// schedule arranges a reload once events have stopped for settleDelay, but
-// no later than maxDelay after the first of them.
-func (l *watchLoop) schedule() {
-	now := time.Now()
-	if l.pendingSince.IsZero() {
-		l.pendingSince = now
-	}
-	wait := min(settleDelay, l.pendingSince.Add(maxDelay).Sub(now))
-	l.reload.Reset(max(wait, 0))
-}
-
-func (l *watchLoop) doReload() {
-	old, cur, err := l.s.reload()
-	if l.s.onReload != nil {
+// watchReload is one reload done by Watch.
+func (s *Store) watchReload(onChange func(old, new *Set)) {
+	old, cur, err := s.reload()
+	if s.onReload != nil {
 		if err != nil {
-			l.s.onReload(err)
+			s.onReload(err)
 		} else {
-			l.s.onReload(l.s.LastError())
+			s.onReload(s.LastError())
 		}
 	}
 	if err != nil {
-		l.s.log.Error().Err(err).Str("dir", l.s.dir).Msg("policy directory not readable; keeping the current policies")
-		if errors.Is(err, fs.ErrNotExist) {
-			l.lost()
-		}
+		// If the directory is gone, dirwatch notices and waits for it.
+		s.log.Error().Err(err).Str("dir", s.dir).Msg("policy directory not readable; keeping the current policies")
 		return
 	}
-	if cur != old && l.onChange != nil {
-		l.onChange(old, cur)
+	if cur != old && onChange != nil {
+		onChange(old, cur)
 	}
-}
-
-// lost handles the directory being removed or renamed, which ends its
-// inotify watch: it watches whatever is at the path now, or else looks for
-// the directory every rewatchInterval until it is back.
-func (l *watchLoop) lost() {
-	if l.rewatch != nil {
-		return
-	}
-	// The watch may be gone already; Remove makes sure, so that Add
-	// watches what is at the path now.
-	_ = l.w.Remove(l.s.dir)
-	if l.s.dirExists() && l.w.Add(l.s.dir) == nil {
-		return
-	}
-	l.s.log.Error().Str("dir", l.s.dir).Msg("policy directory is gone; keeping the current policies until it is back")
-	l.rewatch = time.NewTicker(rewatchInterval)
-}
-
-func (l *watchLoop) stopRewatch() {
-	if l.rewatch != nil {
-		l.rewatch.Stop()
-		l.rewatch = nil
-	}
-}
-
-func (s *Store) dirExists() bool {
-	fi, err := os.Stat(s.dir)
-	return err == nil && fi.IsDir()
 }

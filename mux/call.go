@@ -60,19 +60,11 @@ type Result struct {
 // as JSON (json.RawMessage, forwarded byte for byte) or decoded (nil means
 // none). It writes one audit line.
 func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
-	return m.call(ctx, identity, name, args, time.Now())
-}
-
-func (m *Mux) call(ctx context.Context, identity, name string, args any, begun time.Time) Result {
+	begun := time.Now()
 	cat := m.catalog.Load()
 	t, ok := cat.byName[name]
 	if !ok {
-		m.refused(identity, name, cat, begun)
-		d := DecisionUnknown
-		if _, hidden := cat.hidden[name]; hidden {
-			d = DecisionHidden
-		}
-		return Result{Decision: d, Outcome: OutcomeRefused}
+		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
 	if !m.policies.Current().For(identity).Allows(t.name, t.readOnly) {
@@ -107,15 +99,16 @@ func (m *Mux) call(ctx context.Context, identity, name string, args any, begun t
 	return Result{Decision: DecisionAllowed, Outcome: outcome, Tool: res}
 }
 
-// refused records a call whose name is not in the catalog: unknown, or
-// hidden by the config.
-func (m *Mux) refused(identity, name string, cat *catalog, begun time.Time) {
+// refused records a call whose name is not in the catalog and says why:
+// unknown, or hidden by the config.
+func (m *Mux) refused(identity, name string, cat *catalog, begun time.Time) Decision {
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
 	}
 	m.auditLine(rec, name, time.Since(begun))
 	m.observe.CallDone(rec)
+	return rec.Decision
 }
 
 // done records a call on a tool of the catalog.

@@ -162,29 +162,22 @@ func (m *Mux) rebuildCatalog() {
 		}
 	}
 	next.wire = wire.Bytes()
-	prev := m.catalog.Load()
-	if bytes.Equal(prev.wire, next.wire) && len(prev.hidden) == len(next.hidden) {
-		// Same tools; the new snapshot still matters for the hidden names
-		// and for the schemas of a new child generation.
-		m.catalog.Store(next)
-		m.setServerTools(next, false)
+	// The new snapshot is stored even when the tools are the same: it holds a
+	// new child generation's schemas and the current hidden names.
+	same := bytes.Equal(m.catalog.Load().wire, next.wire)
+	m.catalog.Store(next)
+	if same {
+		// mcp-go's SetTools always announces a change, and its handlers
+		// resolve the tool in the snapshot per call anyway.
 		return
 	}
-	m.catalog.Store(next)
-	m.setServerTools(next, true)
+	m.setServerTools(next)
 	m.log.Info().Int("tools", len(next.tools)).Msg("catalog changed")
 }
 
-// setServerTools registers the snapshot's tools with the upstream server.
-func (m *Mux) setServerTools(cat *catalog, changed bool) {
-	if m.srv == nil {
-		return
-	}
-	if !changed {
-		// mcp-go's SetTools always announces a change; only the handlers
-		// would be refreshed here, and they resolve the tool per call anyway.
-		return
-	}
+// setServerTools registers the snapshot's tools with the upstream server,
+// which tells every session that the tool list changed.
+func (m *Mux) setServerTools(cat *catalog) {
 	entries := make([]server.ServerTool, 0, len(cat.tools))
 	for _, t := range cat.tools {
 		entries = append(entries, server.ServerTool{Tool: t.def, Handler: m.handleCall})

@@ -68,8 +68,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return l.policies.Current().Generation(), l.policies.LastError()
 	})
 
-	// stdio is served until callsCtx ends, after the drain.
-	callsCtx, endStdio := context.WithCancel(context.Background())
+	// stdio is served until stdioCtx ends, after the drain.
+	stdioCtx, endStdio := context.WithCancel(context.Background())
 	defer endStdio()
 
 	var (
@@ -108,6 +108,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			mountAdmin(root, adminHandler)
 		}
 		if err := addServer(cfg.Upstream.Listen, root); err != nil {
+			upstream.Shutdown(context.Background())
 			fmt.Fprintf(stderr, "listen: %v\n", err)
 			return 1
 		}
@@ -117,6 +118,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mountAdmin(root, adminHandler)
 		if err := addServer(cfg.Upstream.AdminListen, root); err != nil {
 			closeListeners()
+			if upstream != nil {
+				upstream.Shutdown(context.Background())
+			}
 			fmt.Fprintf(stderr, "admin_listen: %v\n", err)
 			return 1
 		}
@@ -156,7 +160,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdioDone := make(chan error, 1)
 	if serveStdio {
 		l.log.Info().Str("identity", who).Int("servers", len(cfg.Servers)).Str("version", mux.Version).Msg("mcpmux serving on stdio")
-		bg.Go(func() { stdioDone <- m.ServeStdio(callsCtx, who, stdin, stdout) })
+		bg.Go(func() { stdioDone <- m.ServeStdio(stdioCtx, who, stdin, stdout) })
 	}
 
 	status := exitOK

@@ -1060,6 +1060,20 @@ func TestHTTPExposure(t *testing.T) {
 				t.Errorf("Host %s: %d, want %d (%q)", c.host, a.status, c.want, a.body)
 			}
 		}
+		// A browser page elsewhere is refused by its Origin.
+		for _, c := range []struct {
+			origin string
+			want   int
+		}{
+			{"https://evil.example.com", http.StatusForbidden},
+			{"http://localhost:3000", http.StatusOK},
+		} {
+			hdr := jsonHeaders()
+			hdr.Set("Origin", c.origin)
+			if a := do(t, http.MethodPost, h.URL(), h.HostPort(0), hdr, initializeBody); a.status != c.want {
+				t.Errorf("Origin %s: %d, want %d (%q)", c.origin, a.status, c.want, a.body)
+			}
+		}
 	})
 }
 

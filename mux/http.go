@@ -5,6 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +73,11 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 
 // ServeHTTP serves one MCP request.
 func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" && !allowedOrigin(origin, r.Host) {
+		h.log.Warn().Str("origin", origin).Msg("request refused: cross-origin")
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
 	identity := IdentityFrom(r.Context())
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	if r.Method == http.MethodGet {
@@ -101,6 +109,26 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid != "" && r.Method == http.MethodDelete && rec.status < 300 {
 		h.owners.Delete(sid)
 	}
+}
+
+// allowedOrigin reports whether a browser page at origin may call mcpmux at
+// host: only mcpmux's own origin or a loopback one. Without this check a web
+// page could drive a local mcpmux (DNS rebinding, cross-site requests);
+// clients that are not browsers send no Origin at all.
+func allowedOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
 }
 
 // Shutdown ends every client's listening stream, so that an HTTP server

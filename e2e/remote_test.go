@@ -493,3 +493,32 @@ func TestRemoteCallTimeoutCancelsTheRemoteCall(t *testing.T) {
 		})
 	}
 }
+
+// The caller's token authenticates the caller to mcpmux and goes no
+// further: a remote child sees only the headers its own config gives it.
+func TestRemoteNeverSeesTheCallersToken(t *testing.T) {
+	const callerToken = "caller-token-must-not-travel"
+	lab := httpLab(t, "", `listen = "127.0.0.1:0"`+tokenEntry("reader", "sha256", sha256Hex(callerToken)), tickets)
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	r := ts.StartRemote(t, lab, "docs", "")
+	proxy := newHeaderProxy(t, r.Addr)
+	lab.AddRemote(t, ts.RemoteServer{Alias: "docs", URL: proxy.srv.URL + "/mcp", ReadOnly: remoteReadOnly})
+	h := ts.StartHTTPMux(t, lab, ts.HTTPStart{})
+	conn := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: callerToken, Log: h.Log})
+	if got := ts.Text(conn.MustCall("docs__search", map[string]any{"query": "public"})); got != "docs: public evidence" {
+		t.Fatalf("docs__search: %q", got)
+	}
+	seen := proxy.headers()
+	if len(seen) == 0 {
+		t.Fatal("the remote child saw no request")
+	}
+	for i, hdr := range seen {
+		for name, values := range hdr {
+			for _, v := range values {
+				if strings.Contains(v, callerToken) {
+					t.Errorf("request %d to the child carries the caller's token in %s", i, name)
+				}
+			}
+		}
+	}
+}

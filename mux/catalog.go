@@ -94,10 +94,12 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 		if len(bytes.TrimSpace(w.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(w.InputSchema), []byte("null")) {
 			w.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
-		if err := objectSchema(w.InputSchema); err != nil {
+		in, err := objectSchema(w.InputSchema)
+		if err != nil {
 			skip(w.Name, "its inputSchema is not an object schema", err)
 			continue
 		}
+		w.InputSchema = in
 		args, err := newArgChecker(w.InputSchema)
 		if err != nil {
 			skip(w.Name, "its inputSchema does not compile", err)
@@ -112,7 +114,13 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			Icons:          w.Icons,
 		}
 		if len(w.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(w.OutputSchema), []byte("null")) {
-			def.RawOutputSchema = w.OutputSchema
+			if out, err := objectSchema(w.OutputSchema); err != nil {
+				// The tool still works; clients just cannot check its
+				// structured content.
+				log.Warn().Err(err).Msg("outputSchema left out: not an object schema")
+			} else {
+				def.RawOutputSchema = out
+			}
 		}
 		if err := mcp.ValidateParamHeaderAnnotations(&def); err != nil {
 			skip(w.Name, "invalid x-mcp-header annotations", err)

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,19 +39,37 @@ func (a *argChecker) check(args map[string]any) error {
 	return validateArgs(a.schema, args)
 }
 
-// objectSchema reports whether an inputSchema describes a JSON object, as
-// MCP requires; anything else would be refused by strict clients.
-func objectSchema(raw []byte) error {
+// objectSchema checks that a tool's input or output schema has the shape
+// MCP requires, which strict clients enforce on the whole tools/list: one
+// tool they refuse would cost every tool. A schema that leaves out its
+// top-level "type" gets "type": "object", which arguments and structured
+// content always are anyway; the rest of the schema is left as it is.
+func objectSchema(raw json.RawMessage) (json.RawMessage, error) {
 	var s struct {
-		Type any `json:"type"`
+		Type       any                        `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
+		return nil, fmt.Errorf("not a JSON object with object properties: %w", err)
 	}
 	if s.Type != nil && s.Type != "object" {
-		return fmt.Errorf("type is %v, not \"object\"", s.Type)
+		return nil, fmt.Errorf("type is %v, not \"object\"", s.Type)
 	}
-	return nil
+	for name, p := range s.Properties {
+		if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
+			return nil, fmt.Errorf("property %q is %s, not a schema object", name, t)
+		}
+	}
+	if s.Type == nil {
+		i := bytes.IndexByte(raw, '{')
+		rest := bytes.TrimSpace(raw[i+1:])
+		sep := ","
+		if len(rest) > 0 && rest[0] == '}' {
+			sep = ""
+		}
+		raw = append([]byte(`{"type":"object"`+sep), rest...)
+	}
+	return raw, nil
 }
 
 // newCompiler returns a compiler that never leaves the machine: a child's

@@ -119,3 +119,30 @@ func TestConcurrentValidation(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestObjectSchema(t *testing.T) {
+	cases := []struct {
+		in, want string
+		bad      bool
+	}{
+		{`{"type":"object","properties":{"a":{"type":"string"}}}`, `{"type":"object","properties":{"a":{"type":"string"}}}`, false},
+		{`{}`, `{"type":"object"}`, false},
+		{` { "properties":{"a":{}}}`, `{"type":"object","properties":{"a":{}}}`, false},
+		{`{"type":"string"}`, "", true},
+		{`true`, "", true},
+		{`{"type":"object","properties":{"a":true}}`, "", true},
+	}
+	for _, c := range cases {
+		got, err := objectSchema(json.RawMessage(c.in))
+		if (err != nil) != c.bad {
+			t.Errorf("objectSchema(%s) error = %v", c.in, err)
+			continue
+		}
+		if !c.bad && string(got) != c.want {
+			t.Errorf("objectSchema(%s) = %s, want %s", c.in, got, c.want)
+		}
+		if !c.bad && !json.Valid(got) {
+			t.Errorf("objectSchema(%s) = %s: not JSON", c.in, got)
+		}
+	}
+}

@@ -51,17 +51,12 @@ func hostileLab(t *testing.T, muxLines, tools string, env map[string]string) *ts
 	return lab
 }
 
-// hostileAudit waits for the audit line of the n-th call (from 1) to tool
-// and returns it.
-func hostileAudit(t *testing.T, m *ts.Mux, tool string, n int) map[string]any {
+// hostileAudit waits for the audit line of the first call to tool and
+// returns it.
+func hostileAudit(t *testing.T, m *ts.Mux, tool string) map[string]any {
 	t.Helper()
-	seen := 0
-	return m.Log.WaitLine(t, fmt.Sprintf("audit line %d of %s", n, tool), func(l map[string]any) bool {
-		if l["log"] != "audit" || l["message"] != "call" || l["tool"] != tool {
-			return false
-		}
-		seen++
-		return seen == n
+	return m.Log.WaitLine(t, "audit line of "+tool, func(l map[string]any) bool {
+		return l["log"] == "audit" && l["message"] == "call" && l["tool"] == tool
 	})
 }
 
@@ -242,7 +237,8 @@ func TestHostileCatalog(t *testing.T) {
 
 // Schemas that JSON Schema allows but the MCP tool shape does not: an
 // inputSchema without "type":"object", an outputSchema that is not an object
-// schema, a property whose schema is a boolean. A strict client validates
+// schema, a property whose schema is a boolean, a "type" that is null or
+// spelt "Type" (JSON keys are case-sensitive). A strict client validates
 // the whole tools/list result against that shape (the official TypeScript
 // SDK does: one such tool and listTools throws), so one child's sloppy tool
 // would cost the client every tool of every child. Each must be left out, or
@@ -253,7 +249,11 @@ func TestHostileListingFitsStrictClients(t *testing.T) {
 		{"name":"no_type_props","inputSchema":{"properties":{"a":{"type":"string"}}}},
 		{"name":"output_string","inputSchema":{"type":"object"},"outputSchema":{"type":"string"}},
 		{"name":"output_no_type","inputSchema":{"type":"object"},"outputSchema":{"properties":{"a":{"type":"string"}}}},
-		{"name":"bool_property","inputSchema":{"type":"object","properties":{"a":true}}}]`
+		{"name":"bool_property","inputSchema":{"type":"object","properties":{"a":true}}},
+		{"name":"input_type_null","inputSchema":{"type":null,"properties":{"a":{"type":"string"}}}},
+		{"name":"output_type_null","inputSchema":{"type":"object"},"outputSchema":{"type":null}},
+		{"name":"input_type_capital","inputSchema":{"Type":"object","properties":{"a":{"type":"string"}}}},
+		{"name":"output_type_capital","inputSchema":{"type":"object"},"outputSchema":{"TYPE":"object"}}]`
 	lab := hostileLab(t, "", tools, nil)
 	m := ts.StartMux(t, lab)
 	raws := m.RawTools()
@@ -386,7 +386,7 @@ func TestHostileStderrFlood(t *testing.T) {
 	if res.IsError || ts.Text(res) != "ok" {
 		t.Fatalf("bigerr: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
-	if out := hostileAudit(t, m, "h__bigerr", 1)["outcome"]; out != "ok" {
+	if out := hostileAudit(t, m, "h__bigerr")["outcome"]; out != "ok" {
 		t.Errorf("bigerr outcome %v, want ok", out)
 	}
 	m.Log.WaitLine(t, "the last short line", ts.Msg("server stderr", "server", "h", "stderr", "hostile short line 999"))
@@ -465,7 +465,7 @@ func TestHostileHugeLine(t *testing.T) {
 	if !res.IsError {
 		t.Fatalf("huge: not an error: %.200q", ts.Text(res))
 	}
-	outcome := hostileAudit(t, m, "h__huge", 1)["outcome"]
+	outcome := hostileAudit(t, m, "h__huge")["outcome"]
 	t.Logf("huge: outcome %v: %s", outcome, ts.Text(res))
 	if outcome != "interrupted" || !strings.Contains(ts.Text(res), "went away during the call") {
 		t.Errorf("huge: outcome %v, text %q; want interrupted", outcome, ts.Text(res))
@@ -506,7 +506,7 @@ func TestHostileGarbageAndWrongID(t *testing.T) {
 	if res.IsError || ts.Text(res) != "ok" {
 		t.Fatalf("garbage: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
-	if out := hostileAudit(t, m, "h__garbage", 1)["outcome"]; out != "ok" {
+	if out := hostileAudit(t, m, "h__garbage")["outcome"]; out != "ok" {
 		t.Errorf("garbage outcome %v, want ok", out)
 	}
 
@@ -514,7 +514,7 @@ func TestHostileGarbageAndWrongID(t *testing.T) {
 	if !res.IsError || !strings.Contains(ts.Text(res), "timed out after 1s") {
 		t.Fatalf("wrongid: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
-	if out := hostileAudit(t, m, "h__wrongid", 1)["outcome"]; out != "timeout" {
+	if out := hostileAudit(t, m, "h__wrongid")["outcome"]; out != "timeout" {
 		t.Errorf("wrongid outcome %v, want timeout", out)
 	}
 	m.Log.WaitLine(t, "the child told to cancel", func(l map[string]any) bool {
@@ -536,7 +536,7 @@ func TestHostileRPCError(t *testing.T) {
 	if !res.IsError || !strings.Contains(ts.Text(res), "child says no") {
 		t.Fatalf("rpcerror: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
-	if out := hostileAudit(t, m, "h__rpcerror", 1)["outcome"]; out != "tool_error" {
+	if out := hostileAudit(t, m, "h__rpcerror")["outcome"]; out != "tool_error" {
 		t.Errorf("rpcerror outcome %v, want tool_error", out)
 	}
 	stillUp(t, m)
@@ -571,7 +571,7 @@ func TestHostileExitMidCall(t *testing.T) {
 	if !res.IsError || !strings.Contains(ts.Text(res), "may or may not have taken effect") || !strings.Contains(ts.Text(res), "exit status 3") {
 		t.Errorf("exit: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
-	if out := hostileAudit(t, m, "h__exit", 1)["outcome"]; out != "interrupted" {
+	if out := hostileAudit(t, m, "h__exit")["outcome"]; out != "interrupted" {
 		t.Errorf("exit outcome %v, want interrupted", out)
 	}
 	m.Log.WaitLine(t, "restart", ts.Msg("server went away; restarting", "server", "h"))

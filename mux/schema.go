@@ -45,24 +45,29 @@ func (a *argChecker) check(args map[string]any) error {
 // top-level "type" gets "type": "object", which arguments and structured
 // content always are anyway; the rest of the schema is left as it is.
 func objectSchema(raw json.RawMessage) (json.RawMessage, error) {
-	var s struct {
-		Type       any                        `json:"type"`
-		Properties map[string]json.RawMessage `json:"properties"`
+	// Keys are matched exactly, as clients do; a struct would also take
+	// "Type" for "type".
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, fmt.Errorf("not a JSON object")
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("not a JSON object with object properties: %w", err)
+	typ, hasType := top["type"]
+	if hasType && !bytes.Equal(bytes.TrimSpace(typ), []byte(`"object"`)) {
+		return nil, fmt.Errorf("type is %s, not \"object\"", typ)
 	}
-	if s.Type != nil && s.Type != "object" {
-		return nil, fmt.Errorf("type is %v, not \"object\"", s.Type)
-	}
-	for name, p := range s.Properties {
-		if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
-			return nil, fmt.Errorf("property %q is %s, not a schema object", name, t)
+	if props, ok := top["properties"]; ok {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(props, &m); err != nil || m == nil {
+			return nil, fmt.Errorf("properties is not an object")
+		}
+		for name, p := range m {
+			if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
+				return nil, fmt.Errorf("property %q is %s, not a schema object", name, t)
+			}
 		}
 	}
-	if s.Type == nil {
-		i := bytes.IndexByte(raw, '{')
-		rest := bytes.TrimSpace(raw[i+1:])
+	if !hasType {
+		rest := bytes.TrimSpace(raw[bytes.IndexByte(raw, '{')+1:])
 		sep := ","
 		if len(rest) > 0 && rest[0] == '}' {
 			sep = ""

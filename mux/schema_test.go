@@ -131,6 +131,9 @@ func TestObjectSchema(t *testing.T) {
 		{`{"type":"string"}`, "", true},
 		{`true`, "", true},
 		{`{"type":"object","properties":{"a":true}}`, "", true},
+		{`{"type":null}`, "", true},
+		{`{"Type":"object"}`, `{"type":"object","Type":"object"}`, false},
+		{`{"type":"object","properties":[]}`, "", true},
 	}
 	for _, c := range cases {
 		got, err := objectSchema(json.RawMessage(c.in))

@@ -392,8 +392,8 @@ func (c *child) logStderr(r io.Reader, pid int) {
 }
 
 // maxLine bounds one message from a child. A child that sends more without
-// a newline is broken or hostile; its session is ended rather than letting
-// it take mcpmux's memory.
+// a newline is broken or hostile; its session is ended there. (mcp-go's
+// reader holds up to about twice this while it reads a line.)
 const maxLine = 64 << 20
 
 var errLineTooLong = fmt.Errorf("a message longer than %d bytes", maxLine)

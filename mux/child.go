@@ -48,10 +48,6 @@ const (
 // time.
 var ErrUnavailable = errors.New("unavailable")
 
-// errSessionLost means the child's process or its stdout went away while a
-// request was in flight.
-var errSessionLost = errors.New("server exited")
-
 // child supervises one child server. Its run goroutine is the only writer of
 // everything here; callers read the published state, which is immutable.
 type child struct {

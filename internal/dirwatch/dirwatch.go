@@ -94,6 +94,11 @@ func (l *loop) run(ctx context.Context) {
 	l.pendingSince = time.Now()
 	defer l.timer.Stop()
 	defer l.stopRewatch()
+	// inotify does not always report the watched directory itself going
+	// away (the event can be lost behind the ones for its files), so its
+	// existence is also checked every Rewatch.
+	check := time.NewTicker(l.o.Rewatch)
+	defer check.Stop()
 
 	for {
 		var rewatch <-chan time.Time
@@ -128,6 +133,11 @@ func (l *loop) run(ctx context.Context) {
 			// the event that said so was dropped.
 			if l.rewatch == nil && !dirExists(l.dir) {
 				l.lost()
+			}
+		case <-check.C:
+			if l.rewatch == nil && !dirExists(l.dir) {
+				l.lost()
+				l.schedule()
 			}
 		case <-rewatch:
 			if dirExists(l.dir) && l.w.Add(l.dir) == nil {

@@ -303,12 +303,7 @@ func (c *Conn) Call(name string, args any) (*mcp.CallToolResult, error) {
 
 // CallCtx is Call under ctx (and still the bound of Wait).
 func (c *Conn) CallCtx(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, Wait)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	return c.Client.CallTool(ctx, req)
+	return callTool(ctx, c.Client, name, args)
 }
 
 // MustCall calls a tool and fails the test on a protocol or transport

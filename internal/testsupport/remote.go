@@ -206,22 +206,9 @@ func (l *Lab) AddRemote(t testing.TB, s RemoteServer) {
 		fmt.Fprintf(&b, "transport = %q\n", s.Transport)
 	}
 	if len(s.Headers) > 0 {
-		b.WriteString("headers = {")
-		for i, k := range sortedKeys(s.Headers) {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, " %q = %q", k, s.Headers[k])
-		}
-		b.WriteString(" }\n")
+		writeInlineTable(&b, "headers", s.Headers)
 	}
-	if len(s.Hide) > 0 {
-		fmt.Fprintf(&b, "hide = %s\n", tomlList(s.Hide))
-	}
-	if len(s.ReadOnly) > 0 {
-		fmt.Fprintf(&b, "read_only = %s\n", tomlList(s.ReadOnly))
-	}
-	b.WriteString(s.Extra + "\n")
+	writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
 	f, err := os.OpenFile(l.Config, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

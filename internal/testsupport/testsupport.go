@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,23 +139,8 @@ func NewLab(t testing.TB, muxLines string, servers ...Server) *Lab {
 		for k, v := range s.Env {
 			env[k] = v
 		}
-		b.WriteString("env = {")
-		first := true
-		for _, k := range sortedKeys(env) {
-			if !first {
-				b.WriteString(",")
-			}
-			first = false
-			fmt.Fprintf(&b, " %s = %q", k, env[k])
-		}
-		b.WriteString(" }\n")
-		if len(s.Hide) > 0 {
-			fmt.Fprintf(&b, "hide = %s\n", tomlList(s.Hide))
-		}
-		if len(s.ReadOnly) > 0 {
-			fmt.Fprintf(&b, "read_only = %s\n", tomlList(s.ReadOnly))
-		}
-		b.WriteString(s.Extra + "\n")
+		writeInlineTable(&b, "env", env)
+		writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
 	}
 	if err := os.WriteFile(l.Config, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -169,17 +156,27 @@ func tomlList(items []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
+// writeInlineTable writes key = { K = "V", ... } in sorted order.
+func writeInlineTable(b *strings.Builder, key string, m map[string]string) {
+	b.WriteString(key + " = {")
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteString(",")
 		}
+		fmt.Fprintf(b, " %q = %q", k, m[k])
 	}
-	return keys
+	b.WriteString(" }\n")
+}
+
+// writeServerTail writes the keys every kind of [servers.X] table shares.
+func writeServerTail(b *strings.Builder, hide, readOnly []string, extra string) {
+	if len(hide) > 0 {
+		fmt.Fprintf(b, "hide = %s\n", tomlList(hide))
+	}
+	if len(readOnly) > 0 {
+		fmt.Fprintf(b, "read_only = %s\n", tomlList(readOnly))
+	}
+	b.WriteString(extra + "\n")
 }
 
 // WritePolicy saves identity's policy the way editors do: write a temporary
@@ -340,12 +337,17 @@ func startMux(t testing.TB, lab *Lab, version string, args []string) *Mux {
 
 // Call calls a tool with a bound of Wait.
 func (m *Mux) Call(name string, args any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	return callTool(context.Background(), m.Client, name, args)
+}
+
+// callTool calls a tool under ctx, bounded by Wait.
+func callTool(ctx context.Context, c *client.Client, name string, args any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, Wait)
 	defer cancel()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	return m.Client.CallTool(ctx, req)
+	return c.CallTool(ctx, req)
 }
 
 // MustCall calls a tool and fails the test on a protocol error.

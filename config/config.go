@@ -77,6 +77,7 @@ type Config struct {
 	File     string // absolute path of the config file
 	Mux      Mux
 	Upstream Upstream
+	Limits   Limits
 	Servers  []Server // in the order they appear in the file
 }
 
@@ -132,6 +133,11 @@ type Upstream struct {
 	// TrustedHeader names a request header that an authenticating proxy in
 	// front of mcpmux sets to the caller's identity; "" trusts none.
 	TrustedHeader string
+	// TrustedHeaderWithTokens accepts the trusted header alongside tokens
+	// or JWT: a request with an Authorization header is judged by it
+	// alone, one without by the header. Without it, the config refuses
+	// the header together with tokens or JWT.
+	TrustedHeaderWithTokens bool
 	// SessionIdleTimeout drops HTTP sessions idle this long; > 0.
 	SessionIdleTimeout time.Duration
 	// DrainTimeout is how long in-flight calls may finish after SIGTERM;
@@ -216,6 +222,15 @@ type Server struct {
 	// Required children must be ready for /readyz to answer 200 (default
 	// true).
 	Required bool
+	// MaxInFlight is how many calls the child is sent at once; MaxQueued
+	// how many more wait for a turn before calls are refused as busy.
+	// Both default to the [limits] values.
+	MaxInFlight int
+	MaxQueued   int
+	// User and Group, a name or a numeric id, are who the child runs as;
+	// "" runs it as mcpmux's own user (or group). Only for a command.
+	User  string
+	Group string
 }
 
 // Remote reports whether the server is reached at URL rather than started
@@ -243,6 +258,27 @@ func Load(path string) (*Config, error) {
 // On failure Parse returns a nil *Config and an Errors holding every
 // problem it found, in line order.
 func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	cfg, err := inspect(file, data, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Inspect reads the config file at path as Load does, but returns what it
+// could decode together with every problem: for a report of everything
+// wrong (mcpmux validate), not for running. The *Config is nil only when
+// the file could not be read or is not valid TOML; otherwise a key in error
+// holds its default.
+func Inspect(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return inspect(path, data, os.LookupEnv)
+}
+
+func inspect(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", file, err)
@@ -276,10 +312,10 @@ func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Confi
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
-	if len(d.errs) > 0 {
-		return nil, sortByLine(d.errs)
-	}
 	cfg.File = abs
+	if len(d.errs) > 0 {
+		return cfg, sortByLine(d.errs)
+	}
 	return cfg, nil
 }
 

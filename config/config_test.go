@@ -60,6 +60,7 @@ func TestExample(t *testing.T) {
 			SessionIdleTimeout: 30 * time.Minute,
 			DrainTimeout:       30 * time.Second,
 		},
+		Limits: defaultLimits(),
 		Servers: []Server{
 			{
 				Alias:            "docs",
@@ -70,6 +71,8 @@ func TestExample(t *testing.T) {
 				TrustAnnotations: true,
 				StartupTimeout:   10 * time.Second,
 				Required:         true,
+				MaxInFlight:      DefaultMaxInFlight,
+				MaxQueued:        DefaultMaxQueued,
 			},
 			{
 				Alias:            "tickets",
@@ -80,6 +83,8 @@ func TestExample(t *testing.T) {
 				TrustAnnotations: true,
 				StartupTimeout:   10 * time.Second,
 				Required:         true,
+				MaxInFlight:      DefaultMaxInFlight,
+				MaxQueued:        DefaultMaxQueued,
 			},
 		},
 	}
@@ -104,8 +109,13 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"[mux]", "separator", "policy_dir", "max_name_length", "call_timeout",
 		"log_level", "log_format", "page_size",
 		"[upstream]", "identity", "listen", "path", "admin_listen",
-		"allow_unauthenticated", "trusted_header", "session_idle_timeout",
-		"drain_timeout",
+		"allow_unauthenticated", "trusted_header", "trusted_header_with_tokens",
+		"session_idle_timeout", "drain_timeout",
+		"[limits]", "max_message_bytes", "max_body_bytes", "max_header_bytes",
+		"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout",
+		"max_sessions", "max_sessions_per_identity", "max_catalog_pages",
+		"max_catalog_bytes", "max_schema_bytes", "max_schema_depth",
+		"max_in_flight", "max_queued", "rate_limit", "rate_burst", "user", "group",
 		"[[upstream.tokens]]", "sha256", "env",
 		"[upstream.jwt]", "issuer", "audience", "jwks_file", "identity_claim",
 		"authorization_servers",
@@ -145,12 +155,15 @@ func TestDefaults(t *testing.T) {
 			SessionIdleTimeout: 30 * time.Minute,
 			DrainTimeout:       30 * time.Second,
 		},
+		Limits: defaultLimits(),
 		Servers: []Server{{
 			Alias:            "a",
 			Command:          "x",
 			TrustAnnotations: true,
 			StartupTimeout:   10 * time.Second,
 			Required:         true,
+			MaxInFlight:      DefaultMaxInFlight,
+			MaxQueued:        DefaultMaxQueued,
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -176,6 +189,7 @@ path = "/api/mcp"
 admin_listen = "127.0.0.1:7301"
 allow_unauthenticated = true
 trusted_header = "X-Forwarded-User"
+trusted_header_with_tokens = true
 session_idle_timeout = "5m"
 drain_timeout = "0s"
 
@@ -204,6 +218,10 @@ read_only = ["get_*"]
 trust_annotations = false
 startup_timeout = "250ms"
 required = false
+max_in_flight = 3
+max_queued = 30
+user = "nobody"
+group = "65534"
 
 [servers.search]
 url = "https://search.example.com:8443/mcp?v=2"
@@ -215,6 +233,25 @@ read_only = ["find"]
 trust_annotations = false
 startup_timeout = "3s"
 required = false
+
+[limits]
+max_message_bytes = "1MiB"
+max_body_bytes = 65536
+max_header_bytes = "8KiB"
+read_header_timeout = "2s"
+read_timeout = "3s"
+write_timeout = "4s"
+idle_timeout = "5s"
+max_sessions = 50
+max_sessions_per_identity = 5
+max_catalog_pages = 7
+max_catalog_bytes = "2MiB"
+max_schema_bytes = "100KiB"
+max_schema_depth = 9
+max_in_flight = 8
+max_queued = 0
+rate_limit = 2.5
+rate_burst = 10
 `, map[string]string{"HOME": "/home/u", "OPS_TOKEN": "ops-s3cret", "SEARCH_TOKEN": "t0k"})
 	want := &Config{
 		File: file,
@@ -234,8 +271,8 @@ required = false
 			AdminListen:          "127.0.0.1:7301",
 			AllowUnauthenticated: true,
 			Tokens: []Token{
-				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 21},
-				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 25},
+				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 22},
+				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 26},
 			},
 			JWT: &JWT{
 				Issuer:               "https://auth.example.com",
@@ -244,9 +281,29 @@ required = false
 				IdentityClaim:        "email",
 				AuthorizationServers: []string{"https://a.example.com", "https://b.example.com"},
 			},
-			TrustedHeader:      "X-Forwarded-User",
-			SessionIdleTimeout: 5 * time.Minute,
-			DrainTimeout:       0,
+			TrustedHeader:           "X-Forwarded-User",
+			TrustedHeaderWithTokens: true,
+			SessionIdleTimeout:      5 * time.Minute,
+			DrainTimeout:            0,
+		},
+		Limits: Limits{
+			MaxMessageBytes:        1 << 20,
+			MaxBodyBytes:           65536,
+			MaxHeaderBytes:         8 << 10,
+			ReadHeaderTimeout:      2 * time.Second,
+			ReadTimeout:            3 * time.Second,
+			WriteTimeout:           4 * time.Second,
+			IdleTimeout:            5 * time.Second,
+			MaxSessions:            50,
+			MaxSessionsPerIdentity: 5,
+			MaxCatalogPages:        7,
+			MaxCatalogBytes:        2 << 20,
+			MaxSchemaBytes:         100 << 10,
+			MaxSchemaDepth:         9,
+			MaxInFlight:            8,
+			MaxQueued:              0,
+			RateLimit:              2.5,
+			RateBurst:              10,
 		},
 		Servers: []Server{{
 			Alias:            "my-docs",
@@ -259,6 +316,10 @@ required = false
 			TrustAnnotations: false,
 			StartupTimeout:   250 * time.Millisecond,
 			Required:         false,
+			MaxInFlight:      3,
+			MaxQueued:        30,
+			User:             "nobody",
+			Group:            "65534",
 		}, {
 			Alias:            "search",
 			URL:              "https://search.example.com:8443/mcp?v=2",
@@ -270,6 +331,8 @@ required = false
 			TrustAnnotations: false,
 			StartupTimeout:   3 * time.Second,
 			Required:         false,
+			MaxInFlight:      8,
+			MaxQueued:        0,
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -20,6 +20,8 @@ var (
 	aliasRE    = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 	identityRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// userRE matches user and group names as useradd takes them, and ids.
+	userRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*\$?$`)
 )
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"}
@@ -57,7 +59,8 @@ func (d *decoder) config(doc map[string]any) *Config {
 	cfg := &Config{}
 	d.mux(root.table("mux"), &cfg.Mux)
 	d.upstream(root.table("upstream"), &cfg.Upstream)
-	cfg.Servers = d.servers(root)
+	d.limits(root.table("limits"), &cfg.Limits)
+	cfg.Servers = d.servers(root, cfg.Limits)
 	root.finish()
 	d.checkNameRoom(cfg)
 	return cfg
@@ -101,7 +104,7 @@ func ValidIdentity(name string) bool {
 }
 
 // servers decodes [servers.*] in file order.
-func (d *decoder) servers(root *table) []Server {
+func (d *decoder) servers(root *table, l Limits) []Server {
 	if _, ok := root.m["servers"]; !ok {
 		d.errorAt(1, "no servers configured: add at least one [servers.ALIAS] table")
 		root.seen["servers"] = true
@@ -121,17 +124,19 @@ func (d *decoder) servers(root *table) []Server {
 		if st.m == nil {
 			continue // not a table; reported
 		}
-		list = append(list, d.server(st, alias))
+		list = append(list, d.server(st, alias, l))
 	}
 	return list
 }
 
-func (d *decoder) server(t *table, alias string) Server {
+func (d *decoder) server(t *table, alias string, l Limits) Server {
 	s := Server{
 		Alias:            alias,
 		TrustAnnotations: true,
 		StartupTimeout:   DefaultStartupTimeout,
 		Required:         true,
+		MaxInFlight:      l.MaxInFlight,
+		MaxQueued:        l.MaxQueued,
 	}
 	if !aliasRE.MatchString(alias) || len(alias) > MaxAliasLength {
 		t.selfErrorf("invalid alias %q: use lower-case letters, digits and inner '-' (no '_'), at most %d characters",
@@ -159,8 +164,16 @@ func (d *decoder) server(t *table, alias string) Server {
 		}
 	}
 	if !local {
-		t.onlyWith([]string{"args", "env", "inherit_env"}, "url", "command")
+		t.onlyWith([]string{"args", "env", "inherit_env", "user", "group"}, "url", "command")
 	} else {
+		for _, k := range []struct {
+			key string
+			dst *string
+		}{{"user", &s.User}, {"group", &s.Group}} {
+			if t.str(k.key, k.dst) && !userRE.MatchString(*k.dst) {
+				t.errorf(k.key, "invalid %s %q: give a name or a numeric id", k.key, *k.dst)
+			}
+		}
 		t.strs("args", &s.Args)
 		d.stringMap(t, "env", &s.Env, "variable", envNameRE.MatchString, nil)
 		if t.strs("inherit_env", &s.InheritEnv) {
@@ -194,6 +207,8 @@ func (d *decoder) server(t *table, alias string) Server {
 	t.boolean("trust_annotations", &s.TrustAnnotations)
 	t.duration("startup_timeout", &s.StartupTimeout)
 	t.boolean("required", &s.Required)
+	t.positive("max_in_flight", &s.MaxInFlight)
+	t.nonNegative("max_queued", &s.MaxQueued)
 	t.refuse(serverLater)
 	t.finish()
 	return s

@@ -47,6 +47,12 @@ func (d *decoder) upstream(t *table, u *Upstream) {
 	if t.str("trusted_header", &u.TrustedHeader) && u.TrustedHeader != "" && !validHeaderName(u.TrustedHeader) {
 		t.errorf("trusted_header", `invalid header name %q: use letters, digits and !#$%%&'*+-.^_`+"`"+`|~, such as "X-Forwarded-User"`, u.TrustedHeader)
 	}
+	if t.boolean("trusted_header_with_tokens", &u.TrustedHeaderWithTokens) && u.TrustedHeaderWithTokens && u.TrustedHeader == "" {
+		t.errorf("trusted_header_with_tokens", "has no effect without trusted_header")
+	}
+	if u.TrustedHeader != "" && !u.TrustedHeaderWithTokens && (len(u.Tokens) > 0 || u.JWT != nil) {
+		t.errorf("trusted_header", "is configured together with tokens or jwt: a request without a bearer token would be taken at the header's word. Use one, or set trusted_header_with_tokens = true to accept both (a request with an Authorization header is then judged by it alone)")
+	}
 	t.duration("session_idle_timeout", &u.SessionIdleTimeout)
 	t.durationFrom("drain_timeout", &u.DrainTimeout, true)
 	t.refuse(upstreamLater)

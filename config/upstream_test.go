@@ -660,6 +660,8 @@ required = false
 		TrustAnnotations: true,
 		StartupTimeout:   10 * time.Second,
 		Required:         true,
+		MaxInFlight:      DefaultMaxInFlight,
+		MaxQueued:        DefaultMaxQueued,
 	}, {
 		Alias:            "search",
 		URL:              "HTTPS://search.example.com/mcp",
@@ -669,6 +671,8 @@ required = false
 		TrustAnnotations: true,
 		StartupTimeout:   10 * time.Second,
 		Required:         true,
+		MaxInFlight:      DefaultMaxInFlight,
+		MaxQueued:        DefaultMaxQueued,
 	}, {
 		Alias:            "legacy",
 		URL:              "http://127.0.0.1:9000/sse",
@@ -677,6 +681,8 @@ required = false
 		TrustAnnotations: true,
 		StartupTimeout:   10 * time.Second,
 		Required:         false,
+		MaxInFlight:      DefaultMaxInFlight,
+		MaxQueued:        DefaultMaxQueued,
 	}}
 	if !reflect.DeepEqual(cfg.Servers, want) {
 		t.Errorf("Servers = %+v\nwant %+v", cfg.Servers, want)

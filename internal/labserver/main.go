@@ -3,11 +3,26 @@
 // that exercise error results, structured output, raw JSON schemas,
 // cancellation, crashes, process groups and tools/list_changed.
 //
+// With LAB_RECORDS_DIR set it also offers two tools for the chaos soak,
+// which keep their own record of every call they run, so that a test can
+// tell from the child's side what ran, where and how often:
+//
+//	probe  (read-only) {nonce, ms}: records the nonce, waits ms, answers
+//	record (a write)   {id, ms}:    records the id, waits ms, answers
+//
+// Each records, before it waits or answers, one JSON line
+// {"op","key","source","pid"} in <LAB_RECORDS_DIR>/<pid>.jsonl; the line is
+// written with one write(2), so it survives a SIGKILL of the process the
+// moment the call returns. Both answer with the JSON text
+// {"op","key","source","pid"} of the record they made.
+//
 // Environment:
 //
 //	LAB_SOURCE         label used in answers (default "docs")
 //	LAB_NOTES          file that append_note appends to
 //	LAB_STARTED_DIR    directory where slow drops a file named after its tag
+//	LAB_RECORDS_DIR    directory for probe's and record's records (the tools
+//	                   are offered only when it is set)
 //	LAB_PAGE_SIZE      tools/list page size (pagination off when unset)
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
 //	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
@@ -83,6 +98,12 @@ func main() {
 	}
 	s := server.NewMCPServer("labserver", "0.1.0", opts...)
 	register(s, source)
+	if dir := os.Getenv("LAB_RECORDS_DIR"); dir != "" {
+		if err := registerRecorded(s, source, pid, dir); err != nil {
+			fmt.Fprintf(os.Stderr, "labserver: LAB_RECORDS_DIR: %v\n", err)
+			os.Exit(2)
+		}
+	}
 
 	if addr := os.Getenv("LAB_HTTP_ADDR"); addr != "" {
 		serveHTTP(s, source, pid, addr)
@@ -331,4 +352,58 @@ func register(s *server.MCPServer, source string) {
 		extraOn = true
 		return mcp.NewToolResultText("extra on"), nil
 	})
+}
+
+// Record is one line of a records file, and the answer of the call that
+// wrote it.
+type Record struct {
+	Op     string `json:"op"`  // "probe" or "record"
+	Key    string `json:"key"` // the probe's nonce or the record's id
+	Source string `json:"source"`
+	Pid    int    `json:"pid"`
+}
+
+// registerRecorded adds probe and record, which append to
+// <dir>/<pid>.jsonl. The file is opened once and kept open, so a call
+// costs one write(2).
+func registerRecorded(s *server.MCPServer, source string, pid int, dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(pid)+".jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	// The file stays open for the life of the process; *os.File serialises
+	// concurrent writes, and O_APPEND keeps each line whole.
+	handle := func(op, keyArg string) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			key, err := req.RequireString(keyArg)
+			if err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+			ms := req.GetInt("ms", 0)
+			if ms < 0 {
+				return mcp.NewToolResultError("ms must be >= 0"), nil
+			}
+			rec, _ := json.Marshal(Record{Op: op, Key: key, Source: source, Pid: pid})
+			if _, err := f.Write(append(rec, '\n')); err != nil {
+				return mcp.NewToolResultError("recording: " + err.Error()), nil
+			}
+			if !sleepCtx(ctx, time.Duration(ms)*time.Millisecond) {
+				return mcp.NewToolResultError("cancelled"), nil
+			}
+			return mcp.NewToolResultText(string(rec)), nil
+		}
+	}
+	s.AddTool(mcp.NewTool("probe",
+		mcp.WithDescription("Record the nonce, wait ms milliseconds, answer with the record."),
+		mcp.WithString("nonce", mcp.Required()),
+		mcp.WithInteger("ms", mcp.Min(0)),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), handle("probe", "nonce"))
+	s.AddTool(mcp.NewTool("record",
+		mcp.WithDescription("Record the id (a write), wait ms milliseconds, answer with the record."),
+		mcp.WithString("id", mcp.Required()),
+		mcp.WithInteger("ms", mcp.Min(0)),
+		mcp.WithToolAnnotation(annotations(false, false)),
+	), handle("record", "id"))
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,6 +257,46 @@ func TestLabServer(t *testing.T) {
 		}
 		if len(all.Tools) != 9 {
 			t.Errorf("all pages: %d tools, want 9", len(all.Tools))
+		}
+	})
+
+	t.Run("records", func(t *testing.T) {
+		dir := t.TempDir()
+		c, cmd := startLab(t, ctx, bin, "LAB_SOURCE=wiki", "LAB_RECORDS_DIR="+dir)
+		pid := cmd.Process.Pid
+		want := func(op, key string) string {
+			return fmt.Sprintf(`{"op":%q,"key":%q,"source":"wiki","pid":%d}`, op, key, pid)
+		}
+		wantText(t, call(t, ctx, c, "probe", map[string]any{"nonce": "n1"}), false, want("probe", "n1"))
+		wantText(t, call(t, ctx, c, "record", map[string]any{"id": "w1", "ms": 5}), false, want("record", "w1"))
+
+		// A call cancelled while it waits has been recorded all the same.
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer ccancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "record"
+		req.Params.Arguments = map[string]any{"id": "w2", "ms": 60000}
+		if _, err := c.CallTool(cctx, req); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		wantText(t, call(t, ctx, c, "record", map[string]any{"ms": -1, "id": "bad"}), true, "ms must be >= 0")
+
+		b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(pid)+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, w := string(b), want("probe", "n1")+"\n"+want("record", "w1")+"\n"+want("record", "w2")+"\n"; got != w {
+			t.Errorf("records = %q, want %q", got, w)
+		}
+
+		list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range list.Tools {
+			if ro := *tool.Annotations.ReadOnlyHint; (tool.Name == "probe" || tool.Name == "record") && ro != (tool.Name == "probe") {
+				t.Errorf("%s readOnlyHint = %v", tool.Name, ro)
+			}
 		}
 	})
 

@@ -156,7 +156,7 @@ func TestHostileCatalog(t *testing.T) {
 	}
 	longName := names[4]
 	want := []string{"h__echo", "h__id_a", "h__id_b", "h__task_optional", longName,
-		"h__dot_name", "h__slash_name", "h__space_name", names[8], "h__header_ok"}
+		names[5], "h__slash_name", "h__space_name", "h__dot_name", "h__header_ok"}
 	for i := range want {
 		if names[i] != want[i] {
 			t.Fatalf("tools = %q, want %q", names, want)
@@ -165,11 +165,13 @@ func TestHostileCatalog(t *testing.T) {
 	if len(longName) > 48 || !strings.HasPrefix(longName, "h__abcdefghij") {
 		t.Errorf("300-character name exposed as %q (%d characters), want ≤ 48 starting with its own start", longName, len(longName))
 	}
-	if !strings.HasPrefix(names[8], "h__dot_name_") || len(names[8]) > 48 {
-		t.Errorf("dot_name, which collides with dot.name, is exposed as %q", names[8])
+	// dot_name keeps its own name though dot.name, which would take it
+	// once rewritten, is listed first.
+	if !strings.HasPrefix(names[5], "h__dot_name_") || len(names[5]) > 48 {
+		t.Errorf("dot.name, which collides with dot_name, is exposed as %q", names[5])
 	}
 	m.Log.WaitLine(t, "collision logged", ts.Msg("exposed name collided with another tool of this server; a hash was appended",
-		"child_tool", "dot_name", "tool", names[8]))
+		"child_tool", "dot.name", "tool", names[5]))
 
 	// Definitions as listed: the first echo; no execution; schemas kept.
 	for _, raw := range m.RawTools() {

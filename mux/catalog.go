@@ -58,7 +58,6 @@ type wireTool struct {
 func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
-	names := newNamer(c.alias, m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength)
 	cat := &childCatalog{}
 	seen := map[string]bool{}
 	leftOut := map[string]string{}
@@ -126,17 +125,13 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			skip(w.Name, "invalid x-mcp-header annotations", err)
 			continue
 		}
-		exposed, collided := names.name(w.Name)
-		if collided {
-			log.Warn().Str("tool", exposed).Msg("exposed name collided with another tool of this server; a hash was appended")
-		}
-		def.Name = exposed
 		ro := readOnly.Match(w.Name) ||
 			c.cfg.TrustAnnotations && w.Annotations.ReadOnlyHint != nil && *w.Annotations.ReadOnlyHint
-		cat.tools = append(cat.tools, &tool{
-			name: exposed, orig: w.Name, child: c, readOnly: ro, def: def, args: args,
-		})
+		cat.tools = append(cat.tools, &tool{orig: w.Name, child: c, readOnly: ro, def: def, args: args})
 	}
+	// Named once the whole list is known, so that no tool's name depends on
+	// where the child listed it.
+	m.nameTools(c, cat.tools)
 	return cat
 }
 

@@ -3,6 +3,8 @@ package mux
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -20,7 +22,7 @@ func sanitize(name string) string {
 	var b strings.Builder
 	b.Grow(len(name))
 	for _, r := range name {
-		if r < 0x80 && (r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+		if r < 0x80 && validNameByte(byte(r)) {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
@@ -29,55 +31,132 @@ func sanitize(name string) string {
 	return b.String()
 }
 
+// validNameByte reports whether c may appear in an exposed name.
+func validNameByte(c byte) bool {
+	return c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 func shortHash(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
 	h := hex.EncodeToString(sum[:])
 	return h[:n]
 }
 
-// namer turns one child's tool names into exposed names. Names from different
-// aliases can never meet, because the prefix (alias and separator, the alias
-// free of '_') is never shortened; so collisions are settled per child.
-type namer struct {
-	prefix string
-	max    int
-	taken  map[string]string // exposed name -> original name
+// exposedName is the name one child tool is offered under.
+type exposedName struct {
+	name     string
+	collided bool // a hash was appended because the rewritten name was ambiguous
 }
 
-func newNamer(alias, separator string, max int) *namer {
-	return &namer{prefix: alias + separator, max: max, taken: make(map[string]string)}
+// exposeNames maps each of one child's tool names (origs) to its exposed
+// name, prefix + name. Names from different aliases never meet, because the
+// prefix (alias and separator, the alias free of '_') is never shortened; so
+// collisions are settled per child.
+//
+// The mapping depends on the set of names only, never on their order, so a
+// child cannot choose which tool a name (and so a policy pattern) means:
+//
+//  1. A clean name, one already valid that fits within maxLen, is always
+//     exposed as itself.
+//  2. A name mcpmux has to rewrite (sanitize, or shorten with a hash of the
+//     whole name) keeps its rewritten form only if no clean name and no
+//     other rewritten name has that form.
+//  3. Every other rewritten name gets a hash of its original name appended
+//     — all of the names sharing one form, not all but the first, since no
+//     one of them has a better claim. These are placed in sorted order of
+//     their original names, each taking the shortest hash that is still
+//     free, so even a child that lists the hashed forms of its own names
+//     gets distinct names.
+//
+// Every exposed name is valid ([A-Za-z0-9_-]) when prefix is, at most maxLen
+// bytes long (given maxLen-len(prefix) >= config.NameRoom), and distinct
+// origs get distinct names.
+func exposeNames(prefix string, maxLen int, origs []string) map[string]exposedName {
+	out := make(map[string]exposedName, len(origs))
+	taken := make(map[string]bool, len(origs))
+	form := map[string]string{} // rewritten orig -> its rewritten form
+	count := map[string]int{}   // rewritten form -> how many origs have it
+	for _, orig := range origs {
+		if _, done := out[orig]; done || form[orig] != "" {
+			continue
+		}
+		if sanitize(orig) == orig && len(prefix)+len(orig) <= maxLen {
+			out[orig] = exposedName{name: prefix + orig}
+			taken[prefix+orig] = true
+			continue
+		}
+		f := fit(prefix, maxLen, sanitize(orig), "")
+		form[orig] = f
+		count[f]++
+	}
+	var ambiguous []string
+	for orig, f := range form {
+		if count[f] > 1 || taken[f] {
+			ambiguous = append(ambiguous, orig)
+			continue
+		}
+		out[orig] = exposedName{name: f}
+	}
+	// Forms kept above are unique among themselves and not clean names, so
+	// they can be marked taken only now.
+	for _, n := range out {
+		taken[n.name] = true
+	}
+	slices.Sort(ambiguous)
+	for _, orig := range ambiguous {
+		name := hashed(prefix, maxLen, orig, taken)
+		taken[name] = true
+		out[orig] = exposedName{name: name, collided: true}
+	}
+	return out
 }
 
-// name returns the exposed name for the child's tool orig. It is
-// deterministic for the same sequence of calls: the first tool to claim a
-// name keeps it, a later one that would collide gets a hash of its original
-// name appended. collided reports that case, for the log.
-func (n *namer) name(orig string) (exposed string, collided bool) {
+// hashed returns a name for orig, its sanitized form with a hash appended,
+// that is not taken: the shortest hash of orig that is free and fits, or,
+// should every one be taken, a hash of orig and a counter.
+func hashed(prefix string, maxLen int, orig string, taken map[string]bool) string {
 	base := sanitize(orig)
-	exposed = n.fit(base, "")
-	if _, dup := n.taken[exposed]; dup {
-		collided = true
-		for size := hashLen; ; size += 4 {
-			exposed = n.fit(base, "_"+shortHash(orig, min(size, 64)))
-			if _, dup := n.taken[exposed]; !dup || size >= 64 {
-				break
-			}
+	longest := min(sha256.Size*2, maxLen-len(prefix)-1)
+	for size := hashLen; size <= longest; size += 4 {
+		if name := fit(prefix, maxLen, base, "_"+shortHash(orig, size)); !taken[name] {
+			return name
 		}
 	}
-	n.taken[exposed] = orig
-	return exposed, collided
+	for i := 1; ; i++ {
+		if name := fit(prefix, maxLen, base, "_"+shortHash(orig+"#"+strconv.Itoa(i), hashLen)); !taken[name] {
+			return name
+		}
+	}
 }
 
-// fit joins prefix, base and suffix within max characters. A name that is too
+// fit joins prefix, base and suffix within maxLen characters. A name that is too
 // long keeps its start and gets a hash of the whole base, so two long names
 // that share a start still differ.
-func (n *namer) fit(base, suffix string) string {
-	if len(n.prefix)+len(base)+len(suffix) <= n.max {
-		return n.prefix + base + suffix
+func fit(prefix string, maxLen int, base, suffix string) string {
+	if len(prefix)+len(base)+len(suffix) <= maxLen {
+		return prefix + base + suffix
 	}
 	if suffix == "" {
 		suffix = "_" + shortHash(base, hashLen)
 	}
-	room := max(n.max-len(n.prefix)-len(suffix), 0)
-	return n.prefix + base[:min(room, len(base))] + suffix
+	room := max(maxLen-len(prefix)-len(suffix), 0)
+	return prefix + base[:min(room, len(base))] + suffix
+}
+
+// nameTools gives each of one child's tools its exposed name, as
+// exposeNames decides, and logs the names that had to take a hash.
+func (m *Mux) nameTools(c *child, tools []*tool) {
+	origs := make([]string, len(tools))
+	for i, t := range tools {
+		origs[i] = t.orig
+	}
+	names := exposeNames(c.alias+m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength, origs)
+	for _, t := range tools {
+		n := names[t.orig]
+		if n.collided {
+			c.log.Warn().Str("child_tool", t.orig).Str("tool", n.name).
+				Msg("exposed name collided with another tool of this server; a hash was appended")
+		}
+		t.name, t.def.Name = n.name, n.name
+	}
 }

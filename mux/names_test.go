@@ -100,9 +100,9 @@ func TestExposedNames(t *testing.T) {
 		{"a tool named like another's hashed name", "__", 48,
 			[]string{"a.b", "a_b", "a_b_" + shortHash("a.b", hashLen)},
 			map[string]string{
-				"a_b":                               "docs__a_b",
+				"a_b":                              "docs__a_b",
 				"a_b_" + shortHash("a.b", hashLen): "docs__a_b_" + shortHash("a.b", hashLen),
-				"a.b":                               "docs__a_b_" + shortHash("a.b", hashLen+4),
+				"a.b":                              "docs__a_b_" + shortHash("a.b", hashLen+4),
 			}, []string{"a.b"}},
 		{"too long", "__", 32, []string{long},
 			map[string]string{long: shortened(32, long, hashLen)}, nil},
@@ -113,9 +113,9 @@ func TestExposedNames(t *testing.T) {
 			[]string{long + "x"}},
 		{"no room to lengthen the hash", "__", 18, []string{"a.b", "a_b", "a_b_" + shortHash("a.b", hashLen)},
 			map[string]string{
-				"a_b":                               "docs__a_b",
+				"a_b":                              "docs__a_b",
 				"a_b_" + shortHash("a.b", hashLen): "docs__a_b_" + shortHash("a.b", hashLen),
-				"a.b":                               "docs__a_b_" + shortHash("a.b#1", hashLen),
+				"a.b":                              "docs__a_b_" + shortHash("a.b#1", hashLen),
 			}, []string{"a.b"}},
 	}
 	for _, c := range cases {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,7 +268,7 @@ func TestCLITools(t *testing.T) {
 	var want []string
 	for _, ct := range child {
 		if ct.name == "search" || ct.name == "pick" {
-			want = append(want, "tickets__"+ct.name+" tickets read-only")
+			want = append(want, "tickets__"+ct.name+" "+ct.name+" tickets read-only")
 		}
 	}
 	if len(want) != 2 {
@@ -280,15 +282,19 @@ func TestCLITools(t *testing.T) {
 		if ct.readOnly {
 			mode = "read-only"
 		}
-		want = append(want, "docs__"+ct.name+" docs "+mode)
+		want = append(want, "docs__"+ct.name+" "+ct.name+" docs "+mode)
 	}
 
 	r := runCLI(t, "tools", "--config", lab.Config, "--as", "reader")
 	if r.code != 0 {
 		t.Fatalf("tools: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
+	header, rows, _ := strings.Cut(r.stdout, "\n")
+	if strings.Join(strings.Fields(header), " ") != "TOOL CHILD TOOL SERVER MODE" {
+		t.Errorf("tools header %q", header)
+	}
 	var got []string
-	for line := range strings.Lines(r.stdout) {
+	for line := range strings.Lines(rows) {
 		got = append(got, strings.Join(strings.Fields(line), " "))
 	}
 	if !slices.Equal(got, want) {
@@ -302,21 +308,33 @@ func TestCLITools(t *testing.T) {
 	if j.code != 0 {
 		t.Fatalf("tools --json: exit %d\nstderr:\n%s", j.code, j.stderr)
 	}
-	var defs []map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(j.stdout), &defs); err != nil {
+	var entries []cliToolEntry
+	if err := json.Unmarshal([]byte(j.stdout), &entries); err != nil {
 		t.Fatalf("tools --json is not a JSON array of objects: %v\n%s", err, j.stdout)
 	}
-	var names []string
+	var names, jsonRows []string
 	var pick json.RawMessage
-	for _, d := range defs {
-		var name string
-		if err := json.Unmarshal(d["name"], &name); err != nil || len(d["inputSchema"]) == 0 {
-			t.Errorf("item without name or inputSchema: %v", d)
+	for _, e := range entries {
+		var def struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
 		}
-		names = append(names, name)
-		if name == "docs__pick" {
-			pick = d["inputSchema"]
+		if err := json.Unmarshal(e.Tool, &def); err != nil || def.Name != e.Name || len(def.InputSchema) == 0 {
+			t.Errorf("entry %s: tool is not its definition under the exposed name: %s", e.Name, e.Tool)
 		}
+		names = append(names, e.Name)
+		mode := "read-write"
+		if e.ReadOnly {
+			mode = "read-only"
+		}
+		jsonRows = append(jsonRows, e.Name+" "+e.ChildName+" "+e.Server+" "+mode)
+		if e.Name == "docs__pick" {
+			pick = def.InputSchema
+		}
+	}
+	// The same fields as the table: server, the child's name, read-only.
+	if !slices.Equal(jsonRows, want) {
+		t.Errorf("--json entries\n%s\nwant\n%s", strings.Join(jsonRows, "\n"), strings.Join(want, "\n"))
 	}
 	var textNames []string
 	for _, g := range got {
@@ -351,6 +369,78 @@ func TestCLITools(t *testing.T) {
 	if again := runCLI(t, "tools", "--config", lab.Config, "--as", "reader", "--json"); again.stdout != j.stdout {
 		t.Errorf("a second --json run printed something else")
 	}
+}
+
+// cliToolEntry is one entry of mcpmux tools --json.
+type cliToolEntry struct {
+	Name      string          `json:"name"`
+	Server    string          `json:"server"`
+	ChildName string          `json:"child_name"`
+	ReadOnly  bool            `json:"read_only"`
+	Tool      json.RawMessage `json:"tool"`
+}
+
+// tools shows the child's own name of each tool beside the exposed one,
+// where mcpmux had to rewrite it too; a valid name keeps itself whatever the
+// child's order.
+func TestCLIToolsChildNames(t *testing.T) {
+	t.Parallel()
+	obj := `"inputSchema":{"type":"object"}`
+	lab := hostileLab(t, "", `[
+		{"name":"write.file",`+obj+`},
+		{"name":"write_file",`+obj+`},
+		{"name":"two words",`+obj+`,"annotations":{"readOnlyHint":true}}
+	]`, nil)
+	hashed := "h__write_file_" + shortHash("write.file")
+	want := []string{
+		hashed + ` write.file h read-write`,
+		`h__write_file write_file h read-write`,
+		`h__two_words "two words" h read-only`,
+	}
+	r := runCLI(t, "tools", "--config", lab.Config, "--as", "reader")
+	if r.code != 0 {
+		t.Fatalf("tools: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	_, rows, _ := strings.Cut(r.stdout, "\n")
+	var got []string
+	for line := range strings.Lines(rows) {
+		got = append(got, strings.Join(strings.Fields(line), " "))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("tools printed\n%s\nwant (as fields)\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+
+	j := runCLI(t, "tools", "--config", lab.Config, "--as", "reader", "--json")
+	var entries []cliToolEntry
+	if err := json.Unmarshal([]byte(j.stdout), &entries); err != nil || j.code != 0 {
+		t.Fatalf("tools --json: exit %d, %v\n%s\nstderr:\n%s", j.code, err, j.stdout, j.stderr)
+	}
+	wantEntries := []cliToolEntry{
+		{Name: hashed, Server: "h", ChildName: "write.file"},
+		{Name: "h__write_file", Server: "h", ChildName: "write_file"},
+		{Name: "h__two_words", Server: "h", ChildName: "two words", ReadOnly: true},
+	}
+	if len(entries) != len(wantEntries) {
+		t.Fatalf("tools --json listed %d entries, want %d:\n%s", len(entries), len(wantEntries), j.stdout)
+	}
+	for i, e := range entries {
+		tool := e.Tool
+		e.Tool = nil
+		if !reflect.DeepEqual(e, wantEntries[i]) {
+			t.Errorf("entry %d: %+v, want %+v", i, e, wantEntries[i])
+		}
+		var def struct{ Name string }
+		if json.Unmarshal(tool, &def) != nil || def.Name != e.Name {
+			t.Errorf("entry %d: tool %s, want the definition named %s", i, tool, e.Name)
+		}
+	}
+}
+
+// shortHash is the hash mcpmux appends to a name it had to rewrite, when
+// that name collides: the first 8 hex digits of its SHA-256.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
 }
 
 // call sends one call through the whole pipeline; its exit code tells a

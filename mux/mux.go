@@ -160,17 +160,18 @@ func (m *Mux) Close() {
 
 // ToolInfo describes one tool as an identity sees it.
 type ToolInfo struct {
-	Name     string
-	Server   string
-	ReadOnly bool
-	Def      any // the definition as listed upstream (mcp.Tool)
+	Name      string // exposed
+	Server    string // the alias of the server it comes from
+	ChildName string // the server's own name for it
+	ReadOnly  bool
+	Def       any // the definition as listed upstream (mcp.Tool)
 }
 
 // Tools lists what identity may see, in catalog order.
 func (m *Mux) Tools(identity string) []ToolInfo {
 	var out []ToolInfo
 	for _, t := range m.visible(identity, m.catalog.Load()) {
-		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ReadOnly: t.readOnly, Def: t.def})
+		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
 	}
 	return out
 }

@@ -16,10 +16,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -185,7 +187,7 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 func tools(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("tools", stderr)
 	as := fs.String("as", "", "identity whose catalog to print")
-	asJSON := fs.Bool("json", false, "print the raw tool list as JSON")
+	asJSON := fs.Bool("json", false, "print the tools as JSON: exposed name, server, the server's own name, read-only, definition")
 	if fs.Parse(args) != nil {
 		return exitRefused
 	}
@@ -200,28 +202,45 @@ func tools(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	list := m.Tools(*as)
 	if *asJSON {
-		defs := make([]any, 0, len(list))
+		type entry struct {
+			Name      string `json:"name"`
+			Server    string `json:"server"`
+			ChildName string `json:"child_name"`
+			ReadOnly  bool   `json:"read_only"`
+			Tool      any    `json:"tool"`
+		}
+		entries := make([]entry, 0, len(list))
 		for _, t := range list {
-			defs = append(defs, t.Def)
+			entries = append(entries, entry{t.Name, t.Server, t.ChildName, t.ReadOnly, t.Def})
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(defs); err != nil {
+		if err := enc.Encode(entries); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tCHILD TOOL\tSERVER\tMODE")
 	for _, t := range list {
 		mode := "read-write"
 		if t.ReadOnly {
 			mode = "read-only"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Server, mode)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
 	}
 	_ = tw.Flush()
 	return exitOK
+}
+
+// tableField quotes a name a child chose if it could break the table's
+// columns or lines, or hide in it.
+func tableField(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r == '"' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func call(args []string, stdout, stderr io.Writer) int {

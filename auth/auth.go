@@ -4,23 +4,37 @@
 //
 // A request is authenticated in this order:
 //
-//  1. A bearer token (Authorization: Bearer X), when tokens or a JWT issuer
-//     are configured. X is first compared with the configured tokens: its
-//     SHA-256 digest against every entry's, in constant time and without
-//     stopping at a match. If none matches and JWT is configured and X looks
-//     like a JWT, X is verified as one: its signature with a key from the
-//     JWKS file (chosen by kid, and only with the algorithms of that key's
-//     family: RS*, PS*, ES*, EdDSA; never "none" nor HMAC), exp (required),
-//     nbf and iat with 30s of leeway, iss, aud; the identity is then the
-//     configured claim. A token that fails any of this is refused: mcpmux
-//     never falls back to another method once a bearer token was presented.
+//  1. With tokens or a JWT issuer configured, a request that carries an
+//     Authorization header is judged by that header alone. It must be one
+//     header, Authorization: Bearer X; any other scheme, an empty token or
+//     several headers is refused. X is first compared with the configured
+//     tokens: its SHA-256 digest against every entry's, in constant time
+//     and without stopping at a match. If none matches and JWT is
+//     configured and X looks like a JWT, X is verified as one: its
+//     signature with a key from the JWKS file (chosen by kid, and only with
+//     the algorithms of that key's family: RS*, PS*, ES*, EdDSA; never
+//     "none" nor HMAC), exp (required), nbf and iat with 30s of leeway,
+//     iss, aud; the identity is then the configured claim. A token that
+//     fails any of this is refused: mcpmux never falls back to another
+//     method once an Authorization header was presented.
 //  2. Otherwise the trusted header, when one is configured and the request
-//     has it, set by an authenticating proxy in front of mcpmux.
+//     has it, set by an authenticating proxy in front of mcpmux. It is the
+//     only identity source unless the operator asks for tokens or JWT too
+//     (trusted_header_with_tokens); New refuses the combination otherwise.
+//     With the trusted header alone, Authorization is not looked at: the
+//     proxy may pass the client's own on.
 //  3. Otherwise, when nothing at all is configured (no tokens, no JWT, no
 //     trusted header), every caller is the upstream's Identity.
 //
 // Anything else is refused. Identities taken from a JWT claim or from the
 // trusted header must be valid identity names: [A-Za-z0-9][A-Za-z0-9._-]*.
+//
+// The JWKS fails closed. New refuses a JWKS file that is missing, not a
+// JWKS or without a usable key. Once running (see Watch), a file that is
+// deleted, emptied or made unusable revokes every key: no JWT is accepted
+// (401, reason no_keys) until a usable file is back. A key that is
+// malformed or cannot verify signatures is refused and logged, and the
+// file's other keys are kept. KeysStatus tells /readyz which state holds.
 package auth
 
 import (
@@ -66,6 +80,9 @@ var (
 	// ErrNoIdentity: the identity claim or trusted header is missing, not a
 	// string, or not a valid identity name.
 	ErrNoIdentity = errors.New("no valid identity")
+	// ErrNoKeys: a JWT presented while no usable JWKS is loaded (the file
+	// was deleted, emptied or made unusable since start-up).
+	ErrNoKeys = errors.New("no JWT keys loaded")
 )
 
 // Leeway is the clock skew allowed when checking a JWT's exp, nbf and iat.
@@ -76,8 +93,8 @@ const Leeway = 30 * time.Second
 var jwtAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
 // Reason names err's kind for logs and metrics: no_credential,
-// unknown_token, bad_token, expired, wrong_audience, wrong_issuer or
-// no_identity ("" for nil, "error" for anything else).
+// unknown_token, bad_token, expired, wrong_audience, wrong_issuer,
+// no_identity or no_keys ("" for nil, "error" for anything else).
 func Reason(err error) string {
 	switch {
 	case err == nil:
@@ -96,6 +113,8 @@ func Reason(err error) string {
 		return "wrong_issuer"
 	case errors.Is(err, ErrNoIdentity):
 		return "no_identity"
+	case errors.Is(err, ErrNoKeys):
+		return "no_keys"
 	}
 	return "error"
 }
@@ -110,6 +129,9 @@ type Authenticator struct {
 
 	tokens        []token
 	trustedHeader string // canonical header name; "" trusts none
+	// bearerFirst: tokens or JWT are configured, so a request with an
+	// Authorization header is judged by it alone.
+	bearerFirst bool
 
 	jwt *jwtAuth // nil unless JWT is configured
 
@@ -117,7 +139,8 @@ type Authenticator struct {
 	// testHookWatching, if set, is called once Watch watches the directory.
 	testHookWatching func()
 	// testHookReload, if set, is called after each reload attempt of the
-	// JWKS file by Watch: changed says whether new keys took effect.
+	// JWKS file by Watch: changed says whether the keys in force changed
+	// (new keys, or every key revoked), err why the file is not usable.
 	testHookReload func(changed bool, err error)
 }
 
@@ -142,7 +165,10 @@ type jwtAuth struct {
 }
 
 // New builds an Authenticator for up. With JWT configured it loads the JWKS
-// file, and fails if the file cannot be read or holds no usable key.
+// file, and fails if the file cannot be read, is not a JWKS or holds no
+// usable key; refused keys of a usable file are logged. It refuses a
+// trusted header together with tokens or JWT unless
+// up.TrustedHeaderWithTokens is set.
 func New(up config.Upstream, log zerolog.Logger) (*Authenticator, error) {
 	a := &Authenticator{log: log, identity: up.Identity}
 	if up.TrustedHeader != "" {
@@ -185,7 +211,11 @@ func New(up config.Upstream, log zerolog.Logger) (*Authenticator, error) {
 		}
 		a.jwt = j
 	}
-	a.open = len(a.tokens) == 0 && a.jwt == nil && a.trustedHeader == ""
+	a.bearerFirst = len(a.tokens) > 0 || a.jwt != nil
+	if a.bearerFirst && a.trustedHeader != "" && !up.TrustedHeaderWithTokens {
+		return nil, errors.New("auth: trusted_header is configured together with tokens or jwt: set trusted_header_with_tokens = true to accept both")
+	}
+	a.open = !a.bearerFirst && a.trustedHeader == ""
 	if a.open && a.identity == "" {
 		log.Warn().Msg("HTTP upstream has no authentication and no identity: callers will see no tools")
 	}
@@ -211,11 +241,11 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 			jwt.WithLeeway(Leeway),
 		),
 	}
-	ks, err := loadKeySet(cfg.JWKSFile)
-	if err != nil {
-		return nil, fmt.Errorf("auth: jwks_file %s: %w", cfg.JWKSFile, err)
+	ks := loadKeySet(cfg.JWKSFile)
+	if ks.err != nil {
+		return nil, fmt.Errorf("auth: %w", ks.err)
 	}
-	ks.logSkipped(log, cfg.JWKSFile)
+	ks.logRefused(log, cfg.JWKSFile)
 	j.keys.Store(ks)
 
 	j.metadataPath = server.ProtectedResourceMetadataPath(cfg.Audience)
@@ -243,14 +273,9 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, presente
 	if a.open {
 		return a.identity, false, nil
 	}
-	if len(a.tokens) > 0 || a.jwt != nil {
-		tok, n := bearer(r)
-		switch {
-		case n > 1:
-			return "", true, fmt.Errorf("%w: several Authorization headers", ErrBadToken)
-		case tok != "":
-			identity, err := a.checkBearer(tok)
-			return identity, true, err
+	if a.bearerFirst {
+		if v := r.Header.Values("Authorization"); len(v) > 0 || a.trustedHeader == "" {
+			return a.checkAuthorization(v)
 		}
 	}
 	if a.trustedHeader != "" {
@@ -267,18 +292,26 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, presente
 	return "", false, ErrNoCredential
 }
 
-// bearer returns the token of r's Authorization: Bearer header, or "", and
-// how many Authorization headers r has.
-func bearer(r *http.Request) (tok string, n int) {
-	v := r.Header.Values("Authorization")
-	if len(v) != 1 {
-		return "", len(v)
+// checkAuthorization judges a request by its Authorization header values
+// alone.
+func (a *Authenticator) checkAuthorization(v []string) (identity string, presented bool, err error) {
+	switch {
+	case len(v) == 0:
+		return "", false, ErrNoCredential
+	case len(v) > 1:
+		return "", true, fmt.Errorf("%w: several Authorization headers", ErrBadToken)
 	}
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(v[0]), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", 1
+	// The scheme is not quoted in the error: a client that sends a bare
+	// token would have it logged.
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false, fmt.Errorf("%w: the Authorization header is not a Bearer token", ErrNoCredential)
 	}
-	return strings.TrimSpace(rest), 1
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", false, fmt.Errorf("%w: the Authorization header has no token", ErrNoCredential)
+	}
+	identity, err = a.checkBearer(tok)
+	return identity, true, err
 }
 
 // checkBearer authenticates a bearer token.
@@ -312,6 +345,9 @@ func looksLikeJWT(tok string) bool {
 // verify checks tok as a JWT and returns the identity it names.
 func (j *jwtAuth) verify(tok string) (string, error) {
 	ks := j.keys.Load()
+	if ks.err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
+	}
 	claims := jwt.MapClaims{}
 	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
@@ -341,4 +377,25 @@ func (j *jwtAuth) verify(tok string) (string, error) {
 		return "", fmt.Errorf("%w: claim %q is not a valid identity", ErrNoIdentity, j.cfg.IdentityClaim)
 	}
 	return id, nil
+}
+
+// KeysStatus reports, for /readyz, whether JWTs can be verified: ok is
+// false while no usable JWKS is loaded (the file was deleted, emptied or
+// made unusable since start-up; every JWT is then refused), and detail
+// says why in one line, naming the file. When ok, detail counts the keys
+// in force and those refused. Without JWT configured, ok is true and
+// detail "". It takes no lock.
+func (a *Authenticator) KeysStatus() (ok bool, detail string) {
+	if a.jwt == nil {
+		return true, ""
+	}
+	ks := a.jwt.keys.Load()
+	if ks.err != nil {
+		return false, "no JWT accepted: " + ks.err.Error()
+	}
+	detail = fmt.Sprintf("JWT keys in force: %d", len(ks.all))
+	if n := len(ks.refused); n > 0 {
+		detail += fmt.Sprintf(", refused: %d", n)
+	}
+	return true, detail
 }

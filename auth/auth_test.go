@@ -65,6 +65,7 @@ type authCase struct {
 	// invalidToken: want error="invalid_token" in the challenge (default:
 	// whenever a bearer token was sent and refused).
 	invalidToken *bool
+	detail       string // want the log line's detail to contain this
 }
 
 // runCases sends each case to a server behind a's middleware and checks
@@ -135,6 +136,9 @@ func runCases(t *testing.T, a *Authenticator, logs *logBuffer, wantMetadata stri
 					t.Errorf("log line holds the token: %s", raw)
 				}
 			}
+			if detail, _ := l["detail"].(string); !strings.Contains(detail, tc.detail) {
+				t.Errorf("log line %s; want detail containing %q", raw, tc.detail)
+			}
 			if strings.Contains(body, tc.reason) {
 				t.Errorf("401 body %q reveals the reason", body)
 			}
@@ -170,7 +174,9 @@ func TestAuthenticate(t *testing.T) {
 
 	runCases(t, a, logs, wantMetadataURL, []authCase{
 		{name: "no credential", reason: "no_credential"},
-		{name: "basic auth is no credential", req: request{headers: map[string][]string{"Authorization": {"Basic Ym9iOnNlY3JldA=="}}}, reason: "no_credential"},
+		{name: "basic auth is no credential", req: request{headers: map[string][]string{"Authorization": {"Basic Ym9iOnNlY3JldA=="}}}, reason: "no_credential", detail: "not a Bearer token"},
+		{name: "a bare token is no credential", req: request{headers: map[string][]string{"Authorization": {bobToken}}}, reason: "no_credential", detail: "not a Bearer token"},
+		{name: "bearer without a token", req: request{headers: map[string][]string{"Authorization": {"Bearer "}}}, reason: "no_credential", detail: "no token"},
 		{name: "unknown token", req: request{bearer: "not-a-configured-token"}, reason: "unknown_token"},
 		{name: "sha256 token", req: request{bearer: bobToken}, identity: "bob"},
 		{name: "env token", req: request{bearer: carolToken}, identity: "carol"},
@@ -178,12 +184,7 @@ func TestAuthenticate(t *testing.T) {
 		{name: "token prefix is unknown", req: request{bearer: bobToken[:len(bobToken)-1]}, reason: "unknown_token"},
 		{name: "two Authorization headers", req: request{headers: map[string][]string{"Authorization": {"Bearer " + bobToken, "Bearer " + carolToken}}}, reason: "bad_token", invalidToken: bptr(true)},
 
-		{name: "trusted header", req: request{headers: map[string][]string{"X-Remote-User": {"dave"}}}, identity: "dave"},
-		{name: "trusted header not an identity", req: request{headers: map[string][]string{"X-Remote-User": {"../etc/passwd"}}}, reason: "no_identity"},
-		{name: "trusted header given twice", req: request{headers: map[string][]string{"X-Remote-User": {"dave", "root"}}}, reason: "no_identity"},
-		{name: "trusted header empty", req: request{headers: map[string][]string{"X-Remote-User": {""}}}, reason: "no_credential"},
-		{name: "a bearer token wins over the trusted header", req: request{bearer: bobToken, headers: map[string][]string{"X-Remote-User": {"dave"}}}, identity: "bob"},
-		{name: "a refused bearer token does not fall back to the trusted header", req: request{bearer: "nope", headers: map[string][]string{"X-Remote-User": {"dave"}}}, reason: "unknown_token"},
+		{name: "a trusted header is not configured", req: request{headers: map[string][]string{"X-Remote-User": {"dave"}}}, reason: "no_credential"},
 
 		{name: "jwt RS256", req: request{bearer: rs(claims(nil))}, identity: "alice"},
 		{name: "jwt PS384", req: request{bearer: sign(t, jwt.SigningMethodPS384, rsa1, "rsa1", claims(nil))}, identity: "alice"},
@@ -260,15 +261,60 @@ func TestTokensOnly(t *testing.T) {
 	})
 }
 
-func TestTrustedHeaderOnly(t *testing.T) {
-	a, logs := mustNew(t, config.Upstream{Identity: "stdio-user", TrustedHeader: "x-authenticated-user"})
-	runCases(t, a, logs, "", []authCase{
-		{name: "header", req: request{headers: map[string][]string{"X-Authenticated-User": {"erin"}}}, identity: "erin"},
-		// A proxy may pass the client's own Authorization header on: with
-		// no tokens and no JWT configured, it is not looked at.
-		{name: "bearer passed on by the proxy", req: request{bearer: "opaque", headers: map[string][]string{"X-Authenticated-User": {"erin"}}}, identity: "erin"},
-		{name: "no header", req: request{bearer: "opaque"}, reason: "no_credential", invalidToken: bptr(false)},
-	})
+// The trusted header alone is the identity source; with tokens and JWT
+// too (trusted_header_with_tokens), a request with an Authorization header
+// is judged by it alone and one without by the header.
+func TestTrustedHeaderModes(t *testing.T) {
+	hdr := func(kv ...string) map[string][]string {
+		m := map[string][]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = append(m[kv[i]], kv[i+1])
+		}
+		return m
+	}
+	jwtAlice := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+
+	headerOnly := config.Upstream{Identity: "stdio-user", TrustedHeader: "x-remote-user"}
+	both := testUpstream(t)
+	both.TrustedHeader = "X-Remote-User"
+	both.TrustedHeaderWithTokens = true
+
+	modes := []struct {
+		name     string
+		up       config.Upstream
+		metadata string
+		cases    []authCase
+	}{
+		{"header only", headerOnly, "", []authCase{
+			{name: "header", req: request{headers: hdr("X-Remote-User", "erin")}, identity: "erin"},
+			// A proxy may pass the client's own Authorization header on:
+			// with no tokens and no JWT configured, it is not looked at.
+			{name: "bearer passed on by the proxy", req: request{bearer: "opaque", headers: hdr("X-Remote-User", "erin")}, identity: "erin"},
+			{name: "basic passed on by the proxy", req: request{headers: hdr("Authorization", "Basic Ym9iOnNlY3JldA==", "X-Remote-User", "erin")}, identity: "erin"},
+			{name: "no header", req: request{bearer: "opaque"}, reason: "no_credential", invalidToken: bptr(false)},
+			{name: "header empty", req: request{headers: hdr("X-Remote-User", "")}, reason: "no_credential"},
+			{name: "header not an identity", req: request{headers: hdr("X-Remote-User", "../etc/passwd")}, reason: "no_identity"},
+			{name: "header given twice", req: request{headers: hdr("X-Remote-User", "erin", "X-Remote-User", "root")}, reason: "no_identity"},
+		}},
+		{"header with tokens and JWT", both, wantMetadataURL, []authCase{
+			{name: "header without Authorization", req: request{headers: hdr("X-Remote-User", "dave")}, identity: "dave"},
+			{name: "a token wins over the header", req: request{bearer: bobToken, headers: hdr("X-Remote-User", "dave")}, identity: "bob"},
+			{name: "a JWT wins over the header", req: request{bearer: jwtAlice, headers: hdr("X-Remote-User", "dave")}, identity: "alice"},
+			{name: "a refused token does not fall back to the header", req: request{bearer: "nope", headers: hdr("X-Remote-User", "dave")}, reason: "unknown_token"},
+			{name: "basic does not fall back to the header", req: request{headers: hdr("Authorization", "Basic ZGF2ZTpzZWNyZXQ=", "X-Remote-User", "dave")}, reason: "no_credential", detail: "not a Bearer token"},
+			{name: "bearer without a token does not fall back", req: request{headers: hdr("Authorization", "Bearer", "X-Remote-User", "dave")}, reason: "no_credential", detail: "no token"},
+			{name: "an empty Authorization does not fall back", req: request{headers: hdr("Authorization", "", "X-Remote-User", "dave")}, reason: "no_credential"},
+			{name: "two Authorization headers do not fall back", req: request{headers: hdr("Authorization", "Bearer "+bobToken, "Authorization", "Basic eA==", "X-Remote-User", "dave")}, reason: "bad_token", invalidToken: bptr(true)},
+			{name: "neither", reason: "no_credential"},
+			{name: "header not an identity", req: request{headers: hdr("X-Remote-User", "a/b")}, reason: "no_identity"},
+		}},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			a, logs := mustNew(t, m.up)
+			runCases(t, a, logs, m.metadata, m.cases)
+		})
+	}
 }
 
 func TestUnauthenticated(t *testing.T) {
@@ -431,6 +477,9 @@ func TestNewErrors(t *testing.T) {
 		{"empty env token", func(up *config.Upstream) { up.Tokens[1].Value = "" }, "$CAROL_TOKEN is empty"},
 		{"duplicate token", func(up *config.Upstream) { up.Tokens[1].Value = bobToken }, "twice"},
 		{"invalid identity", func(up *config.Upstream) { up.Tokens[0].Identity = "a/b" }, "invalid identity"},
+		{"trusted header with tokens and JWT", func(up *config.Upstream) { up.TrustedHeader = "X-Remote-User" }, "trusted_header_with_tokens"},
+		{"trusted header with tokens", func(up *config.Upstream) { up.TrustedHeader = "X-Remote-User"; up.JWT = nil }, "trusted_header_with_tokens"},
+		{"trusted header with JWT", func(up *config.Upstream) { up.TrustedHeader = "X-Remote-User"; up.Tokens = nil }, "trusted_header_with_tokens"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -448,7 +497,9 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func TestSkippedKeysLogged(t *testing.T) {
+// At start-up, a file with some unusable keys keeps its good ones and
+// logs each refused key with why.
+func TestRefusedKeysLogged(t *testing.T) {
 	up := testUpstream(t)
 	var set struct{ Keys []json.RawMessage }
 	if err := json.Unmarshal(jwksJSON(t, defaultKeys()...), &set); err != nil {
@@ -456,16 +507,36 @@ func TestSkippedKeysLogged(t *testing.T) {
 	}
 	set.Keys = append(set.Keys,
 		json.RawMessage(`{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}`),
-		json.RawMessage(`{"kty":"OKP","crv":"Ed448","kid":"ed448","x":"AAAA"}`))
+		json.RawMessage(`{"kty":"OKP","crv":"Ed448","kid":"ed448","x":"AAAA"}`),
+		json.RawMessage(`{"kty":"RSA","kid":"broken","n":"!!!","e":"AQAB"}`),
+		json.RawMessage(`42`))
 	data, _ := json.Marshal(map[string]any{"keys": set.Keys})
 	writeAtomic(t, up.JWT.JWKSFile, data)
 	buf, log := newLogger()
-	if _, err := New(up, log); err != nil {
+	a, err := New(up, log)
+	if err != nil {
 		t.Fatal(err)
 	}
 	raw, lines := buf.take(t)
-	if len(lines) != 2 || !strings.Contains(raw, "hmac") || !strings.Contains(raw, "ed448") {
-		t.Errorf("log: %s; want the symmetric and the Ed448 key reported", raw)
+	want := []string{
+		`JWKS: refusing key 3 (kid "hmac"): symmetric keys are not accepted`,
+		`JWKS: refusing key 4 (kid "ed448"): unsupported key type or curve`,
+		`JWKS: refusing key 5 (kid "broken"): malformed: `,
+		`JWKS: refusing key 6: not a JWK: `,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("log: %s; want %d lines", raw, len(want))
+	}
+	for i, w := range want {
+		if m, _ := lines[i]["message"].(string); !strings.HasPrefix(m, w) || lines[i]["level"] != "warn" {
+			t.Errorf("log line %v; want a warning %q", lines[i], w)
+		}
+	}
+	if id, err := authWith(t, a, sign(t, jwt.SigningMethodES256, ecKey1(), "ec1", claims(nil))); id != "alice" {
+		t.Errorf("a good key's token = %q, %v", id, err)
+	}
+	if ok, detail := a.KeysStatus(); !ok || detail != "JWT keys in force: 2, refused: 4" {
+		t.Errorf("KeysStatus = %v, %q", ok, detail)
 	}
 }
 

@@ -123,8 +123,8 @@ const (
 	carolToken = "carol-secret-token-9876543210"
 )
 
-// testUpstream is an upstream with every method configured and a JWKS file
-// holding keys.
+// testUpstream is an upstream with tokens and JWT configured and a JWKS
+// file holding keys (defaultKeys if none are given).
 func testUpstream(t *testing.T, keys ...jwkEntry) config.Upstream {
 	t.Helper()
 	if keys == nil {
@@ -145,7 +145,6 @@ func testUpstream(t *testing.T, keys ...jwkEntry) config.Upstream {
 			Audience: testAudience,
 			JWKSFile: file,
 		},
-		TrustedHeader: "X-Remote-User",
 	}
 }
 

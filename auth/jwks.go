@@ -1,14 +1,17 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
@@ -16,12 +19,15 @@ import (
 )
 
 // keySet is one loaded JWKS file. It is never modified once built, so
-// requests read it without a lock.
+// requests read it without a lock. A key set whose err is set holds no
+// key: the file was missing, empty, not a JWKS or had no usable key, and
+// every JWT is refused until a usable file is loaded.
 type keySet struct {
-	raw     []byte              // the file's content, to skip reloads that change nothing
+	raw     []byte              // the file's content, to tell a change from a rewrite of the same
 	byKID   map[string][]verKey // keys with a kid
 	all     []verKey            // every usable key, in file order
-	skipped []string            // why keys were left out, for the log
+	refused []string            // keys left out, each with why, for the log
+	err     error               // why the file is not usable; nil if it is
 }
 
 // verKey is one public key and the algorithms it may verify.
@@ -31,83 +37,116 @@ type verKey struct {
 	algs []string
 }
 
-// loadKeySet reads and parses the JWKS file at path.
-func loadKeySet(path string) (*keySet, error) {
+// loadKeySet reads and parses the JWKS file at path. It always returns a
+// key set; one that is not usable has err set, naming the file.
+func loadKeySet(path string) *keySet {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		// The path is named once, below.
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &keySet{err: fmt.Errorf("jwks_file %s: %w", path, err)}
 	}
-	return parseKeySet(data)
+	ks := parseKeySet(data)
+	if ks.err != nil {
+		ks.err = fmt.Errorf("jwks_file %s: %w", path, ks.err)
+	}
+	return ks
 }
 
-// parseKeySet parses a JWKS. Keys that cannot verify signatures (encryption
-// keys, symmetric keys, unsupported key types or curves) are left out and
-// noted in skipped; a malformed key, or a set with no usable key, is an
-// error.
-func parseKeySet(data []byte) (*keySet, error) {
+// parseKeySet parses a JWKS. A key that cannot verify signatures
+// (malformed, an encryption or symmetric key, an unsupported key type or
+// curve, an alg that does not fit it) is left out and noted in refused;
+// the other keys are kept. Data that is not a JWKS, or a set with no
+// usable key, gives a key set with err set.
+func parseKeySet(data []byte) *keySet {
+	ks := &keySet{raw: data, byKID: map[string][]verKey{}}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("not a JWKS: %w", err)
+		ks.err = fmt.Errorf("not a JWKS: %w", err)
+		return ks
 	}
 	if set.Keys == nil {
-		return nil, errors.New(`not a JWKS: no "keys" array`)
+		ks.err = errors.New(`not a JWKS: no "keys" array`)
+		return ks
 	}
-	ks := &keySet{raw: data, byKID: map[string][]verKey{}}
 	for i, raw := range set.Keys {
-		var m jwkset.JWKMarshal
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("key %d: %w", i+1, err)
-		}
-		name := fmt.Sprintf("key %d", i+1)
-		if m.KID != "" {
-			name = fmt.Sprintf("key %d (kid %q)", i+1, m.KID)
-		}
-		skip := func(why string) { ks.skipped = append(ks.skipped, name+": "+why) }
-		if m.USE != "" && m.USE != jwkset.UseSig {
-			skip(fmt.Sprintf("use is %q, not sig", m.USE))
+		k, name, why := parseKey(i, raw)
+		if why != "" {
+			ks.refused = append(ks.refused, name+": "+why)
 			continue
 		}
-		if len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify) {
-			skip(`key_ops lacks "verify"`)
-			continue
-		}
-		if m.KTY == jwkset.KtyOct {
-			skip("symmetric keys are not accepted")
-			continue
-		}
-		// Only the public part is read, even of a private key.
-		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
-		if errors.Is(err, jwkset.ErrUnsupportedKey) {
-			skip("unsupported key type or curve")
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		algs := algsFor(jwk.Key())
-		if algs == nil {
-			skip("not a signature key")
-			continue
-		}
-		if m.ALG != "" {
-			if !slices.Contains(algs, string(m.ALG)) {
-				skip(fmt.Sprintf("alg %q is not a signature algorithm for this key", m.ALG))
-				continue
-			}
-			algs = []string{string(m.ALG)}
-		}
-		k := verKey{kid: m.KID, key: jwk.Key(), algs: algs}
 		ks.all = append(ks.all, k)
 		if k.kid != "" {
 			ks.byKID[k.kid] = append(ks.byKID[k.kid], k)
 		}
 	}
 	if len(ks.all) == 0 {
-		return nil, errors.New("no key usable to verify signatures")
+		ks.byKID = nil
+		msg := "no key usable to verify signatures"
+		if len(ks.refused) > 0 {
+			msg += " (" + strings.Join(ks.refused, "; ") + ")"
+		}
+		ks.err = errors.New(msg)
 	}
-	return ks, nil
+	return ks
+}
+
+// parseKey parses the i'th key of a JWKS. It returns the key, the name to
+// report it by, and why it is refused ("" if it is not).
+func parseKey(i int, raw json.RawMessage) (k verKey, name, why string) {
+	name = fmt.Sprintf("key %d", i+1)
+	var m jwkset.JWKMarshal
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return k, name, fmt.Sprintf("not a JWK: %v", err)
+	}
+	if m.KID != "" {
+		name = fmt.Sprintf("key %d (kid %q)", i+1, m.KID)
+	}
+	switch {
+	case m.USE != "" && m.USE != jwkset.UseSig:
+		return k, name, fmt.Sprintf("use is %q, not sig", m.USE)
+	case len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify):
+		return k, name, `key_ops lacks "verify"`
+	case m.KTY == jwkset.KtyOct:
+		return k, name, "symmetric keys are not accepted"
+	}
+	// Only the public part is read, even of a private key.
+	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+	if errors.Is(err, jwkset.ErrUnsupportedKey) {
+		return k, name, "unsupported key type or curve"
+	}
+	if err != nil {
+		// jwkset describes what is malformed without quoting key material.
+		return k, name, fmt.Sprintf("malformed: %v", err)
+	}
+	algs := algsFor(jwk.Key())
+	if algs == nil {
+		return k, name, "not a signature key"
+	}
+	if m.ALG != "" {
+		if !slices.Contains(algs, string(m.ALG)) {
+			return k, name, fmt.Sprintf("alg %q is not a signature algorithm for this key", m.ALG)
+		}
+		algs = []string{string(m.ALG)}
+	}
+	return verKey{kid: m.KID, key: jwk.Key(), algs: algs}, name, ""
+}
+
+// same reports whether ks and o come from the same content with the same
+// outcome, so that a reload that finds ks again changes nothing.
+func (ks *keySet) same(o *keySet) bool {
+	return bytes.Equal(ks.raw, o.raw) && errText(ks.err) == errText(o.err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // algsFor returns the JWS algorithms a public key may verify, or nil.
@@ -160,9 +199,9 @@ func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("the token's key does not allow alg %s", alg)
 }
 
-// logSkipped logs the keys parseKeySet left out.
-func (ks *keySet) logSkipped(log zerolog.Logger, file string) {
-	for _, s := range ks.skipped {
-		log.Warn().Str("file", file).Msg("JWKS: ignoring " + s)
+// logRefused logs the keys parseKeySet left out, each with why.
+func (ks *keySet) logRefused(log zerolog.Logger, file string) {
+	for _, s := range ks.refused {
+		log.Warn().Str("file", file).Msg("JWKS: refusing " + s)
 	}
 }

@@ -1,11 +1,9 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -22,9 +20,16 @@ const (
 // Watch keeps the JWT keys current until ctx is done: when anything changes
 // in the directory of the JWKS file (which sees editors that rename a new
 // file over the old one and Kubernetes swapping its ..data symlink), the
-// file is re-read once the directory has been quiet for about 100ms. A file
-// that cannot be read or is not a valid JWKS leaves the current keys in
-// force and is logged as an error.
+// file is re-read once the directory has been quiet for about 100ms.
+//
+// It fails closed: a file that is deleted, empty, not a JWKS or without a
+// usable key revokes every key, so that no JWT is accepted until a usable
+// file is back; this is logged as an error once per bad state (a reload
+// that finds the same missing file or the same bad content again is
+// silent). A usable file replaces the keys in force with its own; those of
+// its keys that are refused are logged, each with why. Save the file by
+// renaming a new one over it: a reload that sees a file written in place
+// half-way through revokes the keys until the write is complete.
 //
 // Watch returns nil at once when JWT is not configured. Otherwise it returns
 // nil once ctx is done and everything it started has stopped, or an error if
@@ -45,7 +50,7 @@ func (a *Authenticator) Watch(ctx context.Context) error {
 		Rewatch:  rewatchInterval,
 		Log:      a.log,
 		ErrorMsg: "watching the JWKS directory",
-		GoneMsg:  "JWKS directory is gone; keeping the current keys until it is back",
+		GoneMsg:  "JWKS directory is gone; no JWT is accepted until it is back",
 		BackMsg:  "JWKS directory is back",
 		Watching: a.testHookWatching,
 	}, r.reload)
@@ -57,47 +62,31 @@ func (a *Authenticator) Watch(ctx context.Context) error {
 
 // jwksReloader is the reload state of one Watch.
 type jwksReloader struct {
-	a       *Authenticator
-	file    string
-	lastBad []byte // content of the file last found invalid
+	a    *Authenticator
+	file string
 }
 
-// reload re-reads the JWKS file and, if it changed and is valid, puts its
-// keys in force. A file that is still the invalid content last reported is
-// not reported again. If the directory is gone, dirwatch notices and waits
-// for it.
+// reload re-reads the JWKS file and puts what it finds in force: its keys,
+// or none if it is not usable. Finding the same content with the same
+// outcome again changes nothing and logs nothing. If the directory is
+// gone, the file is too, and dirwatch waits for the directory.
 func (r *jwksReloader) reload() {
-	changed, err := r.reloadJWKS()
-	if err != nil {
-		r.a.log.Error().Err(err).Str("file", r.file).Msg("JWKS file not usable; keeping the current keys")
+	j := r.a.jwt
+	cur := j.keys.Load()
+	next := loadKeySet(r.file)
+	changed := !next.same(cur)
+	if changed {
+		j.keys.Store(next)
+		switch {
+		case next.err != nil:
+			r.a.log.Error().Err(next.err).Str("file", r.file).Msg("JWKS file not usable; no JWT is accepted until it is fixed")
+		default:
+			next.logRefused(r.a.log, r.file)
+			r.a.log.Info().Str("file", r.file).Int("keys", len(next.all)).Int("refused", len(next.refused)).
+				Bool("restored", cur.err != nil).Msg("JWKS reloaded")
+		}
 	}
 	if r.a.testHookReload != nil {
-		r.a.testHookReload(changed, err)
+		r.a.testHookReload(changed, next.err)
 	}
-}
-
-func (r *jwksReloader) reloadJWKS() (changed bool, err error) {
-	j := r.a.jwt
-	data, err := os.ReadFile(r.file)
-	if err != nil {
-		r.lastBad = nil
-		return false, err
-	}
-	if bytes.Equal(data, j.keys.Load().raw) {
-		r.lastBad = nil
-		return false, nil
-	}
-	if r.lastBad != nil && bytes.Equal(data, r.lastBad) {
-		return false, nil
-	}
-	ks, err := parseKeySet(data)
-	if err != nil {
-		r.lastBad = data
-		return false, err
-	}
-	r.lastBad = nil
-	ks.logSkipped(r.a.log, r.file)
-	j.keys.Store(ks)
-	r.a.log.Info().Str("file", r.file).Int("keys", len(ks.all)).Msg("JWKS reloaded")
-	return true, nil
 }

@@ -51,6 +51,16 @@ type Policy struct {
 	// de-duplicated, so that two policies with the same meaning compare
 	// equal however their files are laid out.
 	rules [numKeys][]string
+
+	// written is every pattern in file order, with its line, for warnings.
+	written []rule
+}
+
+// rule is one pattern as written in a policy file.
+type rule struct {
+	key     int
+	pattern string
+	line    int
 }
 
 // Allows reports whether the policy lets its identity see and call the tool
@@ -143,9 +153,13 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{Identity: id, File: file}
+	p := &Policy{Identity: id, File: file, written: rules}
+	var byKey [numKeys][]string
+	for _, r := range rules {
+		byKey[r.key] = append(byKey[r.key], r.pattern)
+	}
 	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny}
-	for k, pats := range rules {
+	for k, pats := range byKey {
 		// Compile reports nothing for patterns parseRules accepted; the
 		// check stays so that a stricter glob cannot be ignored here.
 		set, err := glob.CompileSet(pats)
@@ -187,7 +201,7 @@ var keyNames = [numKeys]string{"allow", "allow_read_only", "deny"}
 
 var utf8BOM = []byte("\ufeff")
 
-// parseRules returns the patterns of each key in a policy file.
+// parseRules returns the patterns of a policy file, in file order.
 //
 // It walks go-toml's syntax tree rather than decoding into a struct, for two
 // reasons found in go-toml v2's decoder. It matches keys to fields without
@@ -195,9 +209,9 @@ var utf8BOM = []byte("\ufeff")
 // one deny list. And it reports some errors inside arrays at line 1,
 // because array nodes carry no position. Here every problem is located by a
 // key or a scalar value, whose positions are exact.
-func parseRules(file string, data []byte) ([numKeys][]string, error) {
+func parseRules(file string, data []byte) ([]rule, error) {
 	var (
-		rules [numKeys][]string
+		rules []rule
 		errs  Errors
 		seen  [numKeys]int // line each key was set on; 0 if not yet
 	)
@@ -231,27 +245,25 @@ func parseRules(file string, data []byte) ([numKeys][]string, error) {
 			report(lineOf(&p, value, keyLine), "%s must be an array of strings, not %s", key, kindName(value.Kind))
 			continue
 		}
-		var pats []string
 		for it := value.Children(); it.Next(); {
 			el := it.Node()
-			switch {
+			switch line := lineOf(&p, el, keyLine); {
 			case el.Kind != unstable.String:
-				report(lineOf(&p, el, keyLine), "%s must contain only strings, not %s", key, kindName(el.Kind))
+				report(line, "%s must contain only strings, not %s", key, kindName(el.Kind))
 			case len(el.Data) == 0:
-				report(lineOf(&p, el, keyLine), "empty pattern in %s", key)
+				report(line, "empty pattern in %s", key)
 			default:
-				pats = append(pats, string(el.Data))
+				rules = append(rules, rule{key: k, pattern: string(el.Data), line: line})
 			}
 		}
-		rules[k] = pats
 	}
 	if err := p.Error(); err != nil {
 		// After a syntax error, nothing found before it is worth reporting:
 		// the file is being edited or is not a policy file at all.
-		return [numKeys][]string{}, Errors{syntaxError(file, data, err)}
+		return nil, Errors{syntaxError(file, data, err)}
 	}
 	if len(errs) > 0 {
-		return [numKeys][]string{}, errs
+		return nil, errs
 	}
 	return rules, nil
 }

@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestUnmatchable(t *testing.T) {
+	aliases := []string{"docs", "gh-enterprise"}
+	tests := []struct {
+		name    string
+		sep     string
+		pattern string
+		want    string // the warning's message; "" for none
+	}{
+		{"a server's tools", "__", "docs__*", ""},
+		{"everything", "__", "*", ""},
+		{"every server's", "__", "*__delete_*", ""},
+		{"? in the alias", "__", "?ocs__x", ""},
+		{"a start of an alias", "__", "gh-*", ""},
+		{"one tool", "__", "gh-enterprise__delete_repo", ""},
+		{"single separator", "_", "docs_*", ""},
+		{"a dot", "__", "docs__delete.repo", `allow pattern "docs__delete.repo" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`},
+		{"a class", "__", "docs__delete_[a-z]*", `allow pattern "docs__delete_[a-z]*" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '[' (a pattern has no [...] classes, only * and ?)`},
+		{"a space", "__", "docs__get doc", `allow pattern "docs__get doc" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not ' '`},
+		{"no such server", "__", "gh__*", `allow pattern "gh__*" can never match: no server gh`},
+		{"no such server, one tool", "__", "gh__delete_repo", `allow pattern "gh__delete_repo" can never match: no server gh`},
+		{"upper case alias", "__", "DOCS__*", `allow pattern "DOCS__*" can never match: no server DOCS`},
+		{"the other separator", "__", "docs_x*", `allow pattern "docs_x*" can never match: no exposed name starts with "docs_x" (each starts with a server's alias and "__")`},
+		{"an alias alone", "__", "docs", `allow pattern "docs" can never match: an exposed name is a server's alias, "__" and a tool name`},
+		{"no tool name", "_", "docs_", `allow pattern "docs_" can never match: an exposed name is a server's alias, "_" and a tool name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The pattern on line 3, after a comment and another key.
+			data := "# reader\ndeny = []\nallow = [\n  \"" + tt.pattern + "\",\n]\n"
+			p, err := Parse(testFile, []byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := p.Unmatchable(tt.sep, aliases)
+			if tt.want == "" {
+				if len(ws) != 0 {
+					t.Errorf("warnings %v, want none", ws)
+				}
+				return
+			}
+			want := Warning{File: testFile, Line: 4, Msg: tt.want}
+			if len(ws) != 1 || ws[0] != want {
+				t.Errorf("warnings %v, want [%v]", ws, want)
+			}
+		})
+	}
+}
+
+// Both problems of one pattern are reported, each pattern at its own line,
+// in file order, and a set reports every identity's.
+func TestUnmatchableSet(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "reader.toml"), "allow = [\"docs__*\", \"gh__x.y\"]\n\ndeny = [\n  \"docs__ok\",\n  \"docs__a/b\",\n]\n")
+	writeFile(t, filepath.Join(dir, "admin.toml"), "allow_read_only = ['tickets__*']\n")
+	set, errs := LoadDir(dir)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, w := range set.Unmatchable("__", []string{"docs"}) {
+		got = append(got, w.String())
+	}
+	admin, reader := filepath.Join(dir, "admin.toml"), filepath.Join(dir, "reader.toml")
+	want := []string{
+		admin + `:1: warning: allow_read_only pattern "tickets__*" can never match: no server tickets`,
+		reader + `:1: warning: allow pattern "gh__x.y" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
+		reader + `:1: warning: allow pattern "gh__x.y" can never match: no server gh`,
+		reader + `:5: warning: deny pattern "docs__a/b" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '/'`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings\n%q\nwant\n%q", got, want)
+	}
+	if ws := (*Set)(nil).Unmatchable("__", []string{"docs"}); ws != nil {
+		t.Errorf("nil set: %v", ws)
+	}
+}

@@ -43,7 +43,8 @@ func loadKeySet(path string) *keySet {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		// The path is named once, below.
-		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
 			err = pe.Err
 		}
 		return &keySet{err: fmt.Errorf("jwks_file %s: %w", path, err)}
@@ -85,7 +86,6 @@ func parseKeySet(data []byte) *keySet {
 		}
 	}
 	if len(ks.all) == 0 {
-		ks.byKID = nil
 		msg := "no key usable to verify signatures"
 		if len(ks.refused) > 0 {
 			msg += " (" + strings.Join(ks.refused, "; ") + ")"

@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +83,53 @@ func TestUnmatchableSet(t *testing.T) {
 	}
 	if ws := (*Set)(nil).Unmatchable("__", []string{"docs"}); ws != nil {
 		t.Errorf("nil set: %v", ws)
+	}
+}
+
+// warnings returns the warnings logged so far, as FILE:LINE: message.
+func (b *syncBuffer) warnings(t *testing.T) []string {
+	t.Helper()
+	b.mu.Lock()
+	logs := b.buf.String()
+	b.mu.Unlock()
+	var out []string
+	for l := range strings.Lines(logs) {
+		var e struct {
+			Level, File, Message string
+			Line                 int
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if e.Level == "warn" {
+			out = append(out, fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Message))
+		}
+	}
+	return out
+}
+
+// A watched store warns about the policies it has, and then about each
+// policy a reload changes, once.
+func TestStoreWarnsUnmatchable(t *testing.T) {
+	w := startWatch(t, policyDir(t, map[string]string{"reader.toml": `allow = ["gh__*"]`}))
+	w.store.WarnUnmatchable("__", []string{"docs"})
+	reader := w.path("reader.toml")
+	want := []string{reader + `:1: allow pattern "gh__*" can never match: no server gh`}
+	if got := w.logs.warnings(t); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+
+	replaceFile(t, reader, "allow = [\"docs__*\"]\ndeny = [\"docs__a.b\"]\n")
+	w.waitFor("reader's change", allows("reader", "docs__x"))
+	want = append(want, reader+`:2: deny pattern "docs__a.b" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`)
+	if got := w.logs.warnings(t); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+
+	// A reload that changes only other says nothing more about reader.
+	replaceFile(t, w.path("other.toml"), `allow = ["docs__*"]`)
+	w.waitFor("other's policy", allows("other", "docs__x"))
+	if got := w.logs.warnings(t); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +42,38 @@ type Store struct {
 
 	mu sync.Mutex // serializes reloads
 
+	// names, once set by WarnUnmatchable, is what exposed names look like,
+	// so that reloads can warn about patterns that match none. Guarded by mu.
+	names *exposedNames
+
 	// onReload, if set, is told the outcome of every reload Watch does.
 	onReload func(error)
 
 	// testHookWatching, if set, is called once Watch has started watching
 	// the directory, so that tests know later changes will be seen.
 	testHookWatching func()
+}
+
+// exposedNames is what Unmatchable needs to know about exposed names.
+type exposedNames struct {
+	separator string
+	aliases   []string
+}
+
+// WarnUnmatchable logs a warning for every pattern of the current policies
+// that can never match an exposed name (see Policy.Unmatchable), and has
+// every later reload warn about the policies it changes.
+func (s *Store) WarnUnmatchable(separator string, aliases []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.names = &exposedNames{separator, slices.Clone(aliases)}
+	for _, w := range s.cur.Load().Unmatchable(separator, aliases) {
+		s.logWarning(w)
+	}
+}
+
+func (s *Store) logWarning(w Warning) {
+	s.log.Warn().Str("file", w.File).Int("line", w.Line).Msg(w.Msg)
 }
 
 // errBox lets an error of any type, or none, live in an atomic.Pointer.
@@ -117,6 +144,13 @@ func (s *Store) reload() (old, cur *Set, err error) {
 	}
 	s.cur.Store(next)
 	s.log.Info().Str("dir", s.dir).Strs("changed", changed).Uint64("generation", next.gen).Msg("policies reloaded")
+	if s.names != nil {
+		for _, id := range changed {
+			for _, w := range next.For(id).Unmatchable(s.names.separator, s.names.aliases) {
+				s.logWarning(w)
+			}
+		}
+	}
 	return old, next, nil
 }
 

@@ -6,6 +6,10 @@
 // wrapper (npx, a shell) and whatever it spawned are stopped together, and
 // carries a parent-death signal, so that it does not outlive mcpmux even when
 // mcpmux is killed with SIGKILL.
+//
+// A child may run as another user and group (when mcpmux runs as root), and
+// then always with no_new_privs, so that no setuid binary or file capability
+// gives it back what it was denied.
 package childproc
 
 import (
@@ -16,9 +20,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Graceful stop timings: the child first sees its stdin close, then SIGTERM,
@@ -39,6 +46,12 @@ type Spec struct {
 	Args []string // not including the program name
 	Env  []string // the whole environment; nil means an empty one
 	Dir  string
+	// User and Group, each a name or a numeric id, are who the process runs
+	// as; "" keeps mcpmux's own. With either set it has no supplementary
+	// groups and runs with no_new_privs. A user not in the user database
+	// needs Group too.
+	User  string
+	Group string
 }
 
 // Spawner starts child processes from one OS thread that stays alive until
@@ -47,17 +60,23 @@ type Spec struct {
 // at any time, so forking from an arbitrary goroutine could kill a healthy
 // child.
 //
+// no_new_privs is per thread too, inherited by what the thread forks, and
+// cannot be undone, so children with a User or Group are forked from a
+// second thread that has it.
+//
 // With a guard binary, each child runs under a guard process (see RunGuard)
 // that takes the child's whole process group down when mcpmux dies.
 type Spawner struct {
-	guard string
-	reqs  chan spawnReq
-	quit  chan struct{}
-	done  chan struct{}
+	guard      string
+	reqs       chan spawnReq // for the plain thread
+	noNewPrivs chan spawnReq // for the no_new_privs thread
+	quit       chan struct{}
+	threads    sync.WaitGroup
 }
 
 type spawnReq struct {
 	spec  Spec
+	ids   *ids // nil: the child runs as mcpmux's user and group
 	reply chan spawnReply
 }
 
@@ -71,23 +90,35 @@ type spawnReply struct {
 // directly. The caller must Close the Spawner after every process it started
 // has stopped.
 func NewSpawner(guard string) *Spawner {
-	s := &Spawner{guard: guard, reqs: make(chan spawnReq), quit: make(chan struct{}), done: make(chan struct{})}
-	go s.loop()
+	s := &Spawner{guard: guard, reqs: make(chan spawnReq), noNewPrivs: make(chan spawnReq), quit: make(chan struct{})}
+	s.threads.Go(func() { s.loop(s.reqs, false) })
+	s.threads.Go(func() { s.loop(s.noNewPrivs, true) })
 	return s
 }
 
-func (s *Spawner) loop() {
+func (s *Spawner) loop(reqs <-chan spawnReq, noNewPrivs bool) {
 	runtime.LockOSThread()
-	// Unlocking on the way out hands the thread back instead of killing it, so
-	// a child started by this thread and still alive (a caller bug) is not
-	// killed by the thread's exit.
-	defer runtime.UnlockOSThread()
-	defer close(s.done)
+	var setup error
+	if noNewPrivs {
+		// Left locked, so that Go ends this thread with the loop rather than
+		// hand it, no_new_privs and all, to other goroutines.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			setup = fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+	} else {
+		// Unlocking on the way out hands the thread back instead of killing
+		// it, so a child started by this thread and still alive (a caller
+		// bug) is not killed by the thread's exit.
+		defer runtime.UnlockOSThread()
+	}
 	for {
 		select {
-		case r := <-s.reqs:
-			p, err := start(r.spec, s.guard)
-			r.reply <- spawnReply{p, err}
+		case r := <-reqs:
+			var rep spawnReply
+			if rep.err = setup; rep.err == nil {
+				rep.p, rep.err = start(r.spec, r.ids, s.guard)
+			}
+			r.reply <- rep
 		case <-s.quit:
 			return
 		}
@@ -101,14 +132,26 @@ func (s *Spawner) Close() {
 	default:
 		close(s.quit)
 	}
-	<-s.done
+	s.threads.Wait()
 }
 
-// Start starts a process described by spec.
+// Start starts a process described by spec. A User or Group other than
+// mcpmux's own fails with ErrNotRoot unless mcpmux runs as root.
 func (s *Spawner) Start(ctx context.Context, spec Spec) (*Process, error) {
+	id, change, err := credential(spec.User, spec.Group)
+	if err != nil {
+		return nil, err
+	}
+	reqs := s.reqs
+	if id != nil {
+		reqs = s.noNewPrivs
+	}
+	if !change {
+		id = nil // already who the child is to be
+	}
 	reply := make(chan spawnReply, 1)
 	select {
-	case s.reqs <- spawnReq{spec, reply}:
+	case reqs <- spawnReq{spec, id, reply}:
 	case <-s.quit:
 		return nil, ErrSpawnerClosed
 	case <-ctx.Done():
@@ -132,18 +175,28 @@ type Process struct {
 	err      error // the exit status; valid once done is closed
 }
 
-func start(spec Spec, guard string) (*Process, error) {
+// start forks the process from the calling thread; with id, it runs as
+// id: switched by the guard, which stays root, or by the fork itself.
+func start(spec Spec, id *ids, guard string) (*Process, error) {
 	path, err := exec.LookPath(spec.Path)
 	if err != nil {
 		return nil, err
 	}
 	deathSig := syscall.SIGKILL
 	args := spec.Args
-	if guard != "" {
-		args = append([]string{GuardArg, "--", path}, spec.Args...)
+	var cred *syscall.Credential
+	switch {
+	case guard != "":
+		head := []string{GuardArg}
+		if id != nil {
+			head = append(head, guardIDsFlag, id.guardArg())
+		}
+		args = append(append(head, "--", path), spec.Args...)
 		path = guard
 		// The guard catches it and takes the whole group down.
 		deathSig = GuardDeathSignal
+	case id != nil:
+		cred = id.sysCredential()
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = spec.Env
@@ -151,7 +204,7 @@ func start(spec Spec, guard string) (*Process, error) {
 		cmd.Env = []string{}
 	}
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig, Credential: cred}
 
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.

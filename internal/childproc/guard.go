@@ -14,14 +14,18 @@ import (
 // run as a guard (see Spawner).
 const GuardArg = "__mcpmux-guard"
 
+// guardIDsFlag UID:GID, before "--", makes the guard start the child as
+// UID:GID with no supplementary groups.
+const guardIDsFlag = "--ids"
+
 // GuardDeathSignal is the guard's parent-death signal. It is one mcpmux never
 // sends otherwise: the kernel sends the parent-death signal when the thread
 // that forked exits, which can be before the rest of mcpmux is gone, so the
 // guard cannot tell a death from a stop by looking at its parent.
 const GuardDeathSignal = syscall.SIGUSR1
 
-// RunGuard runs args ("--", path, args...) as the guard of one child and
-// returns the exit code to leave with.
+// RunGuard runs args ([--ids UID:GID] "--" path args...) as the guard of
+// one child and returns the exit code to leave with.
 //
 // A parent-death signal reaches only the process it was set on, so a child
 // that is itself a wrapper (npx, a shell) would leave its own children
@@ -29,9 +33,29 @@ const GuardDeathSignal = syscall.SIGUSR1
 // group, starts the real command inside it, and when mcpmux dies it kills the
 // whole group. Its stdin and stdout go straight to the child: it copies
 // nothing.
+//
+// The guard runs with the child's environment and as mcpmux's user, and is
+// non-dumpable like mcpmux, so a child (of the same user) cannot read its
+// memory. With --ids the guard stays who it is, root, and only the child is
+// switched: a child cannot signal or trace its guard, and the guard can
+// still kill the whole group.
 func RunGuard(args []string) int {
+	// exec made this process dumpable again.
+	if err := ProtectSelf(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcpmux guard: %v\n", err)
+		return 126
+	}
+	var id *ids
+	if len(args) >= 2 && args[0] == guardIDsFlag {
+		var err error
+		if id, err = parseGuardIDs(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "mcpmux guard: %v\n", err)
+			return 2
+		}
+		args = args[2:]
+	}
 	if len(args) < 2 || args[0] != "--" {
-		fmt.Fprintln(os.Stderr, "mcpmux guard: usage: "+GuardArg+" -- PROGRAM [ARGS...]")
+		fmt.Fprintln(os.Stderr, "mcpmux guard: usage: "+GuardArg+" ["+guardIDsFlag+" UID:GID] -- PROGRAM [ARGS...]")
 		return 2
 	}
 	// The child's own parent-death signal follows this thread.
@@ -51,6 +75,9 @@ func RunGuard(args []string) int {
 	cmd := exec.Command(args[1], args[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if id != nil {
+		cmd.SysProcAttr.Credential = id.sysCredential()
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "mcpmux guard: %v\n", err)
 		return 127

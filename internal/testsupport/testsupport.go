@@ -259,20 +259,25 @@ type Mux struct {
 // outlives it.
 func StartMux(t testing.TB, lab *Lab, args ...string) *Mux {
 	t.Helper()
-	return startMux(t, lab, mcp.LATEST_LEGACY_PROTOCOL_VERSION, args)
+	return startMux(t, lab, mcp.LATEST_LEGACY_PROTOCOL_VERSION, nil, args)
 }
 
 // StartMuxModern is StartMux with a client of protocol 2026-07-28, which has
 // no initialize handshake.
 func StartMuxModern(t testing.TB, lab *Lab, args ...string) *Mux {
 	t.Helper()
-	return startMux(t, lab, "", args)
+	return startMux(t, lab, "", nil, args)
 }
 
-func startMux(t testing.TB, lab *Lab, version string, args []string) *Mux {
+// startMux starts mcpmux; prep, when not nil, may change the command
+// before it starts.
+func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args []string) *Mux {
 	t.Helper()
 	bin, _ := Binaries(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--config", lab.Config}, args...)...)
+	if prep != nil {
+		prep(cmd)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -110,87 +110,140 @@ func TestCLIVersion(t *testing.T) {
 }
 
 // validate checks the config and every policy file, says where each
-// problem is, and starts nothing.
+// problem is, all of them in one run, warns about policy patterns that can
+// never match, and starts nothing.
 func TestCLIValidate(t *testing.T) {
 	t.Parallel()
+	// at returns "FILE:LINE:" for the line of file that contains s.
+	at := func(t *testing.T, file, s string) string {
+		return fmt.Sprintf("%s:%d:", file, lineNumber(t, file, s))
+	}
 	cases := []struct {
 		name string
-		// lab writes the files and returns the config, and where the
-		// problem is (FILE:LINE, "" for a valid setup).
-		lab    func(t *testing.T) (config, where string)
+		// lab writes the files and returns the config and the lines stderr
+		// must have, in order: each line starts with one of them.
+		lab    func(t *testing.T) (config string, stderr []string)
 		code   int
-		stdout string // for a valid setup
-		stderr string // for an invalid one, besides where
+		stdout string // for a valid setup; then stderr has only the lines given
 	}{
 		{
 			name: "good config and policies",
-			lab: func(t *testing.T) (string, string) {
+			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs", ReadOnly: []string{"search"}}, ts.Server{Alias: "tickets"})
 				lab.WritePolicy(t, "reader", "allow = [\"docs__*\"]\nallow_read_only = [\"tickets__*\"]\n")
 				lab.WritePolicy(t, "admin", `allow = ["*"]`)
-				return lab.Config, ""
+				return lab.Config, nil
 			},
 			code:   0,
 			stdout: ": ok (2 servers, 2 policies in ",
 		},
 		{
 			name: "unknown key in the config",
-			lab: func(t *testing.T) (string, string) {
+			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Extra: "bogus_key = true"})
-				return lab.Config, fmt.Sprintf("%s:%d:", lab.Config, lineNumber(t, lab.Config, "bogus_key"))
+				return lab.Config, []string{at(t, lab.Config, "bogus_key") + " [servers.docs] bogus_key: unknown key"}
 			},
-			code:   3,
-			stderr: "bogus_key",
+			code: 3,
 		},
 		{
 			name: "unknown key in a policy",
-			lab: func(t *testing.T) (string, string) {
+			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
 				lab.WritePolicy(t, "admin", `allow = ["*"]`)
 				lab.WritePolicy(t, "reader", "# a typo\nalow = [\"x\"]\n")
-				return lab.Config, filepath.Join(lab.PolicyDir, "reader.toml") + ":2:"
+				return lab.Config, []string{filepath.Join(lab.PolicyDir, "reader.toml") + `:2: unknown key "alow"`}
 			},
-			code:   3,
-			stderr: `unknown key "alow"`,
+			code: 3,
 		},
 		{
 			name: "command and url both",
-			lab: func(t *testing.T) (string, string) {
+			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "x", Extra: `url = "https://example.com/mcp"`})
-				return lab.Config, fmt.Sprintf("%s:%d:", lab.Config, lineNumber(t, lab.Config, "url = "))
+				return lab.Config, []string{at(t, lab.Config, "url = ") + " [servers.x] url: cannot be set with command"}
 			},
-			code:   3,
-			stderr: "cannot be set with command",
+			code: 3,
 		},
 		{
 			// validate starts no child: a command that does not exist is
 			// only found out when a child starts.
 			name: "command that does not exist",
-			lab: func(t *testing.T) (string, string) {
+			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Command: "/nonexistent/mcpmux-test/server"})
 				lab.WritePolicy(t, "reader", `allow = ["*"]`)
-				return lab.Config, ""
+				return lab.Config, nil
 			},
 			code:   0,
 			stdout: ": ok (1 servers, 1 policies in ",
+		},
+		{
+			name: "every problem of the config and the policies in one run",
+			lab: func(t *testing.T) (string, []string) {
+				lab := ts.NewLab(t, "log_level = \"loud\"",
+					ts.Server{Alias: "docs", Extra: "bogus_key = true"},
+					ts.Server{Alias: "x", Extra: `url = "https://example.com/mcp"`})
+				lab.WritePolicy(t, "admin", "allow = [\n  \"*\",\n  \"docs__a.b\",\n]\n")
+				lab.WritePolicy(t, "reader", "# a typo\nalow = [\"x\"]\ndeny = 3\n")
+				lab.WritePolicy(t, "writer", "allow = [")
+				admin, reader := filepath.Join(lab.PolicyDir, "admin.toml"), filepath.Join(lab.PolicyDir, "reader.toml")
+				return lab.Config, []string{
+					at(t, lab.Config, "log_level") + " [mux] log_level: must be one of",
+					at(t, lab.Config, "bogus_key") + " [servers.docs] bogus_key: unknown key",
+					at(t, lab.Config, "url = ") + " [servers.x] url: cannot be set with command",
+					reader + `:2: unknown key "alow"`,
+					reader + `:3: deny must be an array of strings, not an integer`,
+					filepath.Join(lab.PolicyDir, "writer.toml") + ":1: ",
+					admin + `:3: warning: allow pattern "docs__a.b" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
+				}
+			},
+			code: 3,
+		},
+		{
+			name: "patterns that can never match are warnings",
+			lab: func(t *testing.T) (string, []string) {
+				lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
+				lab.WritePolicy(t, "admin", "allow = [\"*\", \"gh__*\"]\n")
+				lab.WritePolicy(t, "reader", "allow = [\"docs__*\"]\ndeny = [\n  \"docs__delete.repo\",\n  \"tickets__delete_[a-z]*\",\n]\n")
+				admin, reader := filepath.Join(lab.PolicyDir, "admin.toml"), filepath.Join(lab.PolicyDir, "reader.toml")
+				return lab.Config, []string{
+					admin + `:1: warning: allow pattern "gh__*" can never match: no server gh`,
+					reader + `:3: warning: deny pattern "docs__delete.repo" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
+					reader + `:4: warning: deny pattern "tickets__delete_[a-z]*" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '[' (a pattern has no [...] classes, only * and ?)`,
+				}
+			},
+			code:   0,
+			stdout: ": ok (2 servers, 2 policies in ",
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			config, where := c.lab(t)
+			config, want := c.lab(t)
 			r := runCLI(t, "validate", "--config", config)
 			if r.code != c.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, c.code, r.stdout, r.stderr)
 			}
-			if where == "" {
-				if !strings.HasPrefix(r.stdout, config+c.stdout) || r.stderr != "" {
-					t.Errorf("stdout %q, want it to start %q; stderr %q, want none", r.stdout, config+c.stdout, r.stderr)
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			if r.stderr == "" {
+				lines = nil
+			}
+			// Each wanted line, in order, and for a valid setup nothing else.
+			i := 0
+			for _, line := range lines {
+				if i < len(want) && strings.HasPrefix(line, want[i]) {
+					i++
+				} else if c.code == 0 {
+					t.Errorf("unexpected stderr line %q", line)
 				}
-			} else {
-				if !strings.Contains(r.stderr, where) || !strings.Contains(r.stderr, c.stderr) || r.stdout != "" {
-					t.Errorf("stderr %q, want %q and %q; stdout %q, want none", r.stderr, where, c.stderr, r.stdout)
+			}
+			if i < len(want) {
+				t.Errorf("stderr\n%s\nwant lines starting, in order,\n%s", r.stderr, strings.Join(want, "\n"))
+			}
+			if c.code == 0 {
+				if !strings.HasPrefix(r.stdout, config+c.stdout) {
+					t.Errorf("stdout %q, want it to start %q", r.stdout, config+c.stdout)
 				}
+			} else if r.stdout != "" {
+				t.Errorf("stdout %q, want none", r.stdout)
 			}
 			if pids := cliChildPids(r.stderr); len(pids) != 0 {
 				t.Errorf("validate started children %v", pids)
@@ -391,6 +444,7 @@ func TestCLIToolsChildNames(t *testing.T) {
 		{"name":"write_file",`+obj+`},
 		{"name":"two words",`+obj+`,"annotations":{"readOnlyHint":true}}
 	]`, nil)
+	lab.WritePolicy(t, "other", `allow = ["gh__*"]`)
 	hashed := "h__write_file_" + shortHash("write.file")
 	want := []string{
 		hashed + ` write.file h read-write`,
@@ -408,6 +462,17 @@ func TestCLIToolsChildNames(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("tools printed\n%s\nwant (as fields)\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+	// Commands that load the policies log what validate warns about.
+	other := filepath.Join(lab.PolicyDir, "other.toml")
+	warned := false
+	for line := range strings.Lines(r.stderr) {
+		var l struct{ Level, File, Message string }
+		warned = warned || json.Unmarshal([]byte(line), &l) == nil && l.Level == "warn" && l.File == other &&
+			l.Message == `allow pattern "gh__*" can never match: no server gh`
+	}
+	if !warned {
+		t.Errorf("no warning logged about %s:\n%s", other, r.stderr)
 	}
 
 	j := runCLI(t, "tools", "--config", lab.Config, "--as", "reader", "--json")

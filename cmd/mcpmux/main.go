@@ -114,6 +114,7 @@ func load(path string, stderr io.Writer) (*loaded, int) {
 		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
 		return nil, exitBadConfig
 	}
+	policies.WarnUnmatchable(cfg.Mux.Separator, aliases(cfg))
 	return &loaded{cfg: cfg, log: log, policies: policies}, exitOK
 }
 
@@ -139,6 +140,9 @@ func muxOptions(log zerolog.Logger) mux.Options {
 	return opts
 }
 
+// validate reports every problem of the config and of every policy file,
+// then warnings about policy patterns that can never match, all on stderr.
+// Warnings alone do not fail it.
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("validate", stderr)
 	if fs.Parse(args) != nil {
@@ -148,20 +152,45 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux: --config is required")
 		return exitRefused
 	}
-	cfg, err := config.Load(*cfgPath)
+	// A config with problems still names its policy directory and servers
+	// (a key in error holds its default), so the policies are checked too.
+	cfg, err := config.Inspect(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+	}
+	if cfg == nil {
 		return exitBadConfig
 	}
+	bad := err != nil
 	set, problems := policy.LoadDir(cfg.Mux.PolicyDir)
+	if set == nil {
+		// The directory itself could not be read.
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, p)
+		}
+		return exitBadConfig
+	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
 	}
-	if len(problems) > 0 {
+	bad = bad || len(problems) > 0
+	for _, w := range set.Unmatchable(cfg.Mux.Separator, aliases(cfg)) {
+		fmt.Fprintln(stderr, w)
+	}
+	if bad {
 		return exitBadConfig
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", cfg.File, len(cfg.Servers), len(set.Identities()), cfg.Mux.PolicyDir)
 	return exitOK
+}
+
+// aliases returns the configured servers' aliases.
+func aliases(cfg *config.Config) []string {
+	out := make([]string, len(cfg.Servers))
+	for i, s := range cfg.Servers {
+		out[i] = s.Alias
+	}
+	return out
 }
 
 // startMux loads the config and runs the children for a one-shot command,

@@ -218,7 +218,8 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	proc, err := c.deps.spawner.Start(ctx, childproc.Spec{
 		Path: c.cfg.Command,
 		Args: c.cfg.Args,
-		Env:  c.cfg.Environ(c.deps.environ),
+		Env:  c.cfg.Environ(childproc.UserEnviron(c.deps.environ, c.cfg.User)),
+		User: c.cfg.User, Group: c.cfg.Group,
 	})
 	if err != nil {
 		return nil, err

@@ -43,6 +43,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == childproc.GuardArg {
 		os.Exit(childproc.RunGuard(os.Args[2:]))
 	}
+	// Before anything secret is read: a child running as mcpmux's user must
+	// not read mcpmux's environment or memory through /proc.
+	if err := childproc.ProtectSelf(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcpmux: %v\n", err)
+		os.Exit(1)
+	}
 	// A client that closes mcpmux's stdout or stderr must not kill it with
 	// SIGPIPE: children would skip their graceful stop. Caught rather than
 	// ignored, since an ignored signal stays ignored in children.

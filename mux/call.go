@@ -38,6 +38,12 @@ const (
 	OutcomeRetried     Outcome = "retried"
 	// OutcomeCancelled is a call its caller gave up on before the answer.
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeBusy is a call refused because its server had max_in_flight
+	// calls in flight and max_queued more waiting.
+	OutcomeBusy Outcome = "busy"
+	// OutcomeRateLimited is a call refused because its identity had used up
+	// its rate limit.
+	OutcomeRateLimited Outcome = "rate_limited"
 	// OutcomeRefused is the outcome of every call that was not allowed.
 	OutcomeRefused Outcome = "refused"
 )
@@ -55,10 +61,18 @@ type Result struct {
 	Tool *mcp.CallToolResult
 }
 
-// CallTool sends one call through the whole pipeline: registry look-up,
-// policy, argument validation, the child, restarts. args is the arguments
-// as JSON (json.RawMessage, forwarded byte for byte) or decoded (nil means
-// none). It writes one audit line.
+// CallTool sends one call through the whole pipeline, in this order:
+// registry look-up, policy, the identity's rate limit, arguments (one JSON
+// object, no duplicate keys, bounded depth and validation work), schema
+// validation, a slot of the child's max_in_flight (waiting in its queue if
+// need be), the child, restarts. args is the arguments as JSON
+// (json.RawMessage, forwarded byte for byte) or decoded (nil means none). It
+// writes one audit line.
+//
+// The rate limit comes after the policy, so that a name the caller may not
+// use is refused the same way however fast it calls, and before decoding
+// and validation, so that a caller over its limit makes mcpmux do no work
+// for it.
 func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
 	begun := time.Now()
 	cat := m.catalog.Load()
@@ -72,9 +86,15 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
-	argMap, raw, err := argumentsObject(args)
+	if lim := m.cfg.Limits; lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
+		rec.Outcome = OutcomeRateLimited
+		m.done(rec, begun)
+		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
+			Tool: mcp.NewToolResultError(rateLimitedMessage(identity, lim.RateLimit, lim.RateBurst))}
+	}
+	argMap, raw, levels, err := argumentsObject(args)
 	if err == nil {
-		err = t.args.check(argMap)
+		err = t.args.check(argMap, levels)
 	}
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
@@ -83,11 +103,8 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
 	m.inflight.Add(1)
-	m.observe.CallStarted(t.child.alias)
-	sent := time.Now()
-	res, outcome := m.forward(ctx, t, raw)
-	rec.Child = time.Since(sent)
-	m.observe.CallFinished(t.child.alias)
+	res, outcome, child := m.forward(ctx, t, raw)
+	rec.Child = child
 	if m.inflight.Add(-1) == 0 {
 		select {
 		case m.idle <- struct{}{}:
@@ -118,52 +135,82 @@ func (m *Mux) done(rec CallRecord, begun time.Time) {
 	m.observe.CallDone(rec)
 }
 
-// argumentsObject returns a call's arguments decoded, for validation, and
-// as the JSON to forward. Arguments given as JSON are forwarded byte for
-// byte, so that no number loses precision on the way.
-func argumentsObject(args any) (map[string]any, json.RawMessage, error) {
-	var m map[string]any
+// argumentsObject returns a call's arguments decoded, for validation, with
+// the count of their values at each depth, and as the JSON to forward.
+// Arguments given as JSON are forwarded byte for byte, so that no number
+// loses precision on the way.
+func argumentsObject(args any) (map[string]any, json.RawMessage, []int, error) {
+	var raw json.RawMessage
 	switch a := args.(type) {
 	case nil:
-		return map[string]any{}, json.RawMessage(`{}`), nil
+		return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
 	case json.RawMessage:
 		if t := bytes.TrimSpace(a); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			return map[string]any{}, json.RawMessage(`{}`), nil
+			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
 		}
-		if err := json.Unmarshal(a, &m); err != nil || m == nil {
-			return nil, nil, fmt.Errorf("%w: arguments must be a JSON object", errInvalidArguments)
-		}
-		return m, a, nil
+		raw = a
 	case map[string]any:
-		raw, err := json.Marshal(a)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", errInvalidArguments, err)
+		var err error
+		if raw, err = json.Marshal(a); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %v", errInvalidArguments, err)
 		}
-		return a, raw, nil
 	default:
-		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
+		return nil, nil, nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
 	}
+	m, levels, err := decodeArguments(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, raw, levels, nil
 }
 
-// forward calls the child, waiting for it to be ready, and re-runs a
-// read-only call once if the child died under it.
-func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (*mcp.CallToolResult, Outcome) {
+// stage is how far a call got before its context ended.
+type stage int
+
+const (
+	stageQueued   stage = iota // waiting for a slot of the child's max_in_flight
+	stageStarting              // waiting for the child to be ready
+	stageSent                  // sent to the child
+)
+
+// forward calls the child once it has a slot of the child's max_in_flight
+// and the child is ready, and re-runs a read-only call once, in the same
+// slot, if the child died under it. child is the time from the slot on.
+func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *mcp.CallToolResult, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	stop := context.AfterFunc(m.cut, func() { cut(context.Cause(m.cut)) })
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
-	retried, sent := false, false
+	g := m.admit.gate(t.child)
+	if err := g.acquire(ctx); err != nil {
+		if errors.Is(err, errBusy) {
+			return mcp.NewToolResultError(busyMessage(t.child)), OutcomeBusy, 0
+		}
+		res, outcome := m.ctxEnded(ctx, t, stageQueued)
+		return res, outcome, 0
+	}
+	defer g.release()
+	m.observe.CallStarted(t.child.alias)
+	defer m.observe.CallFinished(t.child.alias)
+	sent := time.Now()
+	res, outcome = m.send(ctx, t, args)
+	return res, outcome, time.Since(sent)
+}
+
+// send is forward's part once the call has its slot.
+func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.CallToolResult, Outcome) {
+	retried, at := false, stageStarting
 	for {
 		sess, err := t.child.session(ctx)
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
 				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
 			}
-			return m.ctxEnded(ctx, t, sent)
+			return m.ctxEnded(ctx, t, at)
 		}
-		sent = true
+		at = stageSent
 		res, err := sess.callTool(ctx, t.orig, args)
 		if err == nil {
 			switch {
@@ -176,7 +223,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (*mcp.
 			}
 		}
 		if ctx.Err() != nil {
-			return m.ctxEnded(ctx, t, sent)
+			return m.ctxEnded(ctx, t, at)
 		}
 		if sess.failed(ctx, err) {
 			if (t.readOnly || neverDelivered(err)) && !retried {
@@ -209,16 +256,25 @@ func neverDelivered(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// ctxEnded answers a call whose context ended: mcpmux stopping, the call
-// timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, t *tool, sent bool) (*mcp.CallToolResult, Outcome) {
+// ctxEnded answers a call whose context ended at stage at: mcpmux
+// stopping, the call timeout, or the caller cancelling.
+func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		if at < stageSent {
+			return mcp.NewToolResultError(fmt.Sprintf(
+				"mcpmux is shutting down and cut off the call to %s before it was sent", t.name)), OutcomeInterrupted
+		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"mcpmux is shutting down and cut off the call to %s; it may or may not have taken effect",
 			t.name)), OutcomeInterrupted
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		if !sent {
+		switch at {
+		case stageQueued:
+			return mcp.NewToolResultError(fmt.Sprintf(
+				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
+				t.name, m.cfg.Mux.CallTimeout, t.child.alias, t.child.cfg.MaxInFlight)), OutcomeTimeout
+		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
 				t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout

@@ -99,9 +99,9 @@ func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
 			continue
 		}
 		w.InputSchema = in
-		args, err := newArgChecker(w.InputSchema)
+		args, err := newArgChecker(w.InputSchema, m.cfg.Limits)
 		if err != nil {
-			skip(w.Name, "its inputSchema does not compile", err)
+			skip(w.Name, schemaRefusal(err), err)
 			continue
 		}
 		def := mcp.Tool{

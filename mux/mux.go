@@ -50,6 +50,7 @@ type Mux struct {
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
 
+	admit    admission     // rate limits and max_in_flight (admission.go)
 	inflight atomic.Int64  // calls being forwarded
 	idle     chan struct{} // gets a token when inflight drops to zero
 	// cut ends every call in flight when mcpmux stops (CutCalls). Calls

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/kaptinlin/jsonschema"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // argChecker checks one tool's arguments against its inputSchema.
@@ -20,23 +22,113 @@ type argChecker struct {
 	// calls to other tools never wait on it.
 	mu     sync.Mutex
 	schema *jsonschema.Schema
+	// perValue bounds the work of validating one value at each depth (see
+	// schemaWork).
+	perValue []int64
+}
+
+// schemaLimitError is a schema refused for its size, its depth or the work
+// it could take; reason is fit for the log line of a tool left out.
+type schemaLimitError struct {
+	reason string
+	err    error
+}
+
+func (e *schemaLimitError) Error() string { return e.err.Error() }
+func (e *schemaLimitError) Unwrap() error { return e.err }
+
+// schemaRefusal is the reason a tool whose schema newArgChecker refused is
+// left out.
+func schemaRefusal(err error) string {
+	if le, ok := errors.AsType[*schemaLimitError](err); ok {
+		return le.reason
+	}
+	return "its inputSchema does not compile"
 }
 
 // newArgChecker compiles an inputSchema, on a compiler of its own: two tools
-// whose schemas share an $id would otherwise get the first one's schema.
-func newArgChecker(raw []byte) (*argChecker, error) {
+// whose schemas share an $id would otherwise get the first one's schema. It
+// refuses a schema larger than lim.MaxSchemaBytes or nested deeper than
+// lim.MaxSchemaDepth, and one that could take too much work to validate
+// against (see schemaWork).
+func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
+	if int64(len(raw)) > lim.MaxSchemaBytes {
+		return nil, &schemaLimitError{"its inputSchema is larger than max_schema_bytes",
+			fmt.Errorf("inputSchema is %d bytes, more than max_schema_bytes (%s)", len(raw), config.FormatSize(lim.MaxSchemaBytes))}
+	}
+	if d := jsonDepth(raw); d > lim.MaxSchemaDepth {
+		return nil, &schemaLimitError{"its inputSchema is nested deeper than max_schema_depth",
+			fmt.Errorf("inputSchema nests objects and arrays %d deep, more than max_schema_depth (%d)", d, lim.MaxSchemaDepth)}
+	}
 	s, err := compileSchema(newCompiler(), raw)
 	if err != nil {
 		return nil, err
 	}
-	return &argChecker{schema: s}, nil
+	ignoreContentSchemas(s)
+	perValue, err := schemaWork(s)
+	if err != nil {
+		return nil, &schemaLimitError{"its inputSchema could take too much work to validate against", err}
+	}
+	return &argChecker{schema: s, perValue: perValue}, nil
 }
 
 // check returns nil when args fit, or an error naming each failing path.
-func (a *argChecker) check(args map[string]any) error {
+// levels is how many values args has at each depth (from decodeArguments);
+// arguments that could take more than maxValidationWork are refused
+// unvalidated.
+func (a *argChecker) check(args map[string]any, levels []int) error {
+	if w := validationWork(a.perValue, levels); w > maxValidationWork {
+		return fmt.Errorf("%w: validating these arguments against the tool's inputSchema could take %s schema evaluations, more than the %d allowed; send fewer values",
+			errInvalidArguments, workString(w), maxValidationWork)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return validateArgs(a.schema, args)
+}
+
+// ignoreContentSchemas drops every contentSchema of a compiled schema.
+// JSON Schema 2020-12 makes it an annotation; jsonschema v0.9.8 asserts it
+// on the decoded content of a string, a value of unbounded depth that the
+// work bound cannot see.
+func ignoreContentSchemas(root *jsonschema.Schema) {
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(*jsonschema.Schema)
+	walk = func(s *jsonschema.Schema) {
+		if seen[s] {
+			return
+		}
+		seen[s] = true
+		forEachSubschema(s, walk)
+		s.ContentSchema = nil
+	}
+	walk(root)
+}
+
+// jsonDepth returns how deeply valid JSON nests objects and arrays.
+func jsonDepth(raw []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, b := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // objectSchema checks that a tool's input or output schema has the shape

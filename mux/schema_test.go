@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 func TestValidateArgs(t *testing.T) {
@@ -30,15 +33,11 @@ func TestValidateArgs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := newArgChecker([]byte(c.schema))
+			s, err := newArgChecker([]byte(c.schema), testLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var args map[string]any
-			if err := json.Unmarshal([]byte(c.args), &args); err != nil {
-				t.Fatal(err)
-			}
-			err = s.check(args)
+			err = checkJSON(s, c.args)
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("valid arguments refused: %v", err)
@@ -73,7 +72,7 @@ func TestSchemasNeverLeaveTheMachine(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"` + srv.URL + `/a.json"}}}`,
 		`{"$ref":"#/$defs/missing"}`,
 	} {
-		if _, err := newArgChecker([]byte(schema)); err == nil {
+		if _, err := newArgChecker([]byte(schema), testLimits); err == nil {
 			t.Errorf("schema with an unresolvable $ref compiled: %s", schema)
 		}
 	}
@@ -81,22 +80,22 @@ func TestSchemasNeverLeaveTheMachine(t *testing.T) {
 		t.Errorf("compiling schemas fetched %d remote $refs", n)
 	}
 	ok := `{"$defs":{"q":{"type":"string"}},"type":"object","properties":{"query":{"$ref":"#/$defs/q"}}}`
-	if _, err := newArgChecker([]byte(ok)); err != nil {
+	if _, err := newArgChecker([]byte(ok), testLimits); err != nil {
 		t.Errorf("local $ref refused: %v", err)
 	}
 }
 
 // Two tools whose schemas share an $id each keep their own schema.
 func TestSharedIDKeepsEachSchema(t *testing.T) {
-	a, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"string"}}}`))
+	a, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"string"}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"integer"}}}`))
+	b, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"integer"}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.check(map[string]any{"n": "x"}) != nil || b.check(map[string]any{"n": 5.0}) != nil {
+	if checkJSON(a, `{"n":"x"}`) != nil || checkJSON(b, `{"n":5}`) != nil {
 		t.Fatal("a schema was checked against the other's")
 	}
 }
@@ -104,15 +103,14 @@ func TestSharedIDKeepsEachSchema(t *testing.T) {
 // Schemas whose validation writes into the compiled schema are safe to use
 // from many calls at once (run with -race).
 func TestConcurrentValidation(t *testing.T) {
-	c, err := newArgChecker([]byte(`{"type":"object","patternProperties":{"^x_":{"type":"string","pattern":"^[a-z]+$"}}}`))
+	c, err := newArgChecker([]byte(`{"type":"object","patternProperties":{"^x_":{"type":"string","pattern":"^[a-z]+$"}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			args := map[string]any{fmt.Sprintf("x_%d", i): "abc"}
-			if err := c.check(args); err != nil {
+			if err := checkJSON(c, fmt.Sprintf(`{"x_%d":"abc"}`, i)); err != nil {
 				t.Errorf("check: %v", err)
 			}
 		})
@@ -148,4 +146,169 @@ func TestObjectSchema(t *testing.T) {
 			t.Errorf("objectSchema(%s) = %s: not JSON", c.in, got)
 		}
 	}
+}
+
+// testLimits are the schema limits of the default config.
+var testLimits = config.Limits{MaxSchemaBytes: config.DefaultMaxSchemaBytes, MaxSchemaDepth: config.DefaultMaxSchemaDepth}
+
+// checkJSON checks arguments given as JSON, as a call does.
+func checkJSON(a *argChecker, args string) error {
+	m, levels, err := decodeArguments([]byte(args))
+	if err != nil {
+		return err
+	}
+	return a.check(m, levels)
+}
+
+// refChain is a schema whose root goes through n $defs, each applying the
+// next one fanout times, before a string schema.
+func refChain(n, fanout int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf(`{"$ref":"#/$defs/d%d"},`, i+1), fanout), ",")
+		fmt.Fprintf(&b, `"d%d":{"allOf":[%s]},`, i, refs)
+	}
+	fmt.Fprintf(&b, `"d%d":{"properties":{"q":{"type":"string"}}}}}`, n)
+	return b.String()
+}
+
+func TestSchemaLimits(t *testing.T) {
+	small := config.Limits{MaxSchemaBytes: 256, MaxSchemaDepth: 4}
+	cases := []struct {
+		name, schema string
+		reason       string // "" when the schema is accepted
+	}{
+		{"fits", `{"type":"object","enum":[[[1]]]}`, ""},
+		{"too deep", `{"type":"object","enum":[[[[1]]]]}`, "its inputSchema is nested deeper than max_schema_depth"},
+		{"brackets in strings are not nesting", `{"type":"object","description":"[[[[[[{{{{\"[[["}`, ""},
+		{"too big", `{"type":"object","description":"` + strings.Repeat("x", 256) + `"}`, "its inputSchema is larger than max_schema_bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := newArgChecker([]byte(c.schema), small)
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if got := schemaRefusal(err); got != c.reason {
+				t.Fatalf("refusal %q (%v), want %q", got, err, c.reason)
+			}
+		})
+	}
+	if got := schemaRefusal(errors.New("x")); got != "its inputSchema does not compile" {
+		t.Errorf("a compile error is refused as %q", got)
+	}
+}
+
+// Schemas whose $refs loop, chain deeply or multiply the work compile and
+// validate in bounded time, or are refused when a validation could run away.
+func TestHostileSchemas(t *testing.T) {
+	cases := []struct {
+		name, schema string
+		refused      string // part of the error; "" when accepted
+		args         string // validated when accepted
+		invalid      bool
+	}{
+		{"self reference", `{"$ref":"#"}`, "cycle", "", false},
+		{"two defs referring to each other", `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"}]}}}`, "cycle", "", false},
+		{"long chain", refChain(60, 1), "", `{"q":"x"}`, false},
+		{"long chain, invalid", refChain(60, 1), "", `{"q":1}`, true},
+		{"doubling chain", refChain(40, 2), "schema evaluations", "", false},
+		{"recursive tree", `{"type":"object","$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"left":{"$ref":"#/$defs/node"},"right":{"$ref":"#/$defs/node"},"v":{"type":"integer"}}}}}`,
+			"", strings.Repeat(`{"left":`, 100) + `{"v":1}` + strings.Repeat(`,"right":{"v":2}}`, 100), false},
+		{"recursion that doubles per level", `{"type":"object","$ref":"#/$defs/node","$defs":{"node":{"allOf":[{"properties":{"c":{"$ref":"#/$defs/node"}}},{"properties":{"c":{"$ref":"#/$defs/node"}}}]}}}`,
+			"schema evaluations", "", false},
+		{"dynamic ref", `{"$schema":"https://json-schema.org/draft/2020-12/schema","$dynamicAnchor":"n","type":"object","properties":{"c":{"$dynamicRef":"#n"}}}`,
+			"", `{"c":{"c":{"c":{}}}}`, false},
+		// Go's regexp runs in linear time: no catastrophic backtracking.
+		{"backtracking pattern", `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}`,
+			"", `{"s":"` + strings.Repeat("a", 100000) + `!"}`, true},
+		// contentSchema is an annotation: the content of a string is not
+		// decoded and validated against it.
+		{"content schema", `{"type":"object","properties":{"s":{"type":"string","contentMediaType":"application/json","contentSchema":{"type":"object","required":["x"]}}}}`,
+			"", `{"s":"{}"}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := newArgChecker([]byte(c.schema), testLimits)
+			if c.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("got %v, want an error containing %q", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if err := checkJSON(a, c.args); (err != nil) != c.invalid {
+				t.Fatalf("check = %v, want invalid %v", err, c.invalid)
+			}
+		})
+	}
+}
+
+// The library itself ends on a schema that refers to itself, so a cycle
+// mcpmux refuses could not hang it either.
+func TestLibraryEndsOnSelfReference(t *testing.T) {
+	s, err := compileSchema(newCompiler(), []byte(`{"$ref":"#","type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ValidateMap(map[string]any{"a": 1.0}).IsValid() {
+		t.Fatal("valid instance refused")
+	}
+}
+
+func TestValidationWork(t *testing.T) {
+	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// perValue: the object 1, each member 1, each item 3.
+	if want := []int64{1, 1, 3}; !slices.Equal(a.perValue, want) {
+		t.Fatalf("perValue = %v, want %v", a.perValue, want)
+	}
+	items := func(n int) string {
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat(`1,`, n), ",") + `]}`
+	}
+	if err := checkJSON(a, items(1000)); err != nil {
+		t.Fatalf("1000 items refused: %v", err)
+	}
+	err = checkJSON(a, items(maxValidationWork/3+1))
+	if !errors.Is(err, errInvalidArguments) || !strings.Contains(err.Error(), "schema evaluations") {
+		t.Fatalf("too much work: got %v", err)
+	}
+	// Values the schema never descends into cost nothing.
+	open, err := newArgChecker([]byte(`{"type":"object"}`), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkJSON(open, items(maxValidationWork)); err != nil {
+		t.Fatalf("open schema: %v", err)
+	}
+}
+
+// BenchmarkEvaluation measures what one schema evaluation costs, the unit
+// of maxValidationWork.
+func BenchmarkEvaluation(b *testing.B) {
+	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := []byte(`{"a":[` + strings.TrimSuffix(strings.Repeat(`1,"x",`, 5000), ",") + `]}`)
+	m, levels, err := decodeArguments(args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := validationWork(a.perValue, levels)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := a.check(m, levels); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*work), "ns/evaluation")
 }

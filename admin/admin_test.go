@@ -5,16 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -175,7 +181,7 @@ func bucket(t *testing.T, h *dto.Histogram, le float64) uint64 {
 
 func newServer(t *testing.T, m *Metrics, status func() []mux.ChildStatus, required map[string]bool, policy func() (uint64, error)) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(Handler(m, status, required, policy))
+	srv := httptest.NewServer(Handler(Sources{Metrics: m, Status: status, Required: required, Policy: policy}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -625,19 +631,20 @@ func TestReadyz(t *testing.T) {
 	if len(r.Servers) != 3 || r.Servers[2].Name != "extra" || r.Servers[2].Required || r.Servers[2].State != "starting" {
 		t.Errorf("servers = %+v", r.Servers)
 	}
-	setPhase("extra", mux.PhaseDown, 3, errors.New("exec: not found"), 0)
+	setPhase("extra", mux.PhaseDown, 3, fmt.Errorf("server extra: start /opt/x: %w", exec.ErrNotFound), 0)
 	ready(http.StatusOK)
 
-	// git goes away.
-	setPhase("git", mux.PhaseRestarting, 2, errors.New("server exited"), 2)
+	// git goes away; its last error quotes a remote body, which /readyz
+	// must not show.
+	setPhase("git", mux.PhaseRestarting, 2, errors.New("server git: initialize: request failed with status 502: internal secret 7f3e"), 2)
 	gen.Store(5)
 	pe := errors.New("bob.toml:3: unknown key")
 	policyErr.Store(&pe)
 	r = ready(http.StatusServiceUnavailable)
 	want := []ServerStatus{
 		{Name: "docs", State: "ready", Required: true, Attempt: 1, Tools: 4},
-		{Name: "git", State: "restarting", Required: true, Attempt: 2, LastErr: ptr("server exited"), Tools: 2},
-		{Name: "extra", State: "down", Required: false, Attempt: 3, LastErr: ptr("exec: not found")},
+		{Name: "git", State: "restarting", Required: true, Attempt: 2, Reason: ptr("http 5xx"), Tools: 2},
+		{Name: "extra", State: "down", Required: false, Attempt: 3, Reason: ptr("start failed")},
 	}
 	if !equalServers(r.Servers, want) {
 		t.Errorf("servers = %s\nwant %s", show(r.Servers), show(want))
@@ -650,7 +657,7 @@ func TestReadyz(t *testing.T) {
 	setPhase("git", mux.PhaseReady, 2, nil, 3)
 	policyErr.Store(nil)
 	r = ready(http.StatusOK)
-	if r.Policy.LastErr != nil || r.Servers[1].LastErr != nil {
+	if r.Policy.LastErr != nil || r.Servers[1].Reason != nil {
 		t.Errorf("errors left after recovery: %s", show(r))
 	}
 
@@ -664,11 +671,11 @@ func TestReadyz(t *testing.T) {
 		t.Errorf("keys = %v", got)
 	}
 	srv0 := raw["servers"].([]any)[0].(map[string]any)
-	if got := sortedKeysOf(srv0); !slices.Equal(got, []string{"attempt", "last_error", "name", "required", "state", "tools"}) {
+	if got := sortedKeysOf(srv0); !slices.Equal(got, []string{"attempt", "name", "reason", "required", "state", "tools"}) {
 		t.Errorf("server keys = %v", got)
 	}
-	if v, ok := srv0["last_error"]; !ok || v != nil {
-		t.Errorf("last_error = %v, want null", v)
+	if v, ok := srv0["reason"]; !ok || v != nil {
+		t.Errorf("reason = %v, want null", v)
 	}
 	pol := raw["policy"].(map[string]any)
 	if got := sortedKeysOf(pol); !slices.Equal(got, []string{"generation", "last_error"}) {
@@ -738,10 +745,10 @@ func ptr(s string) *string { return &s }
 
 func equalServers(a, b []ServerStatus) bool {
 	return slices.EqualFunc(a, b, func(x, y ServerStatus) bool {
-		if (x.LastErr == nil) != (y.LastErr == nil) || x.LastErr != nil && *x.LastErr != *y.LastErr {
+		if (x.Reason == nil) != (y.Reason == nil) || x.Reason != nil && *x.Reason != *y.Reason {
 			return false
 		}
-		x.LastErr, y.LastErr = nil, nil
+		x.Reason, y.Reason = nil, nil
 		return x == y
 	})
 }
@@ -758,4 +765,76 @@ func sortedKeysOf(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// With JWT configured, /readyz is 503 while no usable key set is loaded,
+// and says so; the state of each part is reported either way.
+func TestReadyzJWTKeys(t *testing.T) {
+	var keysOK atomic.Bool
+	keys := func() (bool, string) {
+		if keysOK.Load() {
+			return true, "JWT keys in force: 2"
+		}
+		return false, "no JWT accepted: /etc/mcpmux/jwks.json: no usable key"
+	}
+	srv := httptest.NewServer(Handler(Sources{Keys: keys}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		ok   bool
+		code int
+	}{{false, http.StatusServiceUnavailable}, {true, http.StatusOK}, {false, http.StatusServiceUnavailable}} {
+		keysOK.Store(c.ok)
+		code, _, body := get(t, srv.URL+ReadyPath)
+		var r Readiness
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		_, detail := keys()
+		if code != c.code || r.Ready != c.ok || r.Auth == nil || r.Auth.KeysOK != c.ok || r.Auth.Detail != detail {
+			t.Errorf("keys ok=%v: /readyz %d %s", c.ok, code, body)
+		}
+	}
+	// Without Keys there is no auth part.
+	srv2 := newServer(t, nil, nil, nil, nil)
+	if _, _, body := get(t, srv2.URL+ReadyPath); strings.Contains(string(body), `"auth"`) {
+		t.Errorf("/readyz without JWT: %s", body)
+	}
+}
+
+// Reason turns every kind of child failure into a short class, and never
+// passes on text a remote server or a child wrote.
+func TestReason(t *testing.T) {
+	const secret = "SECRET-remote-body-91c2"
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{fmt.Errorf("server git: initialize: transport error: dial: %w", refused), "connection refused"},
+		{fmt.Errorf("server git: initialize: %w", &net.DNSError{Err: "no such host", Name: "git.internal"}), "dns lookup failed"},
+		{fmt.Errorf("server git: start /opt/git-mcp: %w", &exec.Error{Name: "/opt/git-mcp", Err: exec.ErrNotFound}), "start failed"},
+		{fmt.Errorf("server git: start /opt/git-mcp: %w", &fs.PathError{Op: "fork/exec", Path: "/opt/git-mcp", Err: syscall.ENOENT}), "start failed"},
+		{errors.New("server git: initialize: request failed with status 503: " + secret), "http 5xx"},
+		{errors.New("server git: tools/list: request failed with status 404: " + secret), "http 4xx"},
+		{fmt.Errorf("server git: initialize: %w", transport.ErrUnauthorized), "http 401"},
+		{errors.New("restarting after it exited (exit status 2: " + secret + ")"), "exited"},
+		{errors.New("server git: initialize: process exit status 1"), "exited"},
+		{errors.New("server git: initialize: process signal: killed"), "exited"},
+		{errors.New("server git: initialize: no answer within 10s"), "not ready within 10s"},
+		{errors.New("server git: tools/list: no answer within 1m30s"), "not ready within 1m30s"},
+		{errors.New("restarting after it exited (3 pings in a row failed)"), "exited"},
+		{errors.New("server git: initialize: connection lost: " + secret), "connection lost"},
+		{errors.New("server git: tools/list: invalid character '" + secret + "'"), "tools/list failed"},
+		{errors.New("server git: initialize: " + secret), "initialize failed"},
+		{errors.New(secret), "error"},
+	} {
+		got := Reason(c.err)
+		if got != c.want {
+			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
+		}
+		if strings.Contains(got, secret) {
+			t.Errorf("Reason(%v) passes on the remote text", c.err)
+		}
+	}
 }

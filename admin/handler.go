@@ -23,28 +23,62 @@ const (
 // status does not list.
 const stateUnknown = "unknown"
 
-// Readiness is the JSON body of /readyz.
+// Readiness is the JSON body of /readyz. It says what state each part is
+// in, in mcpmux's own words: never a child's or remote server's error text,
+// which may carry a remote body.
 type Readiness struct {
-	// Ready is true when every required server is ready.
+	// Ready is true when every required server is ready and, with JWT
+	// configured, a usable key set is loaded.
 	Ready   bool           `json:"ready"`
 	Servers []ServerStatus `json:"servers"`
 	Policy  PolicyStatus   `json:"policy"`
+	// Auth is there when Sources.Keys is.
+	Auth *AuthStatus `json:"auth,omitempty"`
 }
 
 // ServerStatus is one server in /readyz.
 type ServerStatus struct {
-	Name     string  `json:"name"`
-	State    string  `json:"state"` // a mux.Phase, or "unknown"
-	Required bool    `json:"required"`
-	Attempt  int     `json:"attempt"`
-	LastErr  *string `json:"last_error"` // null when none
-	Tools    int     `json:"tools"`
+	Name     string `json:"name"`
+	State    string `json:"state"` // a mux.Phase, or "unknown"
+	Required bool   `json:"required"`
+	Attempt  int    `json:"attempt"`
+	// Reason classifies the last error in a few words ("exited", "start
+	// failed", "not ready within 10s", "connection refused", "http 5xx",
+	// ...: see Reason); null when none.
+	Reason *string `json:"reason"`
+	Tools  int     `json:"tools"`
 }
 
 // PolicyStatus is the policies' part of /readyz.
 type PolicyStatus struct {
 	Generation uint64  `json:"generation"`
 	LastErr    *string `json:"last_error"` // null when the last reload was clean
+}
+
+// AuthStatus is the JWT keys' part of /readyz.
+type AuthStatus struct {
+	// KeysOK is false while JWT is configured and no usable key set is
+	// loaded: every JWT is refused then.
+	KeysOK bool   `json:"jwt_keys_ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Sources are what Handler reports from; any may be nil.
+type Sources struct {
+	Metrics *Metrics
+	// Status is (*mux.Mux).Status.
+	Status func() []mux.ChildStatus
+	// Required maps an alias to whether it is required (Required(cfg)); a
+	// listed server missing from it counts as required, as the config's
+	// default is, and a required alias that Status does not list is not
+	// ready.
+	Required map[string]bool
+	// Policy returns the generation of the policies in force and the
+	// problems of the last reload (Store.Current().Generation(),
+	// Store.LastError()).
+	Policy func() (generation uint64, lastErr error)
+	// Keys is (*auth.Authenticator).KeysStatus.
+	Keys func() (ok bool, detail string)
 }
 
 // Required returns, for Handler, whether each server of cfg is required.
@@ -56,24 +90,17 @@ func Required(cfg *config.Config) map[string]bool {
 	return req
 }
 
-// Handler serves /healthz, /readyz and /metrics; any other path is 404, and
-// a method other than GET or HEAD is 405.
+// Handler serves /healthz, /readyz and /metrics from src; any other path
+// is 404, and a method other than GET or HEAD is 405.
 //
 //   - /healthz answers 200 "ok" as long as the process serves HTTP.
-//   - /readyz answers 200 when every required server's phase is ready, and
-//     503 otherwise, with a Readiness as its JSON body either way.
-//     required maps an alias to whether it is required (Required(cfg));
-//     a listed server missing from it counts as required, as the config's
-//     default is, and a required alias that status does not list is not
-//     ready.
-//   - /metrics serves metrics' registry in the Prometheus formats, after
-//     setting mcpmux_policy_generation from policy. With metrics nil it is
-//     404.
-//
-// status is (*mux.Mux).Status; policy returns the generation of the
-// policies in force and the problems of the last reload
-// (Store.Current().Generation(), Store.LastError()); either may be nil.
-func Handler(metrics *Metrics, status func() []mux.ChildStatus, required map[string]bool, policy func() (generation uint64, lastErr error)) http.Handler {
+//   - /readyz answers 200 when every required server's phase is ready and
+//     the JWT keys (if any) are usable, and 503 otherwise, with a Readiness
+//     as its JSON body either way.
+//   - /metrics serves src.Metrics' registry in the Prometheus formats, after
+//     setting mcpmux_policy_generation from src.Policy. Without Metrics it
+//     is 404.
+func Handler(src Sources) http.Handler {
 	h := http.NewServeMux()
 	h.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -81,7 +108,7 @@ func Handler(metrics *Metrics, status func() []mux.ChildStatus, required map[str
 		_, _ = w.Write([]byte("ok"))
 	})
 	h.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, r *http.Request) {
-		body := readiness(status, required, policy)
+		body := readiness(src)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		code := http.StatusOK
@@ -93,13 +120,13 @@ func Handler(metrics *Metrics, status func() []mux.ChildStatus, required map[str
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(body)
 	})
-	if metrics != nil {
+	if metrics := src.Metrics; metrics != nil {
 		prom := promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{
 			ErrorHandling: promhttp.ContinueOnError,
 		})
 		h.HandleFunc("GET "+MetricsPath, func(w http.ResponseWriter, r *http.Request) {
-			if policy != nil {
-				gen, _ := policy()
+			if src.Policy != nil {
+				gen, _ := src.Policy()
 				metrics.setGeneration(gen)
 			}
 			metrics.refreshIdentities()
@@ -110,11 +137,12 @@ func Handler(metrics *Metrics, status func() []mux.ChildStatus, required map[str
 }
 
 // readiness computes the body of /readyz.
-func readiness(status func() []mux.ChildStatus, required map[string]bool, policy func() (uint64, error)) Readiness {
+func readiness(src Sources) Readiness {
 	body := Readiness{Ready: true, Servers: []ServerStatus{}}
+	required := src.Required
 	var children []mux.ChildStatus
-	if status != nil {
-		children = status()
+	if src.Status != nil {
+		children = src.Status()
 	}
 	seen := make(map[string]bool, len(children))
 	for _, c := range children {
@@ -131,7 +159,7 @@ func readiness(status func() []mux.ChildStatus, required map[string]bool, policy
 			State:    string(c.Phase),
 			Required: req,
 			Attempt:  c.Attempt,
-			LastErr:  errString(c.LastErr),
+			Reason:   reasonOf(c.LastErr),
 			Tools:    c.Tools,
 		})
 	}
@@ -141,9 +169,16 @@ func readiness(status func() []mux.ChildStatus, required map[string]bool, policy
 			body.Servers = append(body.Servers, ServerStatus{Name: alias, State: stateUnknown, Required: true})
 		}
 	}
-	if policy != nil {
-		gen, err := policy()
+	if src.Policy != nil {
+		gen, err := src.Policy()
 		body.Policy = PolicyStatus{Generation: gen, LastErr: errString(err)}
+	}
+	if src.Keys != nil {
+		ok, detail := src.Keys()
+		body.Auth = &AuthStatus{KeysOK: ok, Detail: detail}
+		if !ok {
+			body.Ready = false
+		}
 	}
 	return body
 }
@@ -154,4 +189,12 @@ func errString(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+func reasonOf(err error) *string {
+	if err == nil {
+		return nil
+	}
+	r := Reason(err)
+	return &r
 }

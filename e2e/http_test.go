@@ -561,7 +561,7 @@ type readiness struct {
 		State    string  `json:"state"`
 		Required bool    `json:"required"`
 		Attempt  int     `json:"attempt"`
-		LastErr  *string `json:"last_error"`
+		Reason   *string `json:"reason"`
 		Tools    int     `json:"tools"`
 	} `json:"servers"`
 	Policy struct {
@@ -658,8 +658,8 @@ func TestHTTPHealthAndReadiness(t *testing.T) {
 		t.Errorf("tickets is %q while docs restarts", state)
 	}
 	for _, s := range r.Servers {
-		if s.Name == "docs" && (s.LastErr == nil || *s.LastErr == "") {
-			t.Errorf("docs restarting with no last_error: %+v", s)
+		if s.Name == "docs" && (s.Reason == nil || *s.Reason != "exited") {
+			t.Errorf("docs restarting with no reason \"exited\": %+v", s)
 		}
 	}
 	if a := get(t, h.Base(0)+"/healthz"); a.status != http.StatusOK {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -42,25 +41,26 @@ func (m *Mux) newServer() *server.MCPServer {
 		_ = m.WaitReady(ctx)
 	})
 	hooks.AddOnError(m.auditRefusal)
-	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
-		m.sessions.add(s, IdentityFrom(ctx))
-		m.observe.Session(IdentityFrom(ctx), 1)
+	// Every upstream session is recorded in m.sessions, the one place that
+	// knows who holds it (see upstream_sessions.go).
+	m.sessions.observe = m.observe.Session
+	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
+		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
+		m.sessions.registered(cs, IdentityFrom(ctx), viaHTTP)
 	})
-	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
-		if identity, ok := m.sessions.remove(s); ok {
-			m.observe.Session(identity, -1)
-		}
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
+		m.sessions.unregistered(cs)
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
 	// mcp-go never registers; the hooks around the request mark its life.
 	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			m.sessions.add(cs, IdentityFrom(ctx))
+			m.sessions.addLocal(cs, IdentityFrom(ctx), kindListen)
 		}
 	})
 	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			m.sessions.remove(cs)
+			m.sessions.unregistered(cs)
 		}
 	})
 	return server.NewMCPServer("mcpmux", Version,
@@ -112,7 +112,7 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			m.sessions.remove(cs)
+			m.sessions.unregistered(cs)
 		}
 		return
 	}
@@ -181,45 +181,6 @@ func (m *Mux) afterListTools(ctx context.Context, _ any, req *mcp.ListToolsReque
 	if end < len(all) {
 		res.NextCursor = mcp.Cursor(encodeCursor(end))
 	}
-}
-
-// sessions maps the upstream sessions that can receive notifications to
-// their identities, for list_changed: registered sessions (stdio, an HTTP
-// client's GET stream) and 2026-07-28 subscriptions/listen streams, which
-// mcp-go does not register. It is touched when those come and go and when
-// policies change, never by calls.
-type sessions struct {
-	mu      sync.Mutex
-	members map[server.ClientSession]string
-}
-
-func (s *sessions) add(cs server.ClientSession, identity string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.members == nil {
-		s.members = map[server.ClientSession]string{}
-	}
-	s.members[cs] = identity
-}
-
-func (s *sessions) remove(cs server.ClientSession) (identity string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	identity, ok = s.members[cs]
-	delete(s.members, cs)
-	return identity, ok
-}
-
-func (s *sessions) of(identities map[string]bool) []server.ClientSession {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []server.ClientSession
-	for cs, who := range s.members {
-		if identities[who] {
-			out = append(out, cs)
-		}
-	}
-	return out
 }
 
 // PolicyChanged tells the sessions of every identity whose visible tools

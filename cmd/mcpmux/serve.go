@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -64,9 +66,26 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
 		return exitBadConfig
 	}
-	adminHandler := admin.Handler(metrics, m.Status, admin.Required(cfg), func() (uint64, error) {
-		return l.policies.Current().Generation(), l.policies.LastError()
-	})
+	var authn *auth.Authenticator
+	if cfg.Upstream.Listen != "" {
+		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+			return exitBadConfig
+		}
+	}
+	sources := admin.Sources{
+		Metrics:  metrics,
+		Status:   m.Status,
+		Required: admin.Required(cfg),
+		Policy: func() (uint64, error) {
+			return l.policies.Current().Generation(), l.policies.LastError()
+		},
+	}
+	if authn != nil {
+		sources.Keys = authn.KeysStatus
+	}
+	adminHandler := admin.Handler(sources)
 
 	// stdio is served until stdioCtx ends, after the drain.
 	stdioCtx, endStdio := context.WithCancel(context.Background())
@@ -76,7 +95,6 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		servers   []*http.Server
 		listeners []net.Listener
 		upstream  *mux.HTTPUpstream
-		authn     *auth.Authenticator
 	)
 	addServer := func(addr string, h http.Handler) error {
 		ln, err := net.Listen("tcp", addr)
@@ -84,7 +102,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return err
 		}
 		listeners = append(listeners, ln)
-		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, newHTTPServer(h, cfg.Limits))
 		return nil
 	}
 	closeListeners := func() {
@@ -93,19 +111,25 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if cfg.Upstream.Listen != "" {
-		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
-			return exitBadConfig
-		}
-		upstream = m.NewHTTPUpstream(mux.HTTPOptions{Path: cfg.Upstream.Path, SessionIdleTimeout: cfg.Upstream.SessionIdleTimeout})
+		upstream = m.NewHTTPUpstream(mux.HTTPOptions{
+			Path:               cfg.Upstream.Path,
+			SessionIdleTimeout: cfg.Upstream.SessionIdleTimeout,
+			Limits:             cfg.Limits,
+		})
 		root := http.NewServeMux()
 		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithIdentity))
 		if path, h := authn.MetadataHandler(); h != nil {
 			root.Handle(path, h)
 		}
-		if cfg.Upstream.AdminListen == "" {
-			mountAdmin(root, adminHandler)
+		switch {
+		case cfg.Upstream.AdminListen != "":
+		case loopbackListen(cfg.Upstream.Listen):
+			mountAdmin(root, adminHandler, admin.HealthPath, admin.ReadyPath, admin.MetricsPath)
+		default:
+			// Agents reach this listener; what /readyz and /metrics tell is
+			// for probes and scrapers, on admin_listen.
+			mountAdmin(root, adminHandler, admin.HealthPath)
+			l.log.Warn().Str("listen", cfg.Upstream.Listen).Msg("/readyz and /metrics are served only on admin_listen, which is not set, since listen is not a loopback address")
 		}
 		if err := addServer(cfg.Upstream.Listen, root); err != nil {
 			upstream.Shutdown(context.Background())
@@ -115,7 +139,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if cfg.Upstream.AdminListen != "" {
 		root := http.NewServeMux()
-		mountAdmin(root, adminHandler)
+		mountAdmin(root, adminHandler, admin.HealthPath, admin.ReadyPath, admin.MetricsPath)
 		if err := addServer(cfg.Upstream.AdminListen, root); err != nil {
 			closeListeners()
 			if upstream != nil {
@@ -211,8 +235,50 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstr
 	shut.Wait()
 }
 
-func mountAdmin(root *http.ServeMux, h http.Handler) {
-	for _, p := range []string{admin.HealthPath, admin.ReadyPath, admin.MetricsPath} {
+func mountAdmin(root *http.ServeMux, h http.Handler, paths ...string) {
+	for _, p := range paths {
 		root.Handle(p, h)
 	}
+}
+
+// loopbackListen reports whether a listen address is on the loopback
+// interface only (localhost, 127.0.0.0/8, ::1).
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// newHTTPServer builds an HTTP server bounded by limits. It sets no
+// ReadTimeout or WriteTimeout: either would end streams and long calls
+// (the body's read and each write are bounded per request instead, by the
+// MCP upstream and by boundWrites).
+func newHTTPServer(h http.Handler, limits config.Limits) *http.Server {
+	return &http.Server{
+		Handler:           boundWrites(h, limits.WriteTimeout),
+		ReadHeaderTimeout: limits.ReadHeaderTimeout,
+		IdleTimeout:       limits.IdleTimeout,
+		MaxHeaderBytes:    limits.MaxHeaderBytes,
+	}
+}
+
+// boundWrites gives every request on a connection a fresh write deadline,
+// so that a short answer (a 401, /healthz) cannot block on a client that
+// does not read, and so that a deadline left by an earlier request on the
+// connection does not cut a later one. The MCP upstream extends it before
+// each of its own writes.
+func boundWrites(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		h.ServeHTTP(w, r)
+	})
 }

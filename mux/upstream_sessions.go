@@ -1,0 +1,339 @@
+package mux
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Upstream sessions. sessions is the one record of them: which identity
+// holds each, how many each identity and all together hold (the caps), and
+// which receive tools/list_changed. For HTTP it is also mcp-go's session id
+// manager, so mcp-go accepts exactly the ids it holds: an id not in it is
+// unknown to both, and a session ended here (DELETE, idle expiry,
+// shutdown) is ended in mcp-go by the same step.
+//
+// Calls only read it (a sync.Map look-up and atomics); its mutex is taken
+// when sessions open and close and when policies change.
+
+// Sentinel errors of admit: which limit refused a new HTTP session.
+var (
+	ErrSessionLimit         = errors.New("too many sessions")
+	ErrIdentitySessionLimit = errors.New("too many sessions for this identity")
+)
+
+// errUnknownSession is what mcp-go is told of an id sessions does not hold;
+// it answers 404.
+var errUnknownSession = errors.New("unknown session id")
+
+// sessionIDPrefix is mcp-go's, kept so that ids look as clients expect.
+const sessionIDPrefix = "mcp-session-"
+
+// sessionKind says where an upstream session lives.
+type sessionKind int
+
+const (
+	kindHTTP   sessionKind = iota // a 2025-11-25 streamable HTTP session, with an id, counted against the caps
+	kindStdio                     // the stdio client
+	kindListen                    // a 2026-07-28 subscriptions/listen stream, alive while its request is
+)
+
+// upstreamSession is one upstream session and its owner.
+type upstreamSession struct {
+	id       string // set when an HTTP session is handed out; "" otherwise
+	identity string
+	kind     sessionKind
+
+	seen   atomic.Int64 // unix nanoseconds of the last request's start or end
+	active atomic.Int32 // requests in progress
+	ended  atomic.Bool
+
+	mu      sync.Mutex
+	cs      server.ClientSession        // what mcp-go registered for it; nil before
+	streams map[*int]context.CancelFunc // listening GET streams, ended with the session
+}
+
+// begin notes a request on the session; false if the session has ended.
+func (u *upstreamSession) begin(now int64) bool {
+	u.active.Add(1)
+	u.seen.Store(now)
+	if u.ended.Load() {
+		u.active.Add(-1)
+		return false
+	}
+	return true
+}
+
+// finish notes the end of a request begun with begin.
+func (u *upstreamSession) finish(now int64) {
+	u.seen.Store(now)
+	u.active.Add(-1)
+}
+
+// addStream registers the cancel of a listening stream, to be called when
+// the session ends; it returns a func that unregisters it, or false if the
+// session has already ended.
+func (u *upstreamSession) addStream(cancel context.CancelFunc) (remove func(), ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ended.Load() {
+		return nil, false
+	}
+	if u.streams == nil {
+		u.streams = map[*int]context.CancelFunc{}
+	}
+	key := new(int)
+	u.streams[key] = cancel
+	return func() {
+		u.mu.Lock()
+		delete(u.streams, key)
+		u.mu.Unlock()
+	}, true
+}
+
+// end marks the session ended and ends its listening streams; false if it
+// had already ended.
+func (u *upstreamSession) end() bool {
+	if !u.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, cancel := range u.streams {
+		cancel()
+	}
+	u.streams = nil
+	return true
+}
+
+// sessions is the registry of upstream sessions; the zero value is ready
+// for stdio, and NewHTTPUpstream configures it for HTTP (configure).
+type sessions struct {
+	maxTotal, maxPerIdentity int               // 0: no cap
+	forget                   func(id string)   // ends an id in mcp-go; set with HTTP
+	observe                  func(string, int) // Observer.Session; set by newServer
+
+	mu          sync.Mutex // opening and closing; never calls
+	total       int        // HTTP sessions admitted, open or being opened
+	perIdentity map[string]int
+	listeners   map[server.ClientSession]*upstreamSession // what list_changed reaches
+
+	byID sync.Map // id -> *upstreamSession, HTTP sessions handed out
+}
+
+// configure sets what HTTP needs: the caps and the way to end an id in
+// mcp-go.
+func (s *sessions) configure(maxTotal, maxPerIdentity int, forget func(string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxTotal, s.maxPerIdentity, s.forget = maxTotal, maxPerIdentity, forget
+}
+
+// admit reserves a new HTTP session for identity, or says which cap
+// refuses it (ErrSessionLimit, ErrIdentitySessionLimit). A reservation is
+// handed out with open, or given back with release. Nobody else's session
+// is ever dropped to make room.
+func (s *sessions) admit(identity string) (*upstreamSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxTotal > 0 && s.total >= s.maxTotal {
+		return nil, fmt.Errorf("%w: max_sessions (%d) are open", ErrSessionLimit, s.maxTotal)
+	}
+	if s.maxPerIdentity > 0 && s.perIdentity[identity] >= s.maxPerIdentity {
+		return nil, fmt.Errorf("%w: identity %q holds max_sessions_per_identity (%d)", ErrIdentitySessionLimit, identity, s.maxPerIdentity)
+	}
+	if s.perIdentity == nil {
+		s.perIdentity = map[string]int{}
+	}
+	s.total++
+	s.perIdentity[identity]++
+	return &upstreamSession{identity: identity, kind: kindHTTP}, nil
+}
+
+// open hands the reservation u out under id.
+func (s *sessions) open(u *upstreamSession, id string, now int64) {
+	u.id = id
+	u.seen.Store(now)
+	s.byID.Store(id, u)
+	if s.observe != nil {
+		s.observe(u.identity, 1)
+	}
+}
+
+// release gives back a reservation that was never opened.
+func (s *sessions) release(u *upstreamSession) {
+	u.end()
+	s.uncount(u)
+}
+
+func (s *sessions) uncount(u *upstreamSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if s.perIdentity[u.identity]--; s.perIdentity[u.identity] <= 0 {
+		delete(s.perIdentity, u.identity)
+	}
+	u.mu.Lock()
+	if u.cs != nil {
+		delete(s.listeners, u.cs)
+	}
+	u.mu.Unlock()
+}
+
+// lookup returns the HTTP session with id, or nil.
+func (s *sessions) lookup(id string) *upstreamSession {
+	if v, ok := s.byID.Load(id); ok {
+		return v.(*upstreamSession)
+	}
+	return nil
+}
+
+// endHTTP removes the HTTP session id: it is unknown from now on, its
+// listening streams end and its slot is free. It does not touch mcp-go
+// (see HTTPUpstream.expire).
+func (s *sessions) endHTTP(id string) {
+	v, ok := s.byID.LoadAndDelete(id)
+	if !ok {
+		return
+	}
+	u := v.(*upstreamSession)
+	if !u.end() {
+		return
+	}
+	s.uncount(u)
+	if s.observe != nil {
+		s.observe(u.identity, -1)
+	}
+}
+
+// registered is told of every session mcp-go registers. viaHTTP says it
+// was registered by an HTTP request; identity is its request's.
+func (s *sessions) registered(cs server.ClientSession, identity string, viaHTTP bool) {
+	if !viaHTTP {
+		s.addLocal(cs, identity, kindStdio)
+		if s.observe != nil {
+			s.observe(identity, 1)
+		}
+		return
+	}
+	u := s.lookup(cs.SessionID())
+	if u == nil || u.identity != identity {
+		// A session mcp-go holds but mcpmux does not (ended while its
+		// initialize was answered): mcp-go must not keep it either.
+		if s.forget != nil {
+			s.forget(cs.SessionID())
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ended.Load() {
+		return
+	}
+	u.cs = cs
+	if s.listeners == nil {
+		s.listeners = map[server.ClientSession]*upstreamSession{}
+	}
+	s.listeners[cs] = u
+}
+
+// addLocal records a session that has no id of mcpmux's: stdio, or a
+// 2026-07-28 listen stream.
+func (s *sessions) addLocal(cs server.ClientSession, identity string, kind sessionKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listeners == nil {
+		s.listeners = map[server.ClientSession]*upstreamSession{}
+	}
+	s.listeners[cs] = &upstreamSession{identity: identity, kind: kind, cs: cs}
+}
+
+// unregistered is told of a session mcp-go unregistered, or a listen stream
+// that ended. An HTTP session stays open (only its notifications stop
+// until it is registered again); a stdio session closes.
+func (s *sessions) unregistered(cs server.ClientSession) {
+	s.mu.Lock()
+	u, ok := s.listeners[cs]
+	if ok {
+		delete(s.listeners, cs)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	switch u.kind {
+	case kindHTTP:
+		u.mu.Lock()
+		if u.cs == cs {
+			u.cs = nil
+		}
+		u.mu.Unlock()
+	case kindStdio:
+		if s.observe != nil {
+			s.observe(u.identity, -1)
+		}
+	}
+}
+
+// of returns the sessions of the given identities that receive
+// notifications.
+func (s *sessions) of(identities map[string]bool) []server.ClientSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []server.ClientSession
+	for cs, u := range s.listeners {
+		if identities[u.identity] {
+			out = append(out, cs)
+		}
+	}
+	return out
+}
+
+// idle returns the ids of HTTP sessions with no request in progress whose
+// last request ended before cutoff (unix nanoseconds); with all, every
+// HTTP session's id.
+func (s *sessions) idle(cutoff int64, all bool) []string {
+	var out []string
+	s.byID.Range(func(k, v any) bool {
+		u := v.(*upstreamSession)
+		if all || u.active.Load() == 0 && u.seen.Load() < cutoff {
+			out = append(out, k.(string))
+		}
+		return true
+	})
+	return out
+}
+
+// counts reports the HTTP sessions admitted, in all and for identity.
+func (s *sessions) counts(identity string) (total, forIdentity int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total, s.perIdentity[identity]
+}
+
+// idManager is sessions as mcp-go's SessionIdManager: ids are minted at
+// random, valid while sessions holds them, and terminating one ends it.
+// mcp-go then drops its own state of the session; no record of ended ids
+// is kept, since an id sessions does not hold is refused anyway.
+type idManager struct{ s *sessions }
+
+func (idManager) Generate() string { return sessionIDPrefix + rand.Text() }
+
+func (m idManager) Validate(id string) (isTerminated bool, err error) {
+	if u := m.s.lookup(id); u == nil || u.ended.Load() {
+		return false, errUnknownSession
+	}
+	return false, nil
+}
+
+func (m idManager) Terminate(id string) (isNotAllowed bool, err error) {
+	m.s.endHTTP(id)
+	return false, nil
+}

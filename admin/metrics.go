@@ -63,6 +63,7 @@ type Metrics struct {
 	known      atomic.Pointer[map[string]struct{}] // identities() as a set
 
 	calls        *prometheus.CounterVec
+	rateLimited  *prometheus.CounterVec
 	childSeconds *prometheus.HistogramVec
 	overheadSecs *prometheus.HistogramVec
 	inFlight     *prometheus.GaugeVec
@@ -115,6 +116,12 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 			Help: "Tool calls received, by identity (\"other\": no policy file, \"none\": no identity), " +
 				"exposed tool (\"unknown\": not in the catalog), server, policy decision and outcome.",
 		}, []string{"identity", "tool", "server", "decision", "outcome"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "rate_limited_total",
+			Help: "Tool calls refused because their identity was over its rate limit ([limits] rate_limit), " +
+				"by identity (\"other\": no policy file, \"none\": no identity).",
+		}, []string{"identity"}),
 		childSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace,
 			Name:      "call_duration_seconds",
@@ -188,7 +195,7 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.calls, m.childSeconds, m.overheadSecs, m.inFlight, m.restarts,
+		m.calls, m.rateLimited, m.childSeconds, m.overheadSecs, m.inFlight, m.restarts,
 		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions,
 	)
 	return m
@@ -314,7 +321,16 @@ func (m *Metrics) CallDone(rec mux.CallRecord) {
 		sm = m.server(rec.Server)
 		server = sm.alias
 	}
-	m.calls.WithLabelValues(m.identityLabel(rec.Identity), tool, server, string(rec.Decision), string(rec.Outcome)).Inc()
+	identity := m.identityLabel(rec.Identity)
+	m.calls.WithLabelValues(identity, tool, server, string(rec.Decision), string(rec.Outcome)).Inc()
+	switch rec.Outcome {
+	case mux.OutcomeRateLimited:
+		m.rateLimited.WithLabelValues(identity).Inc()
+		return
+	case mux.OutcomeBusy:
+		// Refused before it reached the child: no durations to record.
+		return
+	}
 	if rec.Decision != mux.DecisionAllowed || sm == nil {
 		return
 	}

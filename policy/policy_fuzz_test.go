@@ -1,0 +1,90 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzParse checks that Parse never panics; that a refused file gets
+// errors naming the file, each one line, at a line within the file (or at
+// none, for a syntax error go-toml cannot place); and that an accepted file
+// means what it says: written back out, it parses to the same rules, and
+// the same file with a byte order mark or a trailing comment does too.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`allow = ["docs__*"]` + "\n" + `deny = ["*__delete_*"]` + "\n"))
+	f.Add([]byte("allow = [\n  \"a\",\n  1,\n]\ndeny = \"x\"\n[t]\n"))
+	const file = "policies/reader.toml"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(file, data)
+		if err != nil {
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("error %T %v is not a non-empty Errors", err, err)
+			}
+			lines := bytes.Count(data, []byte("\n")) + 1
+			for _, e := range errs {
+				if e.File != file || e.Line < 0 || e.Line > lines || strings.Contains(e.Msg, "\n") {
+					t.Fatalf("bad error %q (the file has %d lines)", e.Error(), lines)
+				}
+			}
+			return
+		}
+		if p.Identity != "reader" || p.File != file {
+			t.Fatalf("policy of %q from %q", p.Identity, p.File)
+		}
+		_ = p.String()
+		for _, name := range []string{"", "docs__search", "a", strings.Repeat("x", 128)} {
+			// A deny wins over both allows.
+			if p.deny.Match(name) && (p.Allows(name, true) || p.Allows(name, false)) {
+				t.Fatalf("%q is denied and allowed", name)
+			}
+			if p.Allows(name, false) && !p.Allows(name, true) {
+				t.Fatalf("%q is allowed, but not when read-only", name)
+			}
+		}
+		variants := [][]byte{append(bytes.Clone(data), "\n# a comment\n"...)}
+		if !bytes.HasPrefix(data, utf8BOM) {
+			variants = append(variants, append(bytes.Clone(utf8BOM), data...))
+		}
+		for _, variant := range variants {
+			q, err := Parse(file, variant)
+			if err != nil || !p.sameRules(q) {
+				t.Fatalf("%q parses to %v, but %q to %v (%v)", data, p, variant, q, err)
+			}
+		}
+		written, ok := writeOut(p)
+		if !ok {
+			return
+		}
+		q, err := Parse(file, written)
+		if err != nil || !p.sameRules(q) {
+			t.Fatalf("%q parses to %v, but written out as %q to %v (%v)", data, p, written, q, err)
+		}
+	})
+}
+
+// writeOut renders p's rules as a policy file, each pattern a TOML basic
+// string (JSON's string escapes are all TOML's too). It reports false for a
+// pattern that is not valid UTF-8, which TOML cannot carry.
+func writeOut(p *Policy) ([]byte, bool) {
+	var b bytes.Buffer
+	for k, pats := range p.rules {
+		b.WriteString(keyNames[k] + " = [")
+		for i, s := range pats {
+			if !utf8.ValidString(s) {
+				return nil, false
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			q, _ := json.Marshal(s)
+			b.Write(q)
+		}
+		b.WriteString("]\n")
+	}
+	return b.Bytes(), true
+}

@@ -1,0 +1,247 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
+)
+
+// lines splits a client's input the way requestReader reads it: each line
+// with its newline, the last one possibly without.
+func lines(data []byte) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			out = append(out, data)
+			break
+		}
+		out = append(out, data[:i+1])
+		data = data[i+1:]
+	}
+	return out
+}
+
+// FuzzFraming checks the stdio drain's framing on its own: requestReader
+// hands every byte on unchanged however it is read, counts exactly the lines
+// isRequest accepts, and the answers mcp-go would write for them are
+// messages isAnswer counts, so that the count comes back to zero.
+func FuzzFraming(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b"}}`+"\n"), uint8(0))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":"x","method":"ping"}`), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), log: zerolog.Nop()}
+		r := h.reader(bytes.NewReader(data))
+		// Reads of every size, down to one byte, as a pipe may deliver them.
+		buf := make([]byte, int(chunk)%64+1)
+		var got bytes.Buffer
+		for {
+			n, err := r.Read(buf)
+			got.Write(buf[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+		}
+		// A last line may get the newline mcp-go needs to read it.
+		if !bytes.Equal(got.Bytes(), data) && (bytes.HasSuffix(data, []byte("\n")) || !bytes.Equal(got.Bytes(), append(data, '\n'))) {
+			t.Fatalf("requestReader changed the input:\n in: %q\nout: %q", data, got.Bytes())
+		}
+		var answers [][]byte
+		want := int64(0)
+		for _, line := range lines(data) {
+			if !isRequest(line) {
+				continue
+			}
+			want++
+			var msg struct {
+				ID mcp.RequestId `json:"id"`
+			}
+			if err := json.Unmarshal(line, &msg); err != nil || msg.ID.IsNil() {
+				// mcp-go cannot answer under this id either; the stdio
+				// target checks what it does instead.
+				continue
+			}
+			for i, a := range []any{
+				mcp.NewJSONRPCResultResponse(msg.ID, mcp.EmptyResult{}),
+				mcp.NewJSONRPCError(msg.ID, mcp.INVALID_PARAMS, "bad", nil),
+			} {
+				b, err := json.Marshal(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = append(b, '\n')
+				if !isAnswer(b) {
+					t.Fatalf("mcp-go's answer %s to %q is not counted as an answer", b, line)
+				}
+				if i == 0 {
+					answers = append(answers, b)
+				}
+			}
+		}
+		if p := h.pending.Load(); p != want {
+			t.Fatalf("%d requests counted, want %d", p, want)
+		}
+		w := h.writer(io.Discard)
+		for _, a := range answers {
+			if _, err := w.Write(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p, left := h.pending.Load(), want-int64(len(answers)); p != left {
+			t.Fatalf("%d requests pending after %d answers to %d requests", p, len(answers), want)
+		}
+	})
+}
+
+// lockedBuffer collects what mcp-go writes from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// canonicalID returns a JSON-RPC id as mcp-go writes it back: decoded the
+// way it decodes ids and encoded again.
+func canonicalID(raw json.RawMessage) (string, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	b, err := json.Marshal(v)
+	return string(b), err == nil
+}
+
+// FuzzStdioFrames sends a client's stdin, one or more lines, through
+// ServeStdio to a Mux with a ready child, and checks what comes out: every
+// line is one well-formed JSON-RPC message, and every request read is
+// answered exactly once under its own id before ServeStdio returns (the
+// drain's promise when a client closes stdin after its last request).
+func FuzzStdioFrames(f *testing.F) {
+	lab := startFuzzLab(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Inputs are whole streams; ones too large to be useful frames only
+		// slow the fuzzer down (the size limits have their own tests).
+		if len(data) > 1<<20 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var out lockedBuffer
+		if err := lab.m.ServeStdio(ctx, fuzzIdentity, bytes.NewReader(data), &out); err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("ServeStdio did not return when its input ended")
+		}
+
+		// The ids of the requests, and of the listening streams, which may be
+		// answered when the session ends, or not.
+		want := map[string]int{}
+		listens := map[string]bool{}
+		for _, line := range lines(data) {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method *string         `json:"method"`
+			}
+			if json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 {
+				continue
+			}
+			id, ok := canonicalID(msg.ID)
+			switch {
+			case isRequest(line):
+				if !ok {
+					t.Fatalf("request %q has an id mcp-go cannot read", line)
+				}
+				want[id]++
+			case ok && msg.Method != nil && *msg.Method == string(mcp.MethodSubscriptionsListen):
+				listens[id] = true
+			}
+		}
+		got := map[string]int{}
+		for _, line := range lines(out.Bytes()) {
+			if line[len(line)-1] != '\n' {
+				t.Fatalf("output line %q does not end with a newline", line)
+			}
+			id, isResponse := checkMessage(t, line)
+			if !isResponse {
+				continue
+			}
+			if string(id) == "null" {
+				if isAnswer(line) {
+					t.Fatalf("%q has a null id but counts as an answer", line)
+				}
+				continue
+			}
+			if !isAnswer(line) {
+				t.Fatalf("the answer %q is not counted as one", line)
+			}
+			cid, _ := canonicalID(id)
+			if listens[cid] && want[cid] == got[cid] {
+				continue
+			}
+			got[cid]++
+			if got[cid] > want[cid] {
+				t.Fatalf("answer %q to no request of the input (requests: %v)", line, want)
+			}
+		}
+		for id, n := range want {
+			if got[id] != n {
+				t.Fatalf("%d requests with id %s got %d answers", n, id, got[id])
+			}
+		}
+	})
+}
+
+// checkMessage fails t unless msg is one well-formed JSON-RPC 2.0 message
+// from a server: a request or notification, or a response with an id and
+// exactly one of result and error (an error with a code and a message). It
+// returns a response's id.
+func checkMessage(t *testing.T, msg []byte) (id json.RawMessage, isResponse bool) {
+	t.Helper()
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   *struct {
+			Code    *int    `json:"code"`
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil || m.JSONRPC != "2.0" {
+		t.Fatalf("%q is not a JSON-RPC message: %v", msg, err)
+	}
+	switch {
+	case m.Method != "":
+		if m.Result != nil || m.Error != nil {
+			t.Fatalf("%q is neither a request nor a notification", msg)
+		}
+		return nil, false
+	case len(m.ID) == 0 || (m.Result == nil) == (m.Error == nil):
+		t.Fatalf("%q is not a response", msg)
+	case m.Error != nil && (m.Error.Code == nil || m.Error.Message == nil):
+		t.Fatalf("%q has an error without code and message", msg)
+	}
+	return m.ID, true
+}

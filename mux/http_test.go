@@ -1,6 +1,29 @@
 package mux
 
-import "testing"
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/policy"
+)
 
 func TestAllowedOrigin(t *testing.T) {
 	cases := []struct {
@@ -20,5 +43,374 @@ func TestAllowedOrigin(t *testing.T) {
 		if got := allowedOrigin(c.origin, c.host); got != c.want {
 			t.Errorf("allowedOrigin(%q, %q) = %v, want %v", c.origin, c.host, got, c.want)
 		}
+	}
+}
+
+// httpMux is a real Mux with one real child (an in-process mcp-go server
+// over HTTP) and its real HTTP upstream, served by httptest. The caller's
+// identity is the X-Identity header.
+type httpMux struct {
+	m   *Mux
+	up  *HTTPUpstream
+	url string
+}
+
+func startHTTPMux(t *testing.T, idle time.Duration, limits config.Limits) *httpMux {
+	t.Helper()
+	child := server.NewMCPServer("child", "1", server.WithToolCapabilities(true))
+	child.AddTool(mcp.NewTool("echo", mcp.WithString("message")), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(r.GetString("message", "")), nil
+	})
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	childSrv := httptest.NewServer(childHTTP)
+
+	root := t.TempDir()
+	policies := filepath.Join(root, "policies")
+	if err := os.Mkdir(policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n", policies, childSrv.URL+"/mcp")
+	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, store, Options{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	up := m.NewHTTPUpstream(HTTPOptions{Path: "/mcp", SessionIdleTimeout: idle, Limits: limits})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), r.Header.Get("X-Identity"))))
+	}))
+	t.Cleanup(func() {
+		up.Shutdown(context.Background())
+		hs.Close()
+		m.Close()
+		_ = childHTTP.Shutdown(context.Background())
+		childSrv.CloseClientConnections()
+		childSrv.Close()
+	})
+	return &httpMux{m: m, up: up, url: hs.URL + "/mcp"}
+}
+
+const testInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// send makes one request as identity, in session sid ("" for none).
+func (h *httpMux) send(t *testing.T, method, identity, sid, body string) (int, string, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, h.url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Identity", identity)
+	if sid != "" {
+		req.Header.Set(server.HeaderKeySessionID, sid)
+		req.Header.Set(server.HeaderKeyProtocolVersion, "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s as %s: %v", method, identity, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// open initializes a session as identity and returns its id, or "" and
+// the refusal's status and text.
+func (h *httpMux) open(t *testing.T, identity string) (sid string, code int, text string) {
+	t.Helper()
+	code, text, hdr := h.send(t, http.MethodPost, identity, "", testInitialize)
+	return hdr.Get(server.HeaderKeySessionID), code, text
+}
+
+const testPing = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+
+// inMcpGo reports whether mcp-go still has session id registered.
+func (h *httpMux) inMcpGo(id string) bool {
+	return h.m.srv.SendNotificationToSpecificClient(id, "notifications/message", nil) == nil
+}
+
+// Over either cap, a new session is refused with a status and a text that
+// say which; nobody's session is dropped for it, and a freed slot is
+// taken again.
+func TestHTTPSessionCaps(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxSessions: 3, MaxSessionsPerIdentity: 2})
+	var open []struct{ who, sid string }
+	for _, who := range []string{"alice", "alice", "bob"} {
+		sid, code, text := h.open(t, who)
+		if sid == "" {
+			t.Fatalf("session for %s refused: %d %s", who, code, text)
+		}
+		open = append(open, struct{ who, sid string }{who, sid})
+	}
+	for _, c := range []struct {
+		who  string
+		code int
+		says string
+	}{
+		{"alice", http.StatusTooManyRequests, "max_sessions_per_identity (2)"},
+		{"carol", http.StatusServiceUnavailable, "max_sessions (3)"},
+	} {
+		sid, code, text := h.open(t, c.who)
+		if sid != "" || code != c.code || !strings.Contains(text, c.says) || !strings.Contains(text, "new session refused") {
+			t.Errorf("session %d for %s: %d %q, want %d saying %q", len(open)+1, c.who, code, text, c.code, c.says)
+		}
+	}
+	for _, o := range open {
+		if code, text, _ := h.send(t, http.MethodPost, o.who, o.sid, testPing); code != http.StatusOK {
+			t.Errorf("%s's session after the refusals: %d %s", o.who, code, text)
+		}
+	}
+	if total, alice := h.m.sessions.counts("alice"); total != 3 || alice != 2 {
+		t.Errorf("counts = %d total, %d alice; want 3, 2", total, alice)
+	}
+	// alice ends one; she may open one again, and then nobody may.
+	if code, text, _ := h.send(t, http.MethodDelete, "alice", open[0].sid, ""); code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", code, text)
+	}
+	if sid, code, text := h.open(t, "alice"); sid == "" {
+		t.Errorf("alice after a DELETE: %d %s", code, text)
+	}
+	if _, code, _ := h.open(t, "carol"); code != http.StatusServiceUnavailable {
+		t.Errorf("carol with 3 open: %d", code)
+	}
+}
+
+// A flood of concurrent initializes opens exactly as many sessions as the
+// caps allow; the rest are refused, and every session opened works.
+func TestHTTPSessionFlood(t *testing.T) {
+	const perIdentity, total, callers = 10, 25, 120
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxSessions: total, MaxSessionsPerIdentity: perIdentity})
+	type result struct {
+		who, sid string
+		code     int
+	}
+	results := make(chan result, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		who := fmt.Sprintf("id%d", i%4)
+		wg.Go(func() {
+			sid, code, _ := h.open(t, who)
+			results <- result{who, sid, code}
+		})
+	}
+	wg.Wait()
+	close(results)
+	byWho := map[string]int{}
+	var opened []result
+	for r := range results {
+		switch {
+		case r.sid != "":
+			byWho[r.who]++
+			opened = append(opened, r)
+		case r.code != http.StatusTooManyRequests && r.code != http.StatusServiceUnavailable:
+			t.Errorf("%s refused with %d", r.who, r.code)
+		}
+	}
+	if len(opened) != total {
+		t.Errorf("%d sessions opened, want %d", len(opened), total)
+	}
+	for who, n := range byWho {
+		if n > perIdentity {
+			t.Errorf("%s holds %d sessions, over %d", who, n, perIdentity)
+		}
+	}
+	for _, r := range opened {
+		if code, text, _ := h.send(t, http.MethodPost, r.who, r.sid, testPing); code != http.StatusOK {
+			t.Errorf("%s's session: %d %s", r.who, code, text)
+		}
+	}
+}
+
+// A session id the registry does not hold for the caller is 404 for every
+// method; an ended session leaves nothing behind, in the registry or in
+// mcp-go, however many come and go.
+func TestHTTPEndedSessionsLeaveNothing(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxSessions: 5, MaxSessionsPerIdentity: 5})
+	var last string
+	for range 300 {
+		sid, code, text := h.open(t, "alice")
+		if sid == "" {
+			t.Fatalf("open: %d %s", code, text)
+		}
+		if !h.inMcpGo(sid) {
+			t.Fatalf("mcp-go does not hold the open session %s", sid)
+		}
+		if code, text, _ := h.send(t, http.MethodDelete, "alice", sid, ""); code != http.StatusOK {
+			t.Fatalf("DELETE: %d %s", code, text)
+		}
+		last = sid
+	}
+	if total, alice := h.m.sessions.counts("alice"); total != 0 || alice != 0 {
+		t.Errorf("after 300 sessions ended: counts %d, %d", total, alice)
+	}
+	n := 0
+	h.m.sessions.byID.Range(func(any, any) bool { n++; return true })
+	if n != 0 || h.inMcpGo(last) {
+		t.Errorf("after 300 sessions ended: %d ids held, mcp-go holds the last: %v", n, h.inMcpGo(last))
+	}
+	live, _, _ := h.open(t, "alice")
+	for _, c := range []struct{ method, who, sid, body string }{
+		{http.MethodPost, "alice", last, testPing},
+		{http.MethodGet, "alice", last, ""},
+		{http.MethodDelete, "alice", last, ""},
+		{http.MethodPost, "alice", "mcp-session-never-issued", testPing},
+		{http.MethodPost, "bob", live, testPing},
+		{http.MethodGet, "bob", live, ""},
+		{http.MethodDelete, "bob", live, ""},
+	} {
+		if code, text, _ := h.send(t, c.method, c.who, c.sid, c.body); code != http.StatusNotFound {
+			t.Errorf("%s as %s in %s: %d %q, want 404", c.method, c.who, c.sid, code, text)
+		}
+	}
+	if code, _, _ := h.send(t, http.MethodPost, "alice", live, testPing); code != http.StatusOK {
+		t.Errorf("alice's own session after bob's tries: %d", code)
+	}
+}
+
+// An idle session ends in the registry and in mcp-go alike, and is 404
+// from then on; a session with a listening stream open is not idle.
+func TestHTTPIdleSessionEndsEverywhere(t *testing.T) {
+	h := startHTTPMux(t, time.Second, config.Limits{})
+	idle, _, _ := h.open(t, "alice")
+	streaming, _, _ := h.open(t, "alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Identity", "alice")
+	req.Header.Set(server.HeaderKeySessionID, streaming)
+	req.Header.Set(server.HeaderKeyProtocolVersion, "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+
+	waitFor(t, "the idle session to end", func() bool { return h.m.sessions.lookup(idle) == nil })
+	if h.inMcpGo(idle) {
+		t.Error("mcp-go still holds the expired session")
+	}
+	if code, _, _ := h.send(t, http.MethodPost, "alice", idle, testPing); code != http.StatusNotFound {
+		t.Errorf("the expired session: %d, want 404", code)
+	}
+	if h.m.sessions.lookup(streaming) == nil || !h.inMcpGo(streaming) {
+		t.Error("the session with a listening stream was ended as idle")
+	}
+	if code, text, _ := h.send(t, http.MethodPost, "alice", streaming, testPing); code != http.StatusOK {
+		t.Errorf("the streaming session: %d %s", code, text)
+	}
+	// Ending the session ends its stream.
+	if code, _, _ := h.send(t, http.MethodDelete, "alice", streaming, ""); code != http.StatusOK {
+		t.Fatalf("DELETE: %d", code)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("stream ended with %v", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rawPOST writes a POST's head and then body as given, and returns the
+// response that comes back.
+func rawPOST(t *testing.T, url string, head string, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, "POST "+u.Path+" HTTP/1.1\r\nHost: "+u.Host+"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nX-Identity: alice\r\n"+head+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(conn, body) }() // ends when the server closes
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// stall is a body that sends its bytes and then nothing, until closed.
+type stall struct {
+	r    io.Reader
+	done chan struct{}
+}
+
+func (s *stall) Read(p []byte) (int, error) {
+	if n, err := s.r.Read(p); err != io.EOF {
+		return n, err
+	}
+	<-s.done
+	return 0, io.EOF
+}
+
+// A body over max_body_bytes is 413: at once when its length says so, when
+// the limit is reached when it does not; a body that stalls is 408 after
+// read_timeout. The connection is closed after each.
+func TestHTTPBodyLimits(t *testing.T) {
+	const limit = 64 << 10
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxBodyBytes: limit, ReadTimeout: 300 * time.Millisecond})
+	done := make(chan struct{})
+	defer close(done)
+	big := strings.Repeat(" ", 1<<20)
+	for _, c := range []struct {
+		name string
+		head string
+		body io.Reader
+		code int
+		says string
+	}{
+		// No byte of the body is ever sent: a server that read it would
+		// wait for read_timeout and answer 408.
+		{"declared length over the limit", "Content-Length: 1048576\r\n", &stall{r: strings.NewReader(""), done: done}, http.StatusRequestEntityTooLarge, "max_body_bytes (65536 bytes)"},
+		{"chunked over the limit", "Transfer-Encoding: chunked\r\n", strings.NewReader(fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big)), http.StatusRequestEntityTooLarge, "max_body_bytes"},
+		{"stalled body", "Content-Length: 100\r\n", &stall{r: strings.NewReader(`{"jsonrpc":`), done: done}, http.StatusRequestTimeout, "read_timeout (300ms)"},
+		{"within the limit", fmt.Sprintf("Content-Length: %d\r\n", len(testInitialize)), strings.NewReader(testInitialize), http.StatusOK, `"protocolVersion"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, text := rawPOST(t, h.url, c.head, c.body)
+			if resp.StatusCode != c.code || !strings.Contains(text, c.says) {
+				t.Errorf("%d %q, want %d saying %q", resp.StatusCode, text, c.code, c.says)
+			}
+			if c.code != http.StatusOK && !resp.Close {
+				t.Errorf("the connection stays open after %d", resp.StatusCode)
+			}
+		})
 	}
 }

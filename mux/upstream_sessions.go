@@ -141,11 +141,12 @@ func (s *sessions) configure(maxTotal, maxPerIdentity int, forget func(string)) 
 func (s *sessions) admit(identity string) (*upstreamSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.maxTotal > 0 && s.total >= s.maxTotal {
-		return nil, fmt.Errorf("%w: max_sessions (%d) are open", ErrSessionLimit, s.maxTotal)
-	}
+	// The caller's own cap first: it is the one the caller can act on.
 	if s.maxPerIdentity > 0 && s.perIdentity[identity] >= s.maxPerIdentity {
 		return nil, fmt.Errorf("%w: identity %q holds max_sessions_per_identity (%d)", ErrIdentitySessionLimit, identity, s.maxPerIdentity)
+	}
+	if s.maxTotal > 0 && s.total >= s.maxTotal {
+		return nil, fmt.Errorf("%w: max_sessions (%d) are open", ErrSessionLimit, s.maxTotal)
 	}
 	if s.perIdentity == nil {
 		s.perIdentity = map[string]int{}

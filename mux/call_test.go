@@ -1,0 +1,321 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// Tests of the call pipeline: a started Mux whose one child, "lab", is a
+// real MCP server (mcp-go's) served in process over streamable HTTP.
+
+// callLab is a started Mux, its child's tools, and what the child saw.
+type callLab struct {
+	m   *Mux
+	log *syncBuffer
+	// calls counts the calls that reached the child.
+	calls atomic.Int32
+	// started gets the tag of each hold call once it has reached the
+	// child; release[tag] lets it answer.
+	started chan string
+	mu      sync.Mutex
+	release map[string]chan struct{}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gate returns the lab child's gate.
+func (l *callLab) gate() *gate { return l.m.admit.gate(l.m.children[0]) }
+
+// releaseCh returns the channel that lets hold call tag answer.
+func (l *callLab) releaseCh(tag string) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.release[tag]
+	if !ok {
+		ch = make(chan struct{})
+		l.release[tag] = ch
+	}
+	return ch
+}
+
+func (l *callLab) tools(extra ...server.ServerTool) []server.ServerTool {
+	return append([]server.ServerTool{
+		{Tool: mcp.NewTool("hold", mcp.WithString("tag", mcp.Required())),
+			Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				l.calls.Add(1)
+				tag := req.GetString("tag", "")
+				release := l.releaseCh(tag)
+				l.started <- tag
+				select {
+				case <-release:
+					return mcp.NewToolResultText("released " + tag), nil
+				case <-ctx.Done():
+					return mcp.NewToolResultError("cancelled"), nil
+				}
+			}},
+		{Tool: mcp.NewToolWithRawSchema("search", "", json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"filter":{"type":"object","properties":{"query":{"type":"string"}}}}}`)),
+			Handler: func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				l.calls.Add(1)
+				return mcp.NewToolResultText(string(req.Params.RawArguments)), nil
+			}},
+	}, extra...)
+}
+
+// startCallLab starts the child with tools and a Mux on it, configured
+// with limitLines in [limits] and serverLines in [servers.lab], and stops
+// both, checking that no goroutine outlives them, when t ends. Identities
+// "reader" and "bob" may call every tool.
+func startCallLab(t *testing.T, limitLines, serverLines string, extra ...server.ServerTool) *callLab {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	l := &callLab{log: &syncBuffer{}, started: make(chan string, 16), release: map[string]chan struct{}{}}
+	child := server.NewMCPServer("calllab", "1", server.WithToolCapabilities(true))
+	child.AddTools(l.tools(extra...)...)
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	hs := httptest.NewServer(childHTTP)
+
+	root := t.TempDir()
+	policies := filepath.Join(root, "policies")
+	if err := os.Mkdir(policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"reader", "bob"} {
+		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(`allow = ["*"]`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := fmt.Sprintf("[mux]\npolicy_dir = %q\ncall_timeout = \"30s\"\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
+		policies, limitLines, hs.URL+"/mcp", serverLines)
+	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, store, Options{Log: zerolog.New(l.log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.m = m
+	m.Start(context.Background())
+	t.Cleanup(func() {
+		m.Close()
+		_ = childHTTP.Shutdown(context.Background())
+		hs.CloseClientConnections()
+		hs.Close()
+		testsupport.WaitFor(t, "the lab's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	if err := m.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// call is one CallTool in flight.
+type call struct {
+	cancel context.CancelFunc
+	done   chan Result
+}
+
+func (l *callLab) start(identity, name, args string) *call {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &call{cancel: cancel, done: make(chan Result, 1)}
+	go func() { c.done <- l.m.CallTool(ctx, identity, name, json.RawMessage(args)) }()
+	return c
+}
+
+func text(r Result) string {
+	if r.Tool == nil || len(r.Tool.Content) == 0 {
+		return ""
+	}
+	if tc, ok := r.Tool.Content[0].(mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
+}
+
+// With max_in_flight = 1 and max_queued = 1, a third call is refused busy
+// at once; a queued call whose caller gives up leaves the queue at once.
+func TestBusy(t *testing.T) {
+	l := startCallLab(t, "", "max_in_flight = 1\nmax_queued = 1")
+	first := l.start("reader", "lab__hold", `{"tag":"first"}`)
+	if tag := <-l.started; tag != "first" {
+		t.Fatalf("%s started", tag)
+	}
+	queued := l.start("reader", "lab__hold", `{"tag":"queued"}`)
+	testsupport.WaitFor(t, "the second call to queue", func() bool { return l.gate().queued.Load() == 1 })
+
+	r := l.m.CallTool(context.Background(), "reader", "lab__hold", json.RawMessage(`{"tag":"third"}`))
+	if r.Outcome != OutcomeBusy || r.Decision != DecisionAllowed || !r.Tool.IsError {
+		t.Fatalf("third call: %+v", r)
+	}
+	if want := "server lab is busy: 1 calls in flight and 1 queued; try again later"; text(r) != want {
+		t.Fatalf("busy message %q, want %q", text(r), want)
+	}
+
+	queued.cancel()
+	if r := <-queued.done; r.Outcome != OutcomeCancelled {
+		t.Fatalf("cancelled queued call: %+v %q", r, text(r))
+	}
+	if n := l.gate().queued.Load(); n != 0 {
+		t.Fatalf("%d calls still queued after the queued one was cancelled", n)
+	}
+	// Its place in the queue is free.
+	next := l.start("reader", "lab__hold", `{"tag":"next"}`)
+	testsupport.WaitFor(t, "the next call to queue", func() bool { return l.gate().queued.Load() == 1 })
+	close(l.releaseCh("first"))
+	if r := <-first.done; r.Outcome != OutcomeOK {
+		t.Fatalf("first call: %+v %q", r, text(r))
+	}
+	if tag := <-l.started; tag != "next" {
+		t.Fatalf("%s started, want next", tag)
+	}
+	close(l.releaseCh("next"))
+	if r := <-next.done; r.Outcome != OutcomeOK {
+		t.Fatalf("next call: %+v %q", r, text(r))
+	}
+	if n := l.calls.Load(); n != 2 {
+		t.Fatalf("the child got %d calls, want 2 (the busy and the cancelled ones never reached it)", n)
+	}
+	if !strings.Contains(l.log.String(), `"outcome":"busy"`) {
+		t.Error("no audit line with outcome busy")
+	}
+}
+
+// A queued call is still bounded by call_timeout, and says it waited for a
+// slot.
+func TestQueuedCallTimesOut(t *testing.T) {
+	l := startCallLab(t, "", "max_in_flight = 1")
+	l.m.cfg.Mux.CallTimeout = 300 * time.Millisecond
+	first := l.start("reader", "lab__hold", `{"tag":"first"}`)
+	<-l.started
+	r := l.m.CallTool(context.Background(), "reader", "lab__hold", json.RawMessage(`{"tag":"second"}`))
+	if r.Outcome != OutcomeTimeout || !strings.Contains(text(r), "waiting for one of server lab's 1 call slots; it was not sent") {
+		t.Fatalf("queued call: %+v %q", r, text(r))
+	}
+	if r := <-first.done; r.Outcome != OutcomeTimeout {
+		t.Fatalf("first call: %+v %q", r, text(r))
+	}
+}
+
+// rate_limit is per identity: a second call at once is refused, with the
+// limit named, and another identity is not affected.
+func TestRateLimited(t *testing.T) {
+	// One call per 100s: the second is refused however slow the machine.
+	l := startCallLab(t, "rate_limit = 0.01\nrate_burst = 1", "")
+	args := json.RawMessage(`{"query":"x"}`)
+	if r := l.m.CallTool(context.Background(), "reader", "lab__search", args); r.Outcome != OutcomeOK {
+		t.Fatalf("first call: %+v %q", r, text(r))
+	}
+	r := l.m.CallTool(context.Background(), "reader", "lab__search", args)
+	if r.Outcome != OutcomeRateLimited || !r.Tool.IsError {
+		t.Fatalf("second call: %+v", r)
+	}
+	if want := `rate limit exceeded for identity "reader": at most 0.01 calls per second (bursts of 1); try again later`; text(r) != want {
+		t.Fatalf("message %q, want %q", text(r), want)
+	}
+	if r := l.m.CallTool(context.Background(), "bob", "lab__search", args); r.Outcome != OutcomeOK {
+		t.Fatalf("another identity: %+v %q", r, text(r))
+	}
+	// Names outside the catalog are refused as before, not rate limited.
+	if r := l.m.CallTool(context.Background(), "reader", "lab__nope", args); r.Decision != DecisionUnknown {
+		t.Fatalf("unknown name: %+v", r)
+	}
+	if n := l.calls.Load(); n != 2 {
+		t.Fatalf("the child got %d calls, want 2", n)
+	}
+}
+
+// Arguments with a duplicate key, at the top or nested, never reach the
+// child; others are forwarded byte for byte.
+func TestDuplicateKeys(t *testing.T) {
+	l := startCallLab(t, "", "")
+	cases := []struct{ args, want string }{
+		{`{"query":"public","query":"private"}`, `lab__search: arguments: duplicate key "query" at (root)`},
+		{`{"filter":{"query":"a","query":"b"}}`, `lab__search: arguments: duplicate key "query" at /filter`},
+	}
+	for _, c := range cases {
+		r := l.m.CallTool(context.Background(), "reader", "lab__search", json.RawMessage(c.args))
+		if r.Decision != DecisionInvalid || r.Outcome != OutcomeRefused || text(r) != c.want {
+			t.Errorf("%s: %+v %q, want %q", c.args, r, text(r), c.want)
+		}
+	}
+	if n := l.calls.Load(); n != 0 {
+		t.Fatalf("the child got %d calls with duplicate keys", n)
+	}
+	// The JSON-RPC encoder compacts the arguments; nothing else changes.
+	raw := `{"filter":{"query":"a"},"query":"1.000000000000000000001","n":1.000000000000000000001}`
+	r := l.m.CallTool(context.Background(), "reader", "lab__search", json.RawMessage(raw))
+	if r.Outcome != OutcomeOK || text(r) != raw {
+		t.Fatalf("forwarded %q, want %q (%+v)", text(r), raw, r)
+	}
+}
+
+// A tool whose inputSchema is over max_schema_bytes or max_schema_depth is
+// left out, and the log says why; the other tools stay.
+func TestSchemaLimitsLeaveToolsOut(t *testing.T) {
+	text := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("x"), nil
+	}
+	big := `{"type":"object","description":"` + strings.Repeat("x", 5000) + `"}`
+	deep := `{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"object","properties":{"c":{"type":"object","properties":{"d":{"type":"object"}}}}}}}}}`
+	l := startCallLab(t, "max_schema_bytes = 4096\nmax_schema_depth = 8", "",
+		server.ServerTool{Tool: mcp.NewToolWithRawSchema("big", "", json.RawMessage(big)), Handler: text},
+		server.ServerTool{Tool: mcp.NewToolWithRawSchema("deep", "", json.RawMessage(deep)), Handler: text},
+	)
+	var names []string
+	for _, ti := range l.m.Tools("reader") {
+		names = append(names, ti.Name)
+	}
+	if got := strings.Join(names, " "); got != "lab__hold lab__search" {
+		t.Fatalf("tools %q, want the two within the limits", got)
+	}
+	log := l.log.String()
+	for _, want := range []string{
+		fmt.Sprintf(`"child_tool":"big","error":"inputSchema is %d bytes, more than max_schema_bytes (4KiB)","message":"tool left out: its inputSchema is larger than max_schema_bytes"`, len(big)),
+		`"child_tool":"deep","error":"inputSchema nests objects and arrays 9 deep, more than max_schema_depth (8)","message":"tool left out: its inputSchema is nested deeper than max_schema_depth"`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+}

@@ -25,9 +25,10 @@ const (
 	minBackoff    = 100 * time.Millisecond
 	maxBackoff    = 30 * time.Second
 	healthyUptime = 10 * time.Second
-	// maxListPages bounds tools/list paging, so a child whose cursors never
-	// end cannot keep mcpmux reading forever.
-	maxListPages = 1000
+	// minRereadGap is the least time between two re-reads of a child's
+	// catalog: a flood of tools/list_changed costs at most one re-read per
+	// gap, and the last change is still read.
+	minRereadGap = 250 * time.Millisecond
 	// drainGrace is how long an exited child's stdout may still be read for
 	// answers it wrote just before exiting.
 	drainGrace = time.Second
@@ -266,6 +267,7 @@ func backoff(attempt int) time.Duration {
 // serve watches a ready session until it is lost or ctx ends, re-reading the
 // catalog whenever the child says it changed. It returns why it stopped.
 func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog) string {
+	var lastRead time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -273,6 +275,25 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 		case <-sess.lost:
 			return sess.lostWhy
 		case <-c.refresh:
+			// Notifications that arrive meanwhile fold into the one token
+			// c.refresh holds, so a flood costs one read per gap.
+			if wait := minRereadGap - time.Since(lastRead); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return "mcpmux stopping"
+				case <-sess.lost:
+					t.Stop()
+					return sess.lostWhy
+				case <-t.C:
+				}
+			}
+			select { // what came during the wait is read now
+			case <-c.refresh:
+			default:
+			}
+			lastRead = time.Now()
 			lctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
 			cat, err := c.readCatalog(lctx, sess)
 			cancel()
@@ -295,14 +316,18 @@ type listPage struct {
 	NextCursor string            `json:"nextCursor"`
 }
 
-// readCatalog reads the child's whole tool list and builds its catalog.
+// readCatalog reads the child's whole tool list and builds its catalog. It
+// fails once the list takes more than max_catalog_pages pages, or its pages
+// more than max_catalog_bytes together.
 func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
+	lim := c.deps.cfg.Limits
 	var raw []json.RawMessage
+	var size int64
 	cursor := ""
 	seen := map[string]bool{}
 	for page := 0; ; page++ {
-		if page == maxListPages {
-			return nil, fmt.Errorf("more than %d pages", maxListPages)
+		if page == lim.MaxCatalogPages {
+			return nil, fmt.Errorf("the tool list has more than max_catalog_pages (%d) pages", lim.MaxCatalogPages)
 		}
 		params := map[string]any{}
 		if cursor != "" {
@@ -311,6 +336,10 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		result, err := sess.rawRequest(ctx, string(mcp.MethodToolsList), params)
 		if err != nil {
 			return nil, err
+		}
+		if size += int64(len(result)); size > lim.MaxCatalogBytes {
+			return nil, fmt.Errorf("the tool list is larger than max_catalog_bytes (%s) after %d pages",
+				config.FormatSize(lim.MaxCatalogBytes), page+1)
 		}
 		var p listPage
 		if err := json.Unmarshal(result, &p); err != nil {

@@ -2,7 +2,6 @@ package mux
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
 )
 
@@ -37,14 +37,16 @@ type session struct {
 	lostWhy  string // valid once lost is closed
 
 	sse     bool          // the legacy SSE transport
+	limit   int64         // max_message_bytes
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
 	wg      sync.WaitGroup
 	ids     atomic.Uint64 // for mcpmux's own raw requests
 }
 
-func newSession() *session {
+func newSession(limit int64) *session {
 	return &session{
+		limit:   limit,
 		started: time.Now(),
 		lost:    make(chan struct{}),
 		eof:     make(chan struct{}),
@@ -123,6 +125,12 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		defer stop()
 	}
 	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
+	if errors.Is(err, errMessageTooLarge) {
+		// The child did answer; the caller is told what became of it.
+		return mcp.NewToolResultError(fmt.Sprintf(
+			"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
+			name, config.FormatSize(s.limit))), nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
@@ -145,11 +153,18 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 	})
 }
 
+// send sends a request and returns its raw result. An answer over
+// max_message_bytes from a remote child is an error wrapping
+// errMessageTooLarge, and leaves the session as the transport left it.
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
+	ctx, tooLarge := withTooLargeFlag(ctx)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
 	if err != nil {
+		if tooLarge.Load() {
+			return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
+		}
 		return nil, transport.NewError(err)
 	}
 	if resp.Error != nil {
@@ -224,15 +239,24 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess := newSession()
+	limit := c.deps.cfg.Limits.MaxMessageBytes
+	sess := newSession(limit)
 	sess.proc = proc
-	sess.tr = transport.NewIO(&eofReader{r: proc.Stdout, eof: sess.eof}, proc.Stdin, nil)
+	lines := &lineReader{r: proc.Stdout, limit: limit, eof: sess.eof}
+	sess.tr = transport.NewIO(lines, proc.Stdin, nil)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
 	sess.wg.Go(func() {
 		select {
 		case <-proc.Done():
 		case <-sess.eof:
+			if lines.tooLong.Load() {
+				c.log.Error().Int("pid", proc.Pid()).Int64("max_message_bytes", limit).
+					Msg("server sent a message over max_message_bytes; ending its session")
+				sess.markLost(fmt.Sprintf("it sent a message over max_message_bytes (%s)", config.FormatSize(limit)))
+				proc.Kill()
+				break
+			}
 			// Usually the exit follows at once; a child that stays alive
 			// without its stdout, or that broke the protocol, is useless.
 			t := time.NewTimer(drainGrace)
@@ -253,17 +277,19 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 // connect prepares the transport to a remote child; requests make the
 // connection.
 func (c *child) connect() (*session, error) {
-	sess := newSession()
+	sess := newSession(c.deps.cfg.Limits.MaxMessageBytes)
 	var err error
+	// Every response body, and every event of a stream, is bounded.
+	hc := limitedClient(c.deps.cfg.Limits.MaxMessageBytes, c.log)
 	switch c.cfg.Transport {
 	case "sse":
 		sess.sse = true
-		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers),
+		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers), transport.WithHTTPClient(hc),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.
 			transport.WithResponseTimeout(2*c.deps.cfg.Mux.CallTimeout+time.Minute))
 	default:
-		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers),
+		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
 			// The standalone stream carries what the server says outside a
 			// request, such as tools/list_changed.
 			transport.WithContinuousListening())
@@ -390,36 +416,4 @@ func (c *child) logStderr(r io.Reader, pid int) {
 			return
 		}
 	}
-}
-
-// maxLine bounds one message from a child. A child that sends more without
-// a newline is broken or hostile; its session is ended there. (mcp-go's
-// reader holds up to about twice this while it reads a line.)
-const maxLine = 64 << 20
-
-var errLineTooLong = fmt.Errorf("a message longer than %d bytes", maxLine)
-
-// eofReader closes eof when the underlying reader fails or ends, and ends
-// the stream at a line longer than maxLine.
-type eofReader struct {
-	r       io.Reader
-	eof     chan struct{}
-	once    sync.Once
-	lineLen int // bytes since the last newline
-}
-
-func (e *eofReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
-		e.lineLen = n - i - 1
-	} else {
-		e.lineLen += n
-	}
-	if err == nil && e.lineLen > maxLine {
-		err = errLineTooLong
-	}
-	if err != nil {
-		e.once.Do(func() { close(e.eof) })
-	}
-	return n, err
 }

@@ -6,14 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // Upstream concurrency: the stdio server runs 5 tool calls at a time unless
@@ -34,10 +38,12 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so
 	// the end is held back until the answers are out.
-	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(), log: m.log}
+	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
+		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
+	w := drain.writer(out) // first: the reader answers oversized messages through it
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for list_changed to find the session.
-	return s.Listen(WithIdentity(ctx, identity), drain.reader(in), drain.writer(out))
+	return s.Listen(WithIdentity(ctx, identity), drain.reader(in), w)
 }
 
 func (m *Mux) maxStartupTimeout() time.Duration {
@@ -55,14 +61,25 @@ type halfClose struct {
 	idle    chan struct{} // gets a token whenever pending drops to zero
 	ctx     context.Context
 	limit   time.Duration
-	log     zerolog.Logger
+	// maxMessage bounds one line from the client (max_message_bytes; 0
+	// means the default).
+	maxMessage int64
+	log        zerolog.Logger
+	out        *answerWriter // set by writer
 }
 
 func (h *halfClose) reader(r io.Reader) io.Reader {
-	return &requestReader{h: h, r: bufio.NewReaderSize(r, 64*1024)}
+	max := h.maxMessage
+	if max <= 0 {
+		max = config.DefaultMaxMessageBytes
+	}
+	return &requestReader{h: h, r: bufio.NewReaderSize(r, 64*1024), max: max}
 }
 
-func (h *halfClose) writer(w io.Writer) io.Writer { return &answerWriter{h: h, w: w} }
+func (h *halfClose) writer(w io.Writer) io.Writer {
+	h.out = &answerWriter{h: h, w: w}
+	return h.out
+}
 
 // waitIdle blocks until every request read has been answered.
 func (h *halfClose) waitIdle() {
@@ -83,37 +100,131 @@ func (h *halfClose) waitIdle() {
 }
 
 // requestReader passes the client's lines through unchanged, counting the
-// requests among them.
+// requests among them. A line longer than max is never held whole: it is
+// read to its end and dropped, and answered with a JSON-RPC error.
 type requestReader struct {
 	h    *halfClose
 	r    *bufio.Reader
+	max  int64
+	buf  []byte // holds the current line
 	line []byte // the rest of the current line, not yet handed on
 	err  error  // the error after line
+	// drained is set once the end of the input waited for the answers.
+	drained bool
 }
 
 func (rr *requestReader) Read(p []byte) (int, error) {
-	if len(rr.line) == 0 {
+	for len(rr.line) == 0 {
 		if rr.err != nil {
+			if errors.Is(rr.err, io.EOF) && !rr.drained {
+				rr.drained = true
+				rr.h.waitIdle()
+			}
 			return 0, rr.err
 		}
-		line, err := rr.r.ReadBytes('\n')
+		line, err := rr.readLine()
 		if isRequest(line) {
 			rr.h.pending.Add(1)
 		}
-		rr.line = line
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				rr.h.waitIdle()
-			}
-			rr.err = err
+		if len(line) > 0 && line[len(line)-1] != '\n' {
+			// mcp-go drops a last line that has no newline.
+			line = append(line, '\n')
 		}
-		if len(rr.line) == 0 {
-			return 0, rr.err
-		}
+		rr.line, rr.err = line, err
 	}
 	n := copy(p, rr.line)
 	rr.line = rr.line[n:]
 	return n, nil
+}
+
+// oversizedHead is how much of an oversized line is kept to find its id.
+const oversizedHead = 16 << 10
+
+// readLine reads the next line of at most max bytes (not counting its
+// newline), skipping and answering longer ones.
+func (rr *requestReader) readLine() ([]byte, error) {
+	if cap(rr.buf) > 1<<20 {
+		rr.buf = nil // one large message does not pin its buffer for good
+	}
+	rr.buf = rr.buf[:0]
+	var size int64  // of the line so far, newline included
+	var head []byte // the start of an oversized line; nil while it fits
+	for {
+		frag, err := rr.r.ReadSlice('\n')
+		size += int64(len(frag))
+		content := size
+		if err == nil {
+			content-- // the newline
+		}
+		if head == nil && content > rr.max {
+			head = make([]byte, 0, oversizedHead)
+			head = append(head, rr.buf[:min(len(rr.buf), oversizedHead)]...)
+			head = append(head, frag[:min(len(frag), oversizedHead-len(head))]...)
+			rr.buf = rr.buf[:0]
+		}
+		if head == nil {
+			rr.buf = append(rr.buf, frag...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if head == nil {
+			return rr.buf, err
+		}
+		rr.h.oversized(head, content, rr.max)
+		if err != nil {
+			return nil, err
+		}
+		size, head = 0, nil
+	}
+}
+
+// oversized logs a message from the client over max_message_bytes and
+// answers it with an error, under its id when its first bytes tell it.
+func (h *halfClose) oversized(head []byte, size, max int64) {
+	id := leadingID(head)
+	h.log.Warn().Int64("bytes", size).Int64("max_message_bytes", max).RawJSON("id", id).
+		Msg("client sent a message over max_message_bytes; it was dropped")
+	if h.out == nil {
+		return
+	}
+	msg, _ := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"id":      id,
+		"error": map[string]any{
+			"code":    mcp.INVALID_REQUEST,
+			"message": fmt.Sprintf("the message exceeded max_message_bytes (%s) and was dropped", config.FormatSize(max)),
+		},
+	})
+	h.out.writeOwn(append(msg, '\n'))
+}
+
+// leadingID returns the id of a JSON-RPC message from its first bytes, if
+// it is a top-level string or number that comes before anything cut off;
+// null otherwise.
+func leadingID(head []byte) json.RawMessage {
+	null := json.RawMessage("null")
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return null
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return null
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return null
+		}
+		if key == "id" {
+			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+				return v
+			}
+			return null
+		}
+	}
+	return null
 }
 
 // isRequest reports whether a line is a JSON-RPC request that gets an
@@ -134,14 +245,25 @@ func isRequest(line []byte) bool {
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among
-// them. mcp-go writes each message with one Write.
+// them. mcp-go writes each message with one Write; mu keeps mcpmux's own
+// messages from landing inside one of them.
 type answerWriter struct {
-	h *halfClose
-	w io.Writer
+	h  *halfClose
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// writeOwn writes a whole message of mcpmux's own, which is not counted.
+func (aw *answerWriter) writeOwn(msg []byte) {
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	_, _ = aw.w.Write(msg)
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
+	aw.mu.Lock()
 	n, err := aw.w.Write(p)
+	aw.mu.Unlock()
 	if isAnswer(p) && aw.h.pending.Add(-1) <= 0 {
 		select {
 		case aw.h.idle <- struct{}{}:

@@ -1,6 +1,19 @@
 package mux
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
+)
 
 func TestMessageKinds(t *testing.T) {
 	cases := []struct {
@@ -27,6 +40,139 @@ func TestMessageKinds(t *testing.T) {
 		}
 		if got := isAnswer([]byte(c.msg + "\n")); got != c.answer {
 			t.Errorf("isAnswer(%s) = %v", c.msg, got)
+		}
+	}
+}
+
+// readAll reads r to its end in reads of chunk bytes.
+func readAll(t *testing.T, r io.Reader, chunk int) []byte {
+	t.Helper()
+	var got bytes.Buffer
+	buf := make([]byte, chunk)
+	for {
+		n, err := r.Read(buf)
+		got.Write(buf[:n])
+		if errors.Is(err, io.EOF) {
+			return got.Bytes()
+		}
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+}
+
+// A client line over the limit is never handed on: it is read to its end,
+// dropped, logged and answered (under its id when its start tells it), and
+// the lines around it go through unchanged and counted.
+func TestRequestReaderLimit(t *testing.T) {
+	const max = 100
+	fits := `{"jsonrpc":"2.0","id":1,"method":"ping","x":"` + strings.Repeat("a", max-47) + `"}`
+	if len(fits) != max {
+		t.Fatalf("test line is %d bytes", len(fits))
+	}
+	big := strings.Repeat("b", 200<<10) // longer than requestReader's buffer
+	cases := []struct {
+		name     string
+		in       string
+		out      string // what reaches mcp-go
+		answers  []string
+		requests int64
+	}{
+		{"short lines", "{\"id\":1,\"method\":\"a\"}\n{\"method\":\"n\"}\n", "{\"id\":1,\"method\":\"a\"}\n{\"method\":\"n\"}\n", nil, 1},
+		{"exactly the limit", fits + "\n", fits + "\n", nil, 1},
+		{"exactly the limit, no newline", fits, fits, nil, 1},
+		{"one byte over", fits + "x\n" + `{"id":2,"method":"ping"}` + "\n", `{"id":2,"method":"ping"}` + "\n", []string{"1"}, 1},
+		{"over, id first", `{"jsonrpc":"2.0","id":"r-7","method":"tools/call","params":"` + big + "\"}\n{\"id\":8,\"method\":\"ping\"}\n",
+			"{\"id\":8,\"method\":\"ping\"}\n", []string{`"r-7"`}, 1},
+		{"over, numeric id", `{"id":-12,"p":"` + big + "\"}\n", "", []string{"-12"}, 0},
+		{"over, id after the cut", `{"p":"` + big + `","id":3}` + "\n", "", []string{"null"}, 0},
+		{"over, id an object", `{"id":{"a":1},"p":"` + big + "\"}\n", "", []string{"null"}, 0},
+		{"over, not JSON, at EOF", big, "", []string{"null"}, 0},
+		{"two over in a row", big + "\n" + big + "\n{\"method\":\"n\"}\n", "{\"method\":\"n\"}\n", []string{"null", "null"}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logBuf, answers bytes.Buffer
+			h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), maxMessage: max, log: zerolog.New(&logBuf)}
+			h.writer(&answers)
+			for _, chunk := range []int{1, 7, 64 << 10} {
+				h.pending.Store(0)
+				answers.Reset()
+				logBuf.Reset()
+				got := readAll(t, h.reader(strings.NewReader(c.in)), chunk)
+				if string(got) != c.out {
+					t.Fatalf("chunk %d: handed on %.200q, want %.200q", chunk, got, c.out)
+				}
+				if n := h.pending.Load(); n != c.requests {
+					t.Errorf("chunk %d: %d requests counted, want %d", chunk, n, c.requests)
+				}
+				lines := strings.Split(strings.TrimSuffix(answers.String(), "\n"), "\n")
+				if len(c.answers) == 0 {
+					lines = nil
+					if answers.Len() != 0 {
+						t.Errorf("chunk %d: answered %q", chunk, answers.String())
+					}
+				}
+				if len(lines) != len(c.answers) {
+					t.Fatalf("chunk %d: answers %q, want %d", chunk, answers.String(), len(c.answers))
+				}
+				for i, line := range lines {
+					var msg struct {
+						JSONRPC string          `json:"jsonrpc"`
+						ID      json.RawMessage `json:"id"`
+						Error   struct {
+							Code    int    `json:"code"`
+							Message string `json:"message"`
+						} `json:"error"`
+					}
+					if err := json.Unmarshal([]byte(line), &msg); err != nil {
+						t.Fatalf("answer %q: %v", line, err)
+					}
+					if string(msg.ID) != c.answers[i] || msg.JSONRPC != "2.0" || msg.Error.Code != mcp.INVALID_REQUEST ||
+						msg.Error.Message != "the message exceeded max_message_bytes (100B) and was dropped" {
+						t.Errorf("answer %s, want id %s and code -32600 naming the limit", line, c.answers[i])
+					}
+				}
+				if n := strings.Count(logBuf.String(), "client sent a message over max_message_bytes"); n != len(c.answers) {
+					t.Errorf("logged %d times, want %d:\n%s", n, len(c.answers), logBuf.String())
+				}
+			}
+		})
+	}
+}
+
+// slowWriter writes one byte at a time, giving way between them, so that
+// writes not serialised would interleave.
+type slowWriter struct{ b lockedBuffer }
+
+func (s *slowWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		_, _ = s.b.Write(p[i : i+1])
+		runtime.Gosched()
+	}
+	return len(p), nil
+}
+
+// mcpmux's own answers and mcp-go's messages never interleave.
+func TestAnswerWriterWholeMessages(t *testing.T) {
+	h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), log: zerolog.Nop()}
+	var sw slowWriter
+	w := h.writer(&sw)
+	own := []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"mcpmux"}}` + "\n")
+	theirs := []byte(`{"jsonrpc":"2.0","id":5,"result":{"from":"mcp-go"}}` + "\n")
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { h.out.writeOwn(own) })
+		wg.Go(func() { _, _ = w.Write(theirs) })
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(string(sw.b.Bytes()), "\n"), "\n")
+	if len(lines) != 40 {
+		t.Fatalf("%d lines, want 40", len(lines))
+	}
+	for _, l := range lines {
+		if l+"\n" != string(own) && l+"\n" != string(theirs) {
+			t.Fatalf("interleaved line %q", l)
 		}
 	}
 }

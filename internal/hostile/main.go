@@ -10,6 +10,16 @@
 //	                 with, sent verbatim (default: one tool, "echo")
 //	HOSTILE_HUGE_MB  how many MiB the "huge" tool writes without a newline
 //	                 (default 80)
+//	HOSTILE_FLOOD    "message", "progress" or "list_changed": from the first
+//	                 tools/list on, send notifications of that kind as fast
+//	                 as stdout takes them, for good; every 10,000th is
+//	                 reported on stderr as "hostile flooded N"
+//	HOSTILE_SKIP     "1": answer only every other tools/call (the 1st, 3rd,
+//	                 ...); the others are never answered and reported on
+//	                 stderr as "hostile skipped ID"
+//	HOSTILE_PAGES    list the tools over this many pages: page 1 holds the
+//	                 tools above, page N (N > 1) one tool "pageN" (default 1)
+//	HOSTILE_PAGE_PAD bytes of description each "pageN" tool carries
 //
 // tools/call, by tool name:
 //
@@ -21,6 +31,17 @@
 //	garbage  a line that is not JSON, then "ok"
 //	wrongid  an answer under an id that was never asked, and never the real one
 //	exit     exits with status 3 without answering
+//	bigline  one whole answer line of {"mb":N} MiB (default 20), newline and
+//	         all, then business as usual
+//	flood    {"method":M,"count":N,"add":NAME}: N notifications of method M
+//	         at once; before the last one, a tool NAME (if given) joins the
+//	         list; then the answer "flooded N"
+//	grow     {"pages":N,"pad":B}: from now on tools/list pages as
+//	         HOSTILE_PAGES=N and HOSTILE_PAGE_PAD=B would; sends
+//	         tools/list_changed
+//	stats    {"tools_list":N}: how many tools/list requests came so far
+//	fork_exit starts a "sleep 1000" that holds stdout open, answers with its
+//	         pid, and exits with status 0
 //	anything else: as echo
 //
 // On stderr it says "hostile call NAME" for every call (NAME being its own
@@ -35,6 +56,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,10 +76,28 @@ var out struct {
 	w io.Writer
 }
 
-var wrongIDs atomic.Int64
+var (
+	wrongIDs   atomic.Int64
+	calls      atomic.Int64 // tools/call requests so far
+	listed     atomic.Int64 // tools/list requests so far
+	floodStart sync.Once
+	added      atomic.Pointer[string] // a tool flood added
+	paging     atomic.Pointer[pages]
+)
+
+// pages is how tools/list is paged.
+type pages struct{ n, pad int }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
 
 func main() {
 	out.w = os.Stdout
+	paging.Store(&pages{n: envInt("HOSTILE_PAGES", 1), pad: envInt("HOSTILE_PAGE_PAD", 0)})
 	in := bufio.NewReader(os.Stdin)
 	for {
 		line, err := in.ReadBytes('\n')
@@ -105,21 +145,75 @@ func handle(msg message) {
 	case "ping":
 		result(msg.ID, map[string]any{})
 	case "tools/list":
-		tools := []byte(`[{"name":"echo","inputSchema":{"type":"object"}}]`)
-		if path := os.Getenv("HOSTILE_TOOLS"); path != "" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				rpcError(msg.ID, -32603, err.Error())
-				return
-			}
-			tools = bytes.TrimSpace(b)
+		listed.Add(1)
+		if kind := os.Getenv("HOSTILE_FLOOD"); kind != "" {
+			floodStart.Do(func() { go floodForever(kind) })
 		}
-		// Verbatim: whatever the file holds is what mcpmux gets.
-		writeLine(concat(`{"jsonrpc":"2.0","id":`, string(msg.ID), `,"result":{"tools":`, string(tools), `}}`))
+		listTools(msg)
 	case "tools/call":
 		call(msg)
 	default:
 		rpcError(msg.ID, -32601, "method not found: "+msg.Method)
+	}
+}
+
+// listTools answers tools/list, one page of it.
+func listTools(msg message) {
+	tools := []byte(`[{"name":"echo","inputSchema":{"type":"object"}}]`)
+	if path := os.Getenv("HOSTILE_TOOLS"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			rpcError(msg.ID, -32603, err.Error())
+			return
+		}
+		tools = bytes.TrimSpace(b)
+	}
+	if name := added.Load(); name != nil {
+		sep := ","
+		if bytes.Equal(tools, []byte("[]")) {
+			sep = ""
+		}
+		tools = concat(strings.TrimSuffix(string(tools), "]"), sep, `{"name":"`, *name, `","inputSchema":{"type":"object"}}]`)
+	}
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	_ = json.Unmarshal(msg.Params, &p)
+	page := 1
+	if n, err := strconv.Atoi(strings.TrimPrefix(p.Cursor, "page")); err == nil {
+		page = n
+	}
+	pg := paging.Load()
+	if page > 1 {
+		desc, _ := json.Marshal(strings.Repeat("p", pg.pad))
+		tools = concat(`[{"name":"page`, strconv.Itoa(page), `","description":`, string(desc), `,"inputSchema":{"type":"object"}}]`)
+	}
+	next := ""
+	if page < pg.n {
+		next = `,"nextCursor":"page` + strconv.Itoa(page+1) + `"`
+	}
+	// Verbatim: whatever the file holds is what mcpmux gets.
+	writeLine(concat(`{"jsonrpc":"2.0","id":`, string(msg.ID), `,"result":{"tools":`, string(tools), next, `}}`))
+}
+
+// notification returns a line of the given flood kind.
+func notification(kind string, i int64) []byte {
+	switch kind {
+	case "message", "notifications/message":
+		return concat(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"flood `, strconv.FormatInt(i, 10), `"}}`)
+	case "progress", "notifications/progress":
+		return concat(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"nobody-asked","progress":`, strconv.FormatInt(i, 10), `}}`)
+	default:
+		return []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	}
+}
+
+func floodForever(kind string) {
+	for i := int64(1); ; i++ {
+		writeLine(notification(kind, i))
+		if i%10000 == 0 {
+			fmt.Fprintf(os.Stderr, "hostile flooded %d\n", i)
+		}
 	}
 }
 
@@ -134,7 +228,42 @@ func call(msg message) {
 	}
 	// Which of the child's own names mcpmux routed the call to.
 	fmt.Fprintf(os.Stderr, "hostile call %s\n", p.Name)
+	if os.Getenv("HOSTILE_SKIP") == "1" && calls.Add(1)%2 == 0 {
+		fmt.Fprintf(os.Stderr, "hostile skipped %s\n", msg.ID)
+		return
+	}
+	var args struct {
+		MB     int    `json:"mb"`
+		Method string `json:"method"`
+		Count  int64  `json:"count"`
+		Add    string `json:"add"`
+		Pages  int    `json:"pages"`
+		Pad    int    `json:"pad"`
+	}
+	_ = json.Unmarshal(p.Arguments, &args)
 	switch p.Name {
+	case "bigline":
+		mb := args.MB
+		if mb <= 0 {
+			mb = 20
+		}
+		text(msg.ID, strings.Repeat("x", mb<<20))
+	case "flood":
+		for i := int64(1); i <= args.Count; i++ {
+			if i == args.Count && args.Add != "" {
+				added.Store(&args.Add)
+			}
+			writeLine(notification(args.Method, i))
+		}
+		text(msg.ID, fmt.Sprintf("flooded %d", args.Count))
+	case "grow":
+		paging.Store(&pages{n: max(args.Pages, 1), pad: args.Pad})
+		text(msg.ID, "grown")
+		writeLine(notification("list_changed", 0))
+	case "stats":
+		text(msg.ID, fmt.Sprintf(`{"tools_list":%d}`, listed.Load()))
+	case "fork_exit":
+		forkExit(msg.ID)
 	case "rpcerror":
 		rpcError(msg.ID, -32602, "child says no")
 	case "bigerr":
@@ -165,6 +294,20 @@ func call(msg message) {
 		}
 		text(msg.ID, string(args))
 	}
+}
+
+// forkExit leaves a grandchild holding stdout, answers, and exits.
+func forkExit(id json.RawMessage) {
+	cmd := exec.Command("sleep", "1000")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		rpcError(id, -32603, err.Error())
+		return
+	}
+	fmt.Fprintf(os.Stderr, "hostile forked %d and exits\n", cmd.Process.Pid)
+	text(id, strconv.Itoa(cmd.Process.Pid))
+	out.Lock() // nothing more goes out
+	os.Exit(0)
 }
 
 // huge starts an answer that never ends. It keeps stdout for good, so that

@@ -2,8 +2,11 @@ package testsupport
 
 import (
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -34,4 +37,34 @@ func HostileBinary(t testing.TB) string {
 		t.Fatal(hostileErr)
 	}
 	return filepath.Join(buildDir, "hostile")
+}
+
+// AddServer appends a stdio server's table to the lab's config, with the
+// environment NewLab gives each labserver.
+func (l *Lab) AddServer(t testing.TB, s Server) {
+	t.Helper()
+	cmd := s.Command
+	if cmd == "" {
+		_, cmd = Binaries(t)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n[servers.%s]\ncommand = %q\n", s.Alias, cmd)
+	if len(s.Args) > 0 {
+		fmt.Fprintf(&b, "args = %s\n", tomlList(s.Args))
+	}
+	env := map[string]string{"LAB_SOURCE": s.Alias, "LAB_NOTES": l.Notes + "." + s.Alias, "LAB_STARTED_DIR": l.Started}
+	maps.Copy(env, s.Env)
+	writeInlineTable(&b, "env", env)
+	writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
+	f, err := os.OpenFile(l.Config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

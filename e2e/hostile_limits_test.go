@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// Hostile children against mcpmux's limits: notification floods, a child
+// that answers every other call, a grandchild holding stdout after its
+// parent exits, lines and catalogs over their limits. Each test checks what
+// the caller sees and that mcpmux goes on serving, its other children too.
+
+// withLab adds a labserver "lab" to a hostile lab's config, to show that
+// calls to another child are not affected.
+func withLab(t *testing.T, muxLines, tools string, env map[string]string) *ts.Lab {
+	t.Helper()
+	lab := hostileLab(t, muxLines, tools, env)
+	lab.AddServer(t, ts.Server{Alias: "lab", ReadOnly: []string{"echo"}})
+	return lab
+}
+
+// labEchoes makes n concurrent calls to the labserver and fails on any
+// answer that is not its own.
+func labEchoes(t *testing.T, m *ts.Mux, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			msg := fmt.Sprintf("other-%d", i)
+			res, err := m.Call("lab__echo", map[string]any{"message": msg})
+			if err != nil {
+				t.Errorf("lab__echo %d: %v", i, err)
+				return
+			}
+			if res.IsError || ts.Text(res) != "lab: "+msg {
+				t.Errorf("lab__echo %d: isError=%v text=%q", i, res.IsError, ts.Text(res))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// rssLimitMiB scales a bound on mcpmux's memory for a race-built binary.
+func rssLimitMiB(t *testing.T, mib int) int {
+	t.Helper()
+	if bin, _ := ts.Binaries(t); raceBuilt(t, bin) {
+		return mib * 3
+	}
+	return mib
+}
+
+// A child that floods notifications of each kind, for good, as fast as its
+// stdout takes them: mcpmux keeps answering it and the other child, its
+// memory stays bounded, and a tools/list_changed flood costs a bounded
+// number of catalog re-reads.
+func TestHostileNotificationFlood(t *testing.T) {
+	for _, kind := range []string{"message", "progress", "list_changed"} {
+		t.Run(kind, func(t *testing.T) {
+			tools := `[` + hostileEcho + `,{"name":"stats","inputSchema":{"type":"object"}}]`
+			lab := withLab(t, `call_timeout = "10s"`, tools, map[string]string{"HOSTILE_FLOOD": kind})
+			m := ts.StartMux(t, lab)
+			begun := time.Now()
+			if names := m.ToolNames(); !ts.Contains(names, "lab__echo") || !ts.Contains(names, "h__echo") {
+				t.Fatalf("tools %q", names)
+			}
+			want := len(m.ToolNames())
+			childSaw(t, m, "hostile flooded 10000")
+			_, before := vmRSS(t, m.Cmd.Process.Pid)
+			for i := range 20 {
+				res := m.MustCall("h__echo", map[string]any{"i": i})
+				if res.IsError || ts.Text(res) != fmt.Sprintf(`{"i":%d}`, i) {
+					t.Fatalf("h__echo during the flood: isError=%v text=%q", res.IsError, ts.Text(res))
+				}
+			}
+			labEchoes(t, m, 50)
+			childSaw(t, m, "hostile flooded 100000")
+			if kind == "list_changed" {
+				res := m.MustCall("h__stats", nil)
+				var st struct {
+					ToolsList int `json:"tools_list"`
+				}
+				if err := json.Unmarshal([]byte(ts.Text(res)), &st); err != nil {
+					t.Fatalf("stats %q: %v", ts.Text(res), err)
+				}
+				// One read at start, then at most one per 250 ms gap.
+				bound := 2 + int(time.Since(begun)/(250*time.Millisecond))
+				t.Logf("%d tools/list reads in %v of flood", st.ToolsList, time.Since(begun).Round(time.Millisecond))
+				if st.ToolsList > bound {
+					t.Errorf("%d tools/list reads in %v, want at most %d", st.ToolsList, time.Since(begun), bound)
+				}
+				// Once per child's start at most, never for a re-read.
+				changes := m.Log.Lines(ts.Msg("catalog changed"))
+				if len(changes) > 2 || changes[len(changes)-1]["tools"] != float64(want) {
+					t.Errorf("catalog changed %d times (%v); the tools never did after the start", len(changes), changes)
+				}
+			}
+			rss, peak := vmRSS(t, m.Cmd.Process.Pid)
+			t.Logf("mcpmux VmHWM %d MiB after 10,000 notifications, VmRSS %d MiB and VmHWM %d MiB after 100,000", before/1024, rss/1024, peak/1024)
+			if limit := rssLimitMiB(t, 64); peak/1024 > limit {
+				t.Errorf("mcpmux peaked at %d MiB during the flood, over %d MiB", peak/1024, limit)
+			}
+			stillUp(t, m)
+		})
+	}
+}
+
+// A burst of 20,000 tools/list_changed, the last one for a real change:
+// the burst folds into a few re-reads, and the change is listed.
+func TestHostileListChangedBurstCoalesces(t *testing.T) {
+	tools := `[` + hostileEcho + `,{"name":"flood","inputSchema":{"type":"object"}},{"name":"stats","inputSchema":{"type":"object"}}]`
+	lab := hostileLab(t, "", tools, nil)
+	m := ts.StartMux(t, lab)
+	begun := time.Now()
+	res := m.MustCall("h__flood", map[string]any{"method": "notifications/tools/list_changed", "count": 20000, "add": "late"})
+	if res.IsError || ts.Text(res) != "flooded 20000" {
+		t.Fatalf("flood: isError=%v text=%q", res.IsError, ts.Text(res))
+	}
+	m.WaitTools("lists h__late", func(names []string) bool { return ts.Contains(names, "h__late") })
+	took := time.Since(begun)
+	var st struct {
+		ToolsList int `json:"tools_list"`
+	}
+	if err := json.Unmarshal([]byte(ts.Text(m.MustCall("h__stats", nil))), &st); err != nil {
+		t.Fatal(err)
+	}
+	reads := st.ToolsList - 1 // the first was the start's
+	bound := 2 + int(took/(250*time.Millisecond))
+	t.Logf("20,000 list_changed: %d re-reads in %v", reads, took.Round(time.Millisecond))
+	if reads < 1 || reads > bound {
+		t.Errorf("%d re-reads for 20,000 list_changed in %v, want 1..%d", reads, took, bound)
+	}
+	stillUp(t, m)
+}
+
+// A child that answers only every other call: the answered calls get their
+// own answers, the others time out at call_timeout with a message saying
+// so, and the child is told to cancel each of them; the child is not
+// restarted and the other child is not affected.
+func TestHostileAnswersEveryOtherCall(t *testing.T) {
+	lab := withLab(t, `call_timeout = "1s"`, `[`+hostileEcho+`]`, map[string]string{"HOSTILE_SKIP": "1"})
+	m := ts.StartMux(t, lab)
+	const calls = 10
+	type answer struct {
+		i       int
+		text    string
+		isError bool
+	}
+	answers := make(chan answer, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			res, err := m.Call("h__echo", map[string]any{"n": i})
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			answers <- answer{i, ts.Text(res), res.IsError}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	ok, timedOut := 0, 0
+	for a := range answers {
+		switch {
+		case !a.isError && a.text == fmt.Sprintf(`{"n":%d}`, a.i):
+			ok++
+		case a.isError && a.text == "the call to h__echo timed out after 1s; server h was told to cancel it":
+			timedOut++
+		default:
+			t.Errorf("call %d: isError=%v text=%q", a.i, a.isError, a.text)
+		}
+	}
+	if ok != calls/2 || timedOut != calls/2 {
+		t.Errorf("%d answered and %d timed out, want %d each", ok, timedOut, calls/2)
+	}
+	// Every call the child skipped was cancelled, under its own id.
+	skipped := m.Log.Lines(func(l map[string]any) bool {
+		s, _ := l["stderr"].(string)
+		return l["message"] == "server stderr" && strings.HasPrefix(s, "hostile skipped ")
+	})
+	if len(skipped) != calls/2 {
+		t.Fatalf("the child skipped %d calls, want %d", len(skipped), calls/2)
+	}
+	for _, l := range skipped {
+		id := strings.TrimPrefix(l["stderr"].(string), "hostile skipped ")
+		childSaw(t, m, "hostile cancelled "+id)
+	}
+	if n := len(m.Log.Lines(ts.Msg("call", "tool", "h__echo", "outcome", "timeout"))); n != calls/2 {
+		t.Errorf("%d audit lines with outcome timeout, want %d", n, calls/2)
+	}
+	labEchoes(t, m, 20)
+	if lines := m.Log.Lines(ts.Msg("server went away; restarting")); len(lines) != 0 {
+		t.Errorf("a child was restarted: %v", lines)
+	}
+}
+
+// A child that forks a grandchild holding its stdout, then exits: its
+// answer arrives, mcpmux notices the exit itself (not a stdout that never
+// ends), restarts the child, and the grandchild dies with the group.
+func TestHostileGrandchildHoldsStdout(t *testing.T) {
+	lab := hostileLab(t, `call_timeout = "10s"`, `[`+hostileEcho+`,{"name":"fork_exit","inputSchema":{"type":"object"}}]`, nil)
+	m := ts.StartMux(t, lab)
+	first := m.Log.WaitLine(t, "first ready", ts.Msg("server ready", "server", "h"))["pid"]
+	res := m.MustCall("h__fork_exit", nil)
+	grandchild, err := strconv.Atoi(ts.Text(res))
+	if res.IsError || err != nil {
+		t.Fatalf("fork_exit: isError=%v text=%q", res.IsError, ts.Text(res))
+	}
+	gone := m.Log.WaitLine(t, "exit noticed", ts.Msg("server went away; restarting", "server", "h"))
+	if gone["why"] != "exit status 0" {
+		t.Errorf("session lost because %q, want the exit", gone["why"])
+	}
+	ts.WaitFor(t, "the grandchild to be killed", func() bool { return !ts.Alive(grandchild) })
+	m.Log.WaitLine(t, "restarted", func(l map[string]any) bool {
+		return ts.Msg("server ready", "server", "h")(l) && l["pid"] != first
+	})
+	stillUp(t, m)
+}
+
+// A child line over max_message_bytes, a whole one or one that never ends:
+// the child's session is ended with a log line naming the limit, the call
+// gets an answer saying why, the child is restarted, calls to the other
+// child go on, and mcpmux's memory stays within a few times the limit,
+// whatever the child offers.
+func TestHostileOversizedLine(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"bigline", map[string]any{"mb": 20}},
+		{"huge", nil}, // 512 MiB without a newline
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			tools := `[` + hostileEcho + `,{"name":"bigline","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}}]`
+			lab := withLab(t, `call_timeout = "20s"`, tools, map[string]string{"HOSTILE_HUGE_MB": "512"})
+			m := ts.StartMux(t, lab)
+			first := m.Log.WaitLine(t, "first ready", ts.Msg("server ready", "server", "h"))["pid"]
+			m.MustCall("h__echo", nil)
+			labEchoes(t, m, 5)
+			before, _ := vmRSS(t, m.Cmd.Process.Pid)
+
+			others := make(chan struct{})
+			go func() {
+				defer close(others)
+				labEchoes(t, m, 20)
+			}()
+			res := m.MustCall("h__"+c.tool, c.args)
+			<-others
+			want := "server h went away during the call to h__" + c.tool + " (it sent a message over max_message_bytes (16MiB))"
+			if !res.IsError || !strings.HasPrefix(ts.Text(res), want) {
+				t.Errorf("%s: isError=%v text=%.300q, want it to start %q", c.tool, res.IsError, ts.Text(res), want)
+			}
+			m.Log.WaitLine(t, "the limit logged", func(l map[string]any) bool {
+				return ts.Msg("server sent a message over max_message_bytes; ending its session", "server", "h")(l) &&
+					l["max_message_bytes"] == float64(16<<20)
+			})
+			m.Log.WaitLine(t, "restarted", func(l map[string]any) bool {
+				return ts.Msg("server ready", "server", "h")(l) && l["pid"] != first
+			})
+			rss, peak := vmRSS(t, m.Cmd.Process.Pid)
+			t.Logf("%s: mcpmux VmRSS %d MiB before, %d MiB after, peak %d MiB", c.tool, before/1024, rss/1024, peak/1024)
+			// mcp-go joins a line's fragments, so a line at the limit is
+			// held about twice, and decoded once more.
+			if limit := before/1024 + rssLimitMiB(t, 5*16); peak/1024 > limit {
+				t.Errorf("mcpmux peaked at %d MiB, over %d MiB", peak/1024, limit)
+			}
+			labEchoes(t, m, 5)
+			stillUp(t, m)
+		})
+	}
+}
+
+// A catalog over max_catalog_pages or max_catalog_bytes at start: the child
+// does not start, each attempt fails with an error naming the limit and is
+// retried with backoff, a call gets that error, and the other child serves.
+func TestHostileCatalogOverLimitAtStart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		err  string
+	}{
+		{"pages", map[string]string{"HOSTILE_PAGES": "6"}, "tools/list: the tool list has more than max_catalog_pages (5) pages"},
+		{"bytes", map[string]string{"HOSTILE_PAGES": "5", "HOSTILE_PAGE_PAD": "5000"}, "tools/list: the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			limits := "call_timeout = \"10s\"\n\n[limits]\nmax_catalog_pages = 5\nmax_catalog_bytes = \"16KiB\""
+			lab := hostileLab(t, limits, `[`+hostileEcho+`]`, c.env)
+			lab.AddServer(t, ts.Server{Alias: "lab", ReadOnly: []string{"echo"}})
+			m := ts.StartMux(t, lab)
+			for attempt := 1; attempt <= 2; attempt++ {
+				l := m.Log.WaitLine(t, fmt.Sprintf("failed start %d", attempt), func(l map[string]any) bool {
+					return ts.Msg("server failed to start", "server", "h", "attempt", strconv.Itoa(attempt))(l)
+				})
+				if e, _ := l["error"].(string); e != "server h: "+c.err {
+					t.Errorf("attempt %d failed with %q, want %q", attempt, e, "server h: "+c.err)
+				}
+			}
+			if names := m.ToolNames(); hasPrefix(names, "h__") || !ts.Contains(names, "lab__echo") {
+				t.Errorf("tools %q: want lab's and none of h's", names)
+			}
+			labEchoes(t, m, 10)
+		})
+	}
+}
+
+// A catalog that grows over its limit on a re-read: the re-read fails with
+// an error naming the limit, the previous catalog stays listed and
+// callable, and the child keeps its session.
+func TestHostileCatalogOverLimitOnReread(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		err  string
+	}{
+		{"pages", map[string]any{"pages": 6}, "the tool list has more than max_catalog_pages (5) pages"},
+		{"bytes", map[string]any{"pages": 5, "pad": 5000}, "the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			limits := "call_timeout = \"10s\"\n\n[limits]\nmax_catalog_pages = 5\nmax_catalog_bytes = \"16KiB\""
+			lab := hostileLab(t, limits, `[`+hostileEcho+`,{"name":"grow","inputSchema":{"type":"object"}}]`,
+				map[string]string{"HOSTILE_PAGES": "3"})
+			m := ts.StartMux(t, lab)
+			before := m.ToolNames()
+			if !ts.Contains(before, "h__page3") {
+				t.Fatalf("tools %q: want the three pages listed", before)
+			}
+			if res := m.MustCall("h__grow", c.args); res.IsError {
+				t.Fatalf("grow: %s", ts.Text(res))
+			}
+			l := m.Log.WaitLine(t, "re-read refused", ts.Msg("re-reading the tool list failed; keeping the previous one", "server", "h"))
+			if l["error"] != c.err {
+				t.Errorf("re-read failed with %q, want %q", l["error"], c.err)
+			}
+			if after := m.ToolNames(); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Errorf("tools %q after the refused re-read, want %q", after, before)
+			}
+			if res := m.MustCall("h__page2", map[string]any{"still": "here"}); res.IsError || ts.Text(res) != `{"still":"here"}` {
+				t.Errorf("h__page2: isError=%v text=%q", res.IsError, ts.Text(res))
+			}
+			stillUp(t, m)
+			if lines := m.Log.Lines(ts.Msg("server went away; restarting")); len(lines) != 0 {
+				t.Errorf("the child was restarted: %v", lines)
+			}
+		})
+	}
+}

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,12 +120,31 @@ func (c *callTraffic) enter(want string) {
 	}
 }
 
+// keysReadiness is the JWT keys' part of /readyz.
+type keysReadiness struct {
+	Auth *struct {
+		KeysOK bool   `json:"jwt_keys_ok"`
+		Detail string `json:"detail"`
+	} `json:"auth"`
+}
+
+func jwksReadiness(t *testing.T, base string) (int, keysReadiness) {
+	t.Helper()
+	a := get(t, base+"/readyz")
+	var r keysReadiness
+	if err := json.Unmarshal(a.body, &r); err != nil {
+		t.Fatalf("/readyz %d: %v: %q", a.status, err, a.body)
+	}
+	return a.status, r
+}
+
 const jwksNotUsableMsg = "JWKS file not usable; no JWT is accepted until it is fixed"
 
 // The JWKS file is deleted while a client calls tools with a valid JWT:
 // once mcpmux has reloaded, every call is refused with 401 (logged as
-// no_keys) on the same session, a static token still works, and the bad
-// state is logged once as an error. A good file back restores the calls.
+// no_keys) on the same session, /readyz says the keys are not usable, a
+// static token still works, and the bad state is logged once as an error.
+// A good file back restores the calls.
 func TestHTTPJWKSDeletedUnderTraffic(t *testing.T) {
 	t.Parallel()
 	const bobToken = "bob-static-token-8e21f0a4"
@@ -149,6 +171,10 @@ func TestHTTPJWKSDeletedUnderTraffic(t *testing.T) {
 	}
 	traffic.enter(callUnauthorized)
 	h.Log.WaitLine(t, "a call refused for want of keys", ts.Msg(refusedMsg, "reason", "no_keys"))
+	if status, r := jwksReadiness(t, h.Base(0)); status != http.StatusServiceUnavailable || r.Auth == nil || r.Auth.KeysOK ||
+		!strings.Contains(r.Auth.Detail, jwksFile) {
+		t.Errorf("/readyz while the keys are revoked: %d %+v; want 503, jwt_keys_ok false naming the file", status, r.Auth)
+	}
 
 	// Static tokens are not JWTs: bob still gets in.
 	bob := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: bobToken, Log: h.Log})
@@ -163,6 +189,9 @@ func TestHTTPJWKSDeletedUnderTraffic(t *testing.T) {
 	})
 	traffic.enter(callOK)
 	traffic.halt()
+	if _, r := jwksReadiness(t, h.Base(0)); r.Auth == nil || !r.Auth.KeysOK {
+		t.Errorf("/readyz after the restore: %+v; want jwt_keys_ok true", r.Auth)
+	}
 
 	// Many calls were refused, and the bad state was logged once.
 	if n := len(h.Log.Lines(ts.Msg(refusedMsg, "reason", "no_keys"))); n < 3 {

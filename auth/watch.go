@@ -77,10 +77,9 @@ func (r *jwksReloader) reload() {
 	changed := !next.same(cur)
 	if changed {
 		j.keys.Store(next)
-		switch {
-		case next.err != nil:
+		if next.err != nil {
 			r.a.log.Error().Err(next.err).Str("file", r.file).Msg("JWKS file not usable; no JWT is accepted until it is fixed")
-		default:
+		} else {
 			next.logRefused(r.a.log, r.file)
 			r.a.log.Info().Str("file", r.file).Int("keys", len(next.all)).Int("refused", len(next.refused)).
 				Bool("restored", cur.err != nil).Msg("JWKS reloaded")

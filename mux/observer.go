@@ -7,7 +7,8 @@ import "time"
 // block.
 type Observer interface {
 	// CallStarted and CallFinished bracket a call that was allowed and is
-	// being forwarded to server.
+	// being forwarded to server: from when it has one of the server's
+	// max_in_flight slots (a call still queued for one is not in flight).
 	CallStarted(server string)
 	CallFinished(server string)
 	// CallDone reports every call, allowed or not, once, when it ends.

@@ -1,14 +1,19 @@
 package testsupport
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var (
@@ -66,5 +71,101 @@ func (l *Lab) AddServer(t testing.TB, s Server) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// RawMux is a running mcpmux binary whose stdio the test speaks itself,
+// line by line, to send what no MCP client library would.
+type RawMux struct {
+	Cmd    *exec.Cmd
+	Log    *LogTap
+	in     io.WriteCloser
+	lines  chan []byte // stdout, one message a line
+	exited chan struct{}
+}
+
+// StartRawMux starts `mcpmux serve --config lab.Config`. It is stopped at
+// cleanup, and the test fails if any child it started outlives it.
+func StartRawMux(t testing.TB, lab *Lab) *RawMux {
+	t.Helper()
+	bin, _ := Binaries(t)
+	cmd := exec.Command(bin, "serve", "--config", lab.Config)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &RawMux{Cmd: cmd, Log: newLogTap(stderr), in: in, lines: make(chan []byte, 1024), exited: make(chan struct{})}
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		br := bufio.NewReader(stdout)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				r.lines <- line
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		<-r.Log.done
+		<-readerDone // Wait closes stdout
+		_ = cmd.Wait()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		_ = r.in.Close()
+		awaitExit(t, cmd, r.exited, r.Log, "after its stdin closed")
+		for _, pid := range r.Log.ChildPids() {
+			if Alive(pid) {
+				t.Errorf("child pid %d outlived mcpmux", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return r
+}
+
+// Write writes p to mcpmux's stdin as it is.
+func (r *RawMux) Write(t testing.TB, p []byte) {
+	t.Helper()
+	if _, err := r.in.Write(p); err != nil {
+		t.Fatalf("write to mcpmux: %v", err)
+	}
+}
+
+// Next returns the next message mcpmux writes that is not a notification,
+// decoded to its top level.
+func (r *RawMux) Next(t testing.TB) map[string]json.RawMessage {
+	t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case line := <-r.lines:
+			var msg map[string]json.RawMessage
+			if err := json.Unmarshal(line, &msg); err != nil {
+				t.Fatalf("mcpmux wrote %.300q: %v", line, err)
+			}
+			if _, ok := msg["id"]; !ok && msg["method"] != nil {
+				continue
+			}
+			return msg
+		case <-timeout:
+			t.Fatalf("mcpmux wrote nothing more; log:\n%s", r.Log.Text())
+			return nil
+		}
 	}
 }

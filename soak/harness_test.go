@@ -109,6 +109,8 @@ type call struct {
 	class  class
 	pid    int    // the child that answered, for ok
 	detail string // the answer, for anything but ok
+
+	start, end time.Time
 }
 
 func (c *call) tool() string { return c.alias + "__" + c.op }
@@ -204,7 +206,9 @@ func (cl *caller) do(c *call) {
 		keyArg = "id"
 	}
 	req.Params.Arguments = map[string]any{keyArg: c.key, "ms": c.ms}
+	c.start = time.Now()
 	res, err := cl.client.CallTool(ctx, req)
+	c.end = time.Now()
 	c.judge(res, err)
 	cl.calls = append(cl.calls, c)
 }
@@ -268,8 +272,7 @@ type soak struct {
 func newSoak(t *testing.T, transport string) *soak {
 	_, labBin := ts.Binaries(t)
 	var servers []ts.Server
-	lab0 := t.TempDir()
-	records := filepath.Join(lab0, "records")
+	records := filepath.Join(t.TempDir(), "records")
 	if err := os.Mkdir(records, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +288,7 @@ func newSoak(t *testing.T, transport string) *soak {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, transport: transport, lab: lab, records: records, labBin: labBin, policy: policy, seed: seed()}
-	return s
+	return &soak{t: t, transport: transport, lab: lab, records: records, labBin: labBin, policy: policy, seed: seed()}
 }
 
 // rng returns the random source of the i-th goroutine of the run.
@@ -336,11 +338,12 @@ func (s *soak) run(d time.Duration) {
 	// Settled: every call has been answered; mcpmux's goroutines come back
 	// to where they were.
 	for _, tg := range s.targets {
-		ts.WaitFor(t, tg.name+"'s goroutines to come back near their start", func() bool {
+		if !ts.Settles(func() bool {
 			n, err := tg.goroutines()
-			tg.gAfter = n
 			return err == nil && n <= tg.gBefore+goroutineSlack
-		})
+		}) {
+			t.Errorf("%s: goroutines did not come back within %d of their %d at the start", tg.name, goroutineSlack, tg.gBefore)
+		}
 		s.measure(tg, &tg.rssAfter, &tg.gAfter)
 		if tg.rssAfter > tg.rssBefore+rssSlack {
 			t.Errorf("%s: RSS %d MiB after the soak, %d MiB before: more than %d MiB more",
@@ -585,6 +588,7 @@ func (s *soak) judge(took time.Duration) {
 	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	sent := map[string]*call{}
 	byClass := map[class]map[string]int{}
+	example := map[string]string{} // of each class and op
 	total := 0
 	writerWrites := map[class]int{}
 	for _, cl := range s.callers {
@@ -595,6 +599,9 @@ func (s *soak) judge(took time.Duration) {
 				byClass[c.class] = map[string]int{}
 			}
 			byClass[c.class][c.op]++
+			if k := string(c.class) + " " + c.op; c.class != classOK && example[k] == "" {
+				example[k] = c.detail
+			}
 			if cl.identity == "writer" && c.op == "record" {
 				writerWrites[c.class]++
 			}
@@ -622,7 +629,7 @@ func (s *soak) judge(took time.Duration) {
 				problem("%s: a write went through for auditor, whose policy grants only read-only tools", c)
 			case c.class != classRefused, c.op == "record" && cl.identity != "reader", withdrawn[c.alias]:
 			default:
-				problem("%s: refused, though %s may always call it and %s's tools were never withdrawn", c, cl.identity, c.alias)
+				problem("%s: refused, though %s may always call it and %s's tools were never withdrawn%s", c, cl.identity, c.alias, s.policy.lastEdit(c.end))
 			}
 		}
 	}
@@ -644,10 +651,11 @@ func (s *soak) judge(took time.Duration) {
 		problem("mcpmux wrote %d audit lines for %d calls", n, total)
 	}
 
-	s.report(took, total, byClass, audit, torn, withdrawn)
+	s.report(took, total, byClass, example, audit, torn, withdrawn)
 	if len(problems) > 0 {
 		shown := problems[:min(len(problems), maxProblemsShown)]
-		t.Errorf("soak %s (seed %d): %d problems; the first %d:\n%s", s.transport, s.seed, len(problems), len(shown), strings.Join(shown, "\n"))
+		t.Errorf("soak %s (seed %d; again with -run %s -soak.seed=%d): %d problems; the first %d:\n%s",
+			s.transport, s.seed, t.Name(), s.seed, len(problems), len(shown), strings.Join(shown, "\n"))
 		t.Logf("logs:\n%s", s.logs())
 	}
 }
@@ -670,7 +678,8 @@ func sumValues[K comparable](m map[K]int) int {
 }
 
 // report prints the run's figures.
-func (s *soak) report(took time.Duration, total int, byClass map[class]map[string]int, audit map[string]int, torn int, withdrawn map[string]bool) {
+func (s *soak) report(took time.Duration, total int, byClass map[class]map[string]int, example map[string]string,
+	audit map[string]int, torn int, withdrawn map[string]bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %s: %s of load (seed %d), %d mcpmux, %d children each, %d callers\n",
 		s.transport, took.Round(100*time.Millisecond), s.seed, len(s.targets), len(aliases), len(s.callers))
@@ -678,6 +687,9 @@ func (s *soak) report(took time.Duration, total int, byClass map[class]map[strin
 	for _, cls := range slices.Sorted(maps.Keys(byClass)) {
 		ops := byClass[cls]
 		fmt.Fprintf(&b, " %s %d (probe %d, write %d);", cls, sumValues(ops), ops["probe"], ops["record"])
+	}
+	for _, k := range slices.Sorted(maps.Keys(example)) {
+		fmt.Fprintf(&b, "\n    e.g. %s: %q", k, example[k])
 	}
 	fmt.Fprintf(&b, "\n  mcpmux audit outcomes:")
 	for _, o := range slices.Sorted(maps.Keys(audit)) {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The identities of the soak and what their policies grant. Only writer's
@@ -35,6 +36,13 @@ type policyDir struct {
 	data       string // its name
 	writerFull bool
 	edits      map[string]int // by mode
+	log        []edit
+}
+
+type edit struct {
+	at   time.Time
+	mode string
+	full bool // writer's new grant
 }
 
 func newPolicyDir(dir string) (*policyDir, error) {
@@ -56,7 +64,7 @@ func (p *policyDir) edit(n int) error {
 			err = os.Rename(tmp, path)
 		}
 	case "in place":
-		err = os.WriteFile(path, []byte(p.writer()), 0o644)
+		err = overwrite(path, p.writer())
 	case "configmap":
 		err = p.swap()
 	}
@@ -64,14 +72,34 @@ func (p *policyDir) edit(n int) error {
 		return fmt.Errorf("policy edit %d (%s): %w", n, mode, err)
 	}
 	p.edits[mode]++
+	p.log = append(p.log, edit{at: time.Now(), mode: mode, full: p.writerFull})
 	return nil
 }
 
 func (p *policyDir) writer() string {
+	g := grantReadOnly
 	if p.writerFull {
-		return grantAll
+		g = grantAll
 	}
-	return grantReadOnly
+	// One length for both grants, for overwrite.
+	return fmt.Sprintf("%-32s\n", g)
+}
+
+// overwrite rewrites a file in place with data of the same length, without
+// truncating it first. A truncating save would let a reload that falls
+// between the truncation and the write read an empty file, which is a
+// valid policy that grants nothing: the file's content at that moment, not
+// mcpmux's doing, and a refusal the soak could not tell from a real one.
+func overwrite(path, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteAt([]byte(data), 0)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	return werr
 }
 
 // swap publishes every policy file as a ConfigMap update does: a new
@@ -122,4 +150,14 @@ func (p *policyDir) swap() error {
 		return os.RemoveAll(filepath.Join(p.dir, old))
 	}
 	return nil
+}
+
+// lastEdit describes the last edit before t, for a failure message.
+func (p *policyDir) lastEdit(t time.Time) string {
+	for i := len(p.log) - 1; i >= 0; i-- {
+		if e := p.log[i]; !e.at.After(t) {
+			return fmt.Sprintf(" (the last policy edit before its answer: %s, %s before, writer's grant full=%v)", e.mode, t.Sub(e.at).Round(time.Millisecond), e.full)
+		}
+	}
+	return ""
 }

@@ -7,7 +7,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// Settles is WaitFor that reports instead of failing: whether cond came to
+// hold within Wait. It is for a test that goes on to report more after.
+func Settles(cond func() bool) bool {
+	deadline := time.Now().Add(Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
 
 // RSS returns a process's resident set size in bytes (VmRSS).
 func RSS(pid int) (int64, error) {

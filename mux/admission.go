@@ -77,10 +77,11 @@ func (g *gate) acquire(ctx context.Context) error {
 // release frees a slot taken by acquire.
 func (g *gate) release() { <-g.slots }
 
-// busyMessage is what a caller refused by c's gate is told.
-func busyMessage(c *child) string {
+// busyMessage is what a caller refused by g, the gate of server alias, is
+// told.
+func (g *gate) busyMessage(alias string) string {
 	return fmt.Sprintf("server %s is busy: %d calls in flight and %d queued; try again later",
-		c.alias, c.cfg.MaxInFlight, c.cfg.MaxQueued)
+		alias, cap(g.slots), g.maxQueued)
 }
 
 // limiters holds one token bucket per identity. Identities come and go, so

@@ -186,7 +186,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *
 	g := m.admit.gate(t.child)
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
-			return mcp.NewToolResultError(busyMessage(t.child)), OutcomeBusy, 0
+			return mcp.NewToolResultError(g.busyMessage(t.child.alias)), OutcomeBusy, 0
 		}
 		res, outcome := m.ctxEnded(ctx, t, stageQueued)
 		return res, outcome, 0
@@ -273,7 +273,7 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolRes
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.name, m.cfg.Mux.CallTimeout, t.child.alias, t.child.cfg.MaxInFlight)), OutcomeTimeout
+				t.name, m.cfg.Mux.CallTimeout, t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",

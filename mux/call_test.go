@@ -221,18 +221,23 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-// A queued call is still bounded by call_timeout, and says it waited for a
-// slot.
+// A queued call is still bounded by its own deadline, and says it waited
+// for a slot.
 func TestQueuedCallTimesOut(t *testing.T) {
 	l := startCallLab(t, "", "max_in_flight = 1")
-	l.m.cfg.Mux.CallTimeout = 300 * time.Millisecond
 	first := l.start("reader", "lab__hold", `{"tag":"first"}`)
 	<-l.started
-	r := l.m.CallTool(context.Background(), "reader", "lab__hold", json.RawMessage(`{"tag":"second"}`))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r := l.m.CallTool(ctx, "reader", "lab__hold", json.RawMessage(`{"tag":"second"}`))
 	if r.Outcome != OutcomeTimeout || !strings.Contains(text(r), "waiting for one of server lab's 1 call slots; it was not sent") {
 		t.Fatalf("queued call: %+v %q", r, text(r))
 	}
-	if r := <-first.done; r.Outcome != OutcomeTimeout {
+	if n := l.gate().queued.Load(); n != 0 {
+		t.Fatalf("%d calls queued after the queued one timed out", n)
+	}
+	close(l.releaseCh("first"))
+	if r := <-first.done; r.Outcome != OutcomeOK {
 		t.Fatalf("first call: %+v %q", r, text(r))
 	}
 }

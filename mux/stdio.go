@@ -232,16 +232,19 @@ func leadingID(head []byte) json.RawMessage {
 // mcpmux's own requests are not waited for, nor a subscriptions/listen
 // stream, which stays open until the session ends.
 func isRequest(line []byte) bool {
+	// Decoded into the types mcp-go decodes them into: a line it cannot
+	// decode so (a numeric jsonrpc, an id out of float64's range) is
+	// answered without an id, if at all.
 	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method *string         `json:"method"`
+		JSONRPC string  `json:"jsonrpc"`
+		ID      any     `json:"id"`
+		Method  *string `json:"method"`
 	}
 	if json.Unmarshal(line, &msg) != nil {
 		return false
 	}
 	// mcp-go answers a request with an empty method too.
-	return msg.Method != nil && *msg.Method != string(mcp.MethodSubscriptionsListen) &&
-		len(msg.ID) > 0 && !bytes.Equal(msg.ID, []byte("null"))
+	return msg.Method != nil && *msg.Method != string(mcp.MethodSubscriptionsListen) && msg.ID != nil
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among

@@ -47,14 +47,14 @@ type Spec struct {
 	Env  []string // the whole environment; nil means an empty one
 	Dir  string
 	// User and Group, each a name or a numeric id, are who the process runs
-	// as; "" keeps mcpmux's own. With either set it has no supplementary
-	// groups and runs with no_new_privs. A user not in the user database
-	// needs Group too.
+	// as; "" keeps mcpmux's own. With either set it runs with no_new_privs
+	// and, when that switches its ids, with no supplementary groups. A user
+	// not in the user database needs Group too.
 	User  string
 	Group string
 }
 
-// Spawner starts child processes from one OS thread that stays alive until
+// Spawner starts child processes from OS threads that stay alive until
 // Close. The kernel delivers a parent-death signal when the thread that
 // forked the child exits, not when the process does; Go may retire a thread
 // at any time, so forking from an arbitrary goroutine could kill a healthy

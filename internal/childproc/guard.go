@@ -34,11 +34,11 @@ const GuardDeathSignal = syscall.SIGUSR1
 // whole group. Its stdin and stdout go straight to the child: it copies
 // nothing.
 //
-// The guard runs with the child's environment and as mcpmux's user, and is
-// non-dumpable like mcpmux, so a child (of the same user) cannot read its
-// memory. With --ids the guard stays who it is, root, and only the child is
-// switched: a child cannot signal or trace its guard, and the guard can
-// still kill the whole group.
+// The guard runs with the child's environment, as mcpmux's user, and is
+// non-dumpable like mcpmux, so a child of the same user cannot read its
+// memory. With --ids the guard stays root (with the no_new_privs it got from
+// mcpmux's spawning thread) and switches only the child: the child cannot
+// signal or trace its guard, and the guard can still kill the whole group.
 func RunGuard(args []string) int {
 	// exec made this process dumpable again.
 	if err := ProtectSelf(); err != nil {

@@ -150,6 +150,9 @@ func argumentsObject(args any) (map[string]any, json.RawMessage, []int, error) {
 		}
 		raw = a
 	case map[string]any:
+		if a == nil {
+			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
+		}
 		var err error
 		if raw, err = json.Marshal(a); err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: %v", errInvalidArguments, err)

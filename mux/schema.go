@@ -64,6 +64,9 @@ func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPatterns(s); err != nil {
+		return nil, &schemaLimitError{"its inputSchema has a pattern longer than mcpmux allows", err}
+	}
 	ignoreContentSchemas(s)
 	perValue, err := schemaWork(s)
 	if err != nil {
@@ -102,6 +105,46 @@ func ignoreContentSchemas(root *jsonschema.Schema) {
 		s.ContentSchema = nil
 	}
 	walk(root)
+}
+
+// maxPatternBytes bounds a pattern or patternProperties regexp. Go's
+// regexp matches in time linear in the input, but also in the size of the
+// pattern, which the schema alone decides.
+const maxPatternBytes = 1024
+
+// checkPatterns refuses a compiled schema with a regexp over
+// maxPatternBytes.
+func checkPatterns(root *jsonschema.Schema) error {
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(*jsonschema.Schema) error
+	walk = func(s *jsonschema.Schema) error {
+		if seen[s] {
+			return nil
+		}
+		seen[s] = true
+		patterns := []string{}
+		if s.Pattern != nil {
+			patterns = append(patterns, *s.Pattern)
+		}
+		if s.PatternProperties != nil {
+			for p := range *s.PatternProperties {
+				patterns = append(patterns, p)
+			}
+		}
+		for _, p := range patterns {
+			if len(p) > maxPatternBytes {
+				return fmt.Errorf("a pattern is %d bytes, more than the %d allowed", len(p), maxPatternBytes)
+			}
+		}
+		var err error
+		forEachSubschema(s, func(c *jsonschema.Schema) {
+			if err == nil {
+				err = walk(c)
+			}
+		})
+		return err
+	}
+	return walk(root)
 }
 
 // jsonDepth returns how deeply valid JSON nests objects and arrays.

@@ -226,6 +226,11 @@ func TestHostileSchemas(t *testing.T) {
 		// Go's regexp runs in linear time: no catastrophic backtracking.
 		{"backtracking pattern", `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}`,
 			"", `{"s":"` + strings.Repeat("a", 100000) + `!"}`, true},
+		{"long pattern", `{"type":"object","properties":{"s":{"type":"string","pattern":"` + strings.Repeat("a", 1025) + `"}}}`,
+			"a pattern is 1025 bytes", "", false},
+		{"huge enum applied many times", `{"type":"object","additionalProperties":{"anyOf":[` +
+			strings.TrimSuffix(strings.Repeat(`{"enum":[`+strings.TrimSuffix(strings.Repeat(`"x",`, 1000), ",")+`]},`, 20), ",") + `]}}`,
+			"schema evaluations", "", false},
 		// contentSchema is an annotation: the content of a string is not
 		// decoded and validated against it.
 		{"content schema", `{"type":"object","properties":{"s":{"type":"string","contentMediaType":"application/json","contentSchema":{"type":"object","required":["x"]}}}}`,

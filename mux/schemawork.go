@@ -46,6 +46,10 @@ var errSchemaCycle = errors.New("its $refs form a cycle that never descends into
 
 // schemaNode is one compiled subschema, as the work count sees it.
 type schemaNode struct {
+	// weight is what one evaluation of the node costs by itself, in
+	// evaluations: the library walks its enum, its required list and all
+	// its properties every time.
+	weight  int64
 	inPlace []int // applied to the same value: $ref, allOf, anyOf, oneOf, not, if/then/else, dependentSchemas
 	// dynamic are the schemas a $dynamicRef may resolve to, of which the
 	// dynamic scope picks one.
@@ -75,7 +79,7 @@ func schemaWork(root *jsonschema.Schema) ([]int64, error) {
 	n := len(g.nodes)
 	base := make([]int64, n) // evaluations of a scalar: in place only
 	for _, i := range topo {
-		base[i] = add(1+sumOf(base, g.nodes[i].inPlace), maxOf(base, g.nodes[i].dynamic))
+		base[i] = add(g.nodes[i].weight+sumOf(base, g.nodes[i].inPlace), maxOf(base, g.nodes[i].dynamic))
 	}
 	prev, cur := make([]int64, n), make([]int64, n)
 	var perValue []int64
@@ -85,7 +89,7 @@ func schemaWork(root *jsonschema.Schema) ([]int64, error) {
 			nd := &g.nodes[i]
 			var v int64
 			if depth == 0 {
-				v = 1 + sumOf(base, nd.required)
+				v = add(nd.weight, sumOf(base, nd.required))
 			} else {
 				obj := add(maxOf(prev, nd.props), sumOf(prev, nd.member))
 				arr := add(maxOf(prev, nd.prefix), sumOf(prev, nd.item))
@@ -185,8 +189,12 @@ func (g *workGraph) collectAnchors(s *jsonschema.Schema, seen map[*jsonschema.Sc
 // build records node i's edges, as the library applies its keywords.
 func (g *workGraph) build(i int) {
 	s := g.order[i]
-	var nd schemaNode
+	nd := schemaNode{weight: 1}
 	if s.Boolean == nil {
+		nd.weight += int64(len(s.Enum) + len(s.Required))
+		if s.Properties != nil {
+			nd.weight += int64(len(*s.Properties))
+		}
 		inPlace := []*jsonschema.Schema{s.ResolvedRef, s.Not, s.If, s.Then, s.Else}
 		inPlace = append(append(append(inPlace, s.AllOf...), s.AnyOf...), s.OneOf...)
 		if d := s.ResolvedDynamicRef; d != nil {

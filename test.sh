@@ -17,6 +17,28 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 10m ./...
 
+# Every fuzz target in the module, each fuzzed briefly (their seed corpora,
+# testdata/fuzz/FuzzXxx, already ran as tests above). MCPMUX_FUZZTIME sets
+# the time per target. Minimizing each new input would take up to 60 s of
+# a short run, so it gets 1 s. A crash is saved under the package's
+# testdata/fuzz/FuzzXxx/ and replays with: go test -run 'FuzzXxx/NAME' ./pkg
+fuzztime=${MCPMUX_FUZZTIME:-8s}
+echo "== fuzz ($fuzztime per target)"
+fuzz_start=$SECONDS
+targets=$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $1 } /^ok / { if (names != "") print $2 names; names = "" }')
+if [ -z "$targets" ]; then
+  echo "no fuzz targets found"; exit 1
+fi
+while read -r pkg names; do
+  for name in $names; do
+    echo "-- $name ($pkg)"
+    if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 1s "$pkg"; then
+      echo "fuzz target $name of $pkg failed"; exit 1
+    fi
+  done
+done <<< "$targets"
+echo "fuzzing took $((SECONDS - fuzz_start))s"
+
 echo "== interop (TypeScript SDK client, server-everything child)"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "node and npm are needed for the interop test (Node 20 or later)"; exit 1

@@ -270,6 +270,12 @@ type soak struct {
 // call_timeout and startup_timeout short enough for chaos, and its policy
 // directory in the ConfigMap layout.
 func newSoak(t *testing.T, transport string) *soak {
+	if testing.Short() {
+		t.Skip("the chaos soak takes a while")
+	}
+	if *duration <= 0 {
+		t.Fatalf("-soak.duration %s: want a positive duration", *duration)
+	}
 	_, labBin := ts.Binaries(t)
 	var servers []ts.Server
 	records := filepath.Join(t.TempDir(), "records")
@@ -299,6 +305,7 @@ func (s *soak) rng(i int) *rand.Rand {
 // run warms up, measures, runs the chaos for d, lets mcpmux settle,
 // measures again, stops every mcpmux and judges the run.
 func (s *soak) run(d time.Duration) {
+	s.t.Helper()
 	t := s.t
 	// Warm-up, before any chaos: every caller reaches every child.
 	for _, cl := range s.callers {

@@ -18,10 +18,7 @@ var (
 	seedFlag = flag.Uint64("soak.seed", 0, "the random seed of the run (0: from the clock); every run prints its seed")
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	ts.Main(m)
-}
+func TestMain(m *testing.M) { ts.Main(m) }
 
 func seed() uint64 {
 	if *seedFlag != 0 {

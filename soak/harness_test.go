@@ -107,10 +107,9 @@ type call struct {
 	key    string // the probe's nonce or the write's id: unique in the run
 	ms     int
 	class  class
-	pid    int    // the child that answered, for ok
-	detail string // the answer, for anything but ok
-
-	start, end time.Time
+	pid    int       // the child that answered, for ok
+	detail string    // the answer, for anything but ok
+	end    time.Time // when the answer came
 }
 
 func (c *call) tool() string { return c.alias + "__" + c.op }
@@ -206,7 +205,6 @@ func (cl *caller) do(c *call) {
 		keyArg = "id"
 	}
 	req.Params.Arguments = map[string]any{keyArg: c.key, "ms": c.ms}
-	c.start = time.Now()
 	res, err := cl.client.CallTool(ctx, req)
 	c.end = time.Now()
 	c.judge(res, err)

@@ -38,7 +38,7 @@ const fuzzServerLines = `startup_timeout = "3s"`
 
 // fuzzChildTools are the lab child's tools: the shapes of schema mcpmux
 // validates against (required, nested, oneOf, enum, bounds) and a name it
-// must rewrite. Each answers at once.
+// must rewrite. Each but slow answers at once.
 func fuzzChildTools() []server.ServerTool {
 	text := func(s string) server.ToolHandlerFunc {
 		return func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -68,6 +68,18 @@ func fuzzChildTools() []server.ServerTool {
 			return mcp.NewToolResultError("the lab tool failed"), nil
 		}},
 		{Tool: mcp.NewTool("secret"), Handler: text("hidden by config")},
+		// Slow enough to be in flight when a short input ends, so that the
+		// stdio drain has something to wait for.
+		{Tool: mcp.NewTool("slow"), Handler: func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			t := time.NewTimer(20 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return mcp.NewToolResultText("slept"), nil
+			case <-ctx.Done():
+				return mcp.NewToolResultError("the lab tool was cancelled"), nil
+			}
+		}},
 	}
 }
 

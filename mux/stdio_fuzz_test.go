@@ -135,8 +135,9 @@ func canonicalID(raw json.RawMessage) (string, bool) {
 // FuzzStdioFrames sends a client's stdin, one or more lines, through
 // ServeStdio to a Mux with a ready child, and checks what comes out: every
 // line is one well-formed JSON-RPC message, and every request read is
-// answered exactly once under its own id before ServeStdio returns (the
-// drain's promise when a client closes stdin after its last request).
+// answered exactly once under its own id before ServeStdio returns, and
+// none cut short, unless the input cancels it (the drain's promise when a
+// client closes stdin after its last request).
 func FuzzStdioFrames(f *testing.F) {
 	lab := startFuzzLab(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -196,6 +197,10 @@ func FuzzStdioFrames(f *testing.F) {
 			if !isAnswer(line) {
 				t.Fatalf("the answer %q is not counted as one", line)
 			}
+			if cut := cutShort(line); cut != "" && !bytes.Contains(data, []byte(mcp.MethodNotificationCancelled)) &&
+				!bytes.Contains(data, []byte(cut)) {
+				t.Fatalf("the input ended, and mcpmux cut a call short: %q", line)
+			}
 			cid, _ := canonicalID(id)
 			if listens[cid] && want[cid] == got[cid] {
 				continue
@@ -211,6 +216,17 @@ func FuzzStdioFrames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// cutShort returns the words of an answer that says its call was cancelled,
+// or "".
+func cutShort(answer []byte) string {
+	for _, words := range []string{"cancelled by the client", "the lab tool was cancelled"} {
+		if bytes.Contains(answer, []byte(words)) {
+			return words
+		}
+	}
+	return ""
 }
 
 // checkMessage fails t unless msg is one well-formed JSON-RPC 2.0 message

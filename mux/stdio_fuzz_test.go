@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -121,12 +122,16 @@ func (l *lockedBuffer) Bytes() []byte {
 	return bytes.Clone(l.b.Bytes())
 }
 
-// canonicalID returns a JSON-RPC id as mcp-go writes it back: decoded the
-// way it decodes ids and encoded again.
+// canonicalID returns a JSON-RPC id in one form for all the ways mcp-go
+// writes it back: decoded as an any, or as an mcp.RequestId, which turns a
+// whole number into an int64 (so -0 comes back as 0).
 func canonicalID(raw json.RawMessage) (string, bool) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return "", false
+	}
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		v = int64(f)
 	}
 	b, err := json.Marshal(v)
 	return string(b), err == nil

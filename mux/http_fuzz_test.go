@@ -28,7 +28,7 @@ type httpLab struct {
 func startHTTPLab(f *testing.F) *httpLab {
 	f.Helper()
 	lab := startFuzzLab(f)
-	up := lab.m.NewHTTPUpstream(HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour})
+	up := lab.m.NewHTTPUpstream(HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour, Limits: lab.m.cfg.Limits})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), fuzzIdentity)))
 	}))

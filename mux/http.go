@@ -177,15 +177,11 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) ([]byte,
 	if limit > 0 {
 		rd = http.MaxBytesReader(w, r.Body, limit)
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(rd)
+	body, err := readChunked(rd, r.ContentLength)
 	var tooLong *http.MaxBytesError
 	switch {
 	case err == nil:
-		return buf.Bytes(), true
+		return body, true
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -197,6 +193,37 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) ([]byte,
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
 	}
 	return nil, false
+}
+
+// readChunked reads r to its end. With the length known it reads into one
+// buffer of that size; otherwise it keeps what arrives in chunks and joins
+// them at the end, so that a body refused half way has cost what it sent
+// and no more (a growing buffer would have cost up to twice that).
+func readChunked(r io.Reader, length int64) ([]byte, error) {
+	if length >= 0 {
+		buf := make([]byte, length)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	const chunk = 64 << 10
+	var parts [][]byte
+	total := 0
+	for {
+		b := make([]byte, chunk)
+		n, err := io.ReadFull(r, b)
+		parts = append(parts, b[:n])
+		total += n
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	return bytes.Join(parts, nil), nil
 }
 
 func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {

@@ -68,8 +68,9 @@ func FuzzFraming(f *testing.F) {
 				ID mcp.RequestId `json:"id"`
 			}
 			if err := json.Unmarshal(line, &msg); err != nil || msg.ID.IsNil() {
-				// mcp-go cannot answer under this id either; the stdio
-				// target checks what it does instead.
+				// An mcp.RequestId cannot hold this id (an object, an
+				// array, a bool); mcp-go answers it from an any, which
+				// FuzzStdioFrames covers.
 				continue
 			}
 			for i, a := range []any{

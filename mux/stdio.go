@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,13 @@ func (m *Mux) maxStartupTimeout() time.Duration {
 type halfClose struct {
 	pending atomic.Int64
 	idle    chan struct{} // gets a token whenever pending drops to zero
+	// waiting counts the requests read under each id (canonical form) and
+	// not answered yet: an answer counts only against a request of its id,
+	// so that answers to messages not counted (a refused
+	// subscriptions/listen) cannot end the wait early. Only this session's
+	// reader and writer take mu.
+	mu      sync.Mutex
+	waiting map[string]int
 	ctx     context.Context
 	limit   time.Duration
 	// maxMessage bounds one line from the client (max_message_bytes; 0
@@ -79,6 +87,31 @@ func (h *halfClose) reader(r io.Reader) io.Reader {
 func (h *halfClose) writer(w io.Writer) io.Writer {
 	h.out = &answerWriter{h: h, w: w}
 	return h.out
+}
+
+// expect records a request read under id.
+func (h *halfClose) expect(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting == nil {
+		h.waiting = map[string]int{}
+	}
+	h.waiting[id]++
+	h.pending.Add(1)
+}
+
+// answered records an answer under id, and reports whether no request is
+// left waiting.
+func (h *halfClose) answered(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting[id] == 0 {
+		return false
+	}
+	if h.waiting[id]--; h.waiting[id] == 0 {
+		delete(h.waiting, id)
+	}
+	return h.pending.Add(-1) == 0
 }
 
 // waitIdle blocks until every request read has been answered.
@@ -123,8 +156,8 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 			return 0, rr.err
 		}
 		line, err := rr.readLine()
-		if isRequest(line) {
-			rr.h.pending.Add(1)
+		if id, ok := requestID(line); ok {
+			rr.h.expect(id)
 		}
 		if len(line) > 0 && line[len(line)-1] != '\n' {
 			// mcp-go drops a last line that has no newline.
@@ -227,24 +260,45 @@ func leadingID(head []byte) json.RawMessage {
 	return null
 }
 
-// isRequest reports whether a line is a JSON-RPC request that gets an
-// answer: a method and an id. Notifications and the client's answers to
-// mcpmux's own requests are not waited for, nor a subscriptions/listen
-// stream, which stays open until the session ends.
-func isRequest(line []byte) bool {
-	// Decoded into the types mcp-go decodes them into: a line it cannot
-	// decode so (a numeric jsonrpc, an id out of float64's range) is
-	// answered without an id, if at all.
+// requestID returns the id, in canonical form, of a message mcp-go answers
+// under its id, as HandleMessage decides: one it can decode into its types
+// (a numeric jsonrpc or an id out of float64's range cannot be) with a
+// non-null id, that is in another JSON-RPC version (refused under its id,
+// method or not) or has no result (an error response from the client gets
+// "method not found"; one with a result is taken for an answer to mcp-go).
+// Notifications are not waited for, nor a subscriptions/listen stream,
+// which stays open until the session ends.
+func requestID(line []byte) (string, bool) {
 	var msg struct {
-		JSONRPC string  `json:"jsonrpc"`
-		ID      any     `json:"id"`
-		Method  *string `json:"method"`
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Method  string `json:"method"`
+		Result  any    `json:"result"`
 	}
-	if json.Unmarshal(line, &msg) != nil {
-		return false
+	if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
+		return "", false
 	}
-	// mcp-go answers a request with an empty method too.
-	return msg.Method != nil && *msg.Method != string(mcp.MethodSubscriptionsListen) && msg.ID != nil
+	if msg.JSONRPC == mcp.JSONRPC_VERSION && (msg.Result != nil || msg.Method == string(mcp.MethodSubscriptionsListen)) {
+		return "", false
+	}
+	return idKey(msg.ID)
+}
+
+// idKey is an id in one form for all the ways mcp-go writes it back:
+// decoded as an any, or as an mcp.RequestId, which turns a whole number
+// into an int64 (so -0 comes back as 0).
+func idKey(id any) (string, bool) {
+	if f, ok := id.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		id = int64(f)
+	}
+	b, err := json.Marshal(id)
+	return string(b), err == nil
+}
+
+// isRequest reports whether mcp-go answers line under its id.
+func isRequest(line []byte) bool {
+	_, ok := requestID(line)
+	return ok
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among
@@ -267,7 +321,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	aw.mu.Lock()
 	n, err := aw.w.Write(p)
 	aw.mu.Unlock()
-	if isAnswer(p) && aw.h.pending.Add(-1) <= 0 {
+	if id, ok := answerID(p); ok && aw.h.answered(id) {
 		select {
 		case aw.h.idle <- struct{}{}:
 		default:
@@ -276,37 +330,44 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// isAnswer reports whether a message is a response with an id. It reads only
-// the top-level keys up to the first that decides, never the result, which
-// may be large.
-func isAnswer(msg []byte) bool {
+// answerID returns the id, in canonical form, of a response with an id. It
+// reads only the top-level keys up to the first that decides, never the
+// result, which may be large.
+func answerID(msg []byte) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(msg))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false
+		return "", false
 	}
-	hasID := false
+	var id any
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
-			return false
+			return "", false
 		}
 		switch key {
 		case "method":
-			return false
+			return "", false
 		case "result", "error":
-			return hasID
-		case "id":
-			var id json.RawMessage
-			if dec.Decode(&id) != nil {
-				return false
+			if id == nil {
+				return "", false
 			}
-			hasID = !bytes.Equal(id, []byte("null"))
+			return idKey(id)
+		case "id":
+			if dec.Decode(&id) != nil {
+				return "", false
+			}
 			continue
 		}
 		var skip json.RawMessage
 		if dec.Decode(&skip) != nil {
-			return false
+			return "", false
 		}
 	}
-	return false
+	return "", false
+}
+
+// isAnswer reports whether msg is a response with an id.
+func isAnswer(msg []byte) bool {
+	_, ok := answerID(msg)
+	return ok
 }

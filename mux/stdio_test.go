@@ -27,7 +27,10 @@ func TestMessageKinds(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen"}`, false, false},
 		{`{"jsonrpc":"2.0","id":8,"method":""}`, true, false}, // answered with an error, so counted
 		{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, false, true},
-		{`{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"m"}}`, false, true},
+		// mcp-go answers a client's error response with "method not found".
+		{`{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"m"}}`, true, true},
+		{`{"jsonrpc":"2.0","id":2,"method":"ping","result":{}}`, false, false}, // an answer to mcp-go
+		{`{"id":{}}`, true, false}, // refused: no jsonrpc
 		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`, false, false},
 		{`{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}`, true, false},
 		{`{"result":{},"jsonrpc":"2.0","id":4}`, false, false}, // id after result: not mcp-go's shape

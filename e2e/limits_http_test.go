@@ -234,7 +234,10 @@ func TestHTTPWriteTimeout(t *testing.T) {
 
 	// A client that asks for a large answer and never reads it.
 	sid := conn.Client.GetSessionId()
-	msg := strings.Repeat("x", 5<<20)
+	// The answer carries msg twice (text and structured content): far more
+	// than the socket buffers between mcpmux and a client that reads
+	// nothing hold.
+	msg := strings.Repeat("x", 4<<20)
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call",
 		"params": map[string]any{"name": "docs__echo", "arguments": map[string]any{"message": msg}}})
 	if err != nil {
@@ -243,7 +246,7 @@ func TestHTTPWriteTimeout(t *testing.T) {
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*ts.Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
 	defer cancel()
 	stuck, err := d.DialContext(ctx, "tcp", h.HostPort(0))
 	if err != nil {
@@ -257,10 +260,17 @@ func TestHTTPWriteTimeout(t *testing.T) {
 	if _, err := stuck.Write(body); err != nil {
 		t.Fatal(err)
 	}
-	h.Log.WaitLine(t, "the write to the client that stopped reading to fail", func(l map[string]any) bool {
+	// The call itself takes a while with a body this size (seconds under
+	// the race detector), so the wait is longer than ts.Wait.
+	failed := func(l map[string]any) bool {
 		m, _ := l["message"].(string)
 		return strings.HasPrefix(m, "Failed to write")
-	})
+	}
+	for deadline := time.Now().Add(6 * ts.Wait); len(h.Log.Lines(failed)) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no write to the client that stopped reading failed; log:\n%s", h.Log.Text())
+		}
+	}
 	// What the client gets now is cut short.
 	_ = stuck.SetDeadline(time.Now().Add(ts.Wait))
 	resp, err := http.ReadResponse(bufio.NewReader(stuck), nil)

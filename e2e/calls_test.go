@@ -381,3 +381,29 @@ func TestFirstListWaitsForChildren(t *testing.T) {
 		t.Fatalf("first list has %d tools, want 18 (after %v)", n, time.Since(start))
 	}
 }
+
+// A child whose pipe breaks under a call, while its process lives on or its
+// exit is not yet seen, has not answered: the call is reported interrupted
+// (and the child restarted), never as the child's own refusal. The call's
+// timeout falls inside the time mcpmux would otherwise wait for the exit.
+func TestBrokenPipeIsNotTheChildsAnswer(t *testing.T) {
+	_, labBin := ts.Binaries(t)
+	lab := ts.NewLab(t, `call_timeout = "2500ms"`, ts.Server{
+		Alias:   "docs",
+		Command: "/bin/sh",
+		// labserver is killed 2s after it starts; the shell then closes its
+		// stdout and lives on.
+		Args: []string{"-c", "timeout -s KILL 2 " + labBin + "; exec >&-; exec sleep 30"},
+		Env:  map[string]string{"LAB_RECORDS_DIR": t.TempDir()},
+	})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	// record is a write: it is not retried.
+	res := m.MustCall("docs__record", map[string]any{"id": "w1", "ms": 10000})
+	text := ts.Text(res)
+	if !res.IsError || !strings.Contains(text, "server docs went away during the call to docs__record") {
+		t.Fatalf("isError=%v text=%q, want the call reported interrupted\n%s", res.IsError, text, m.Log.Text())
+	}
+	m.Log.WaitLine(t, "interrupted audit", ts.Msg("call", "tool", "docs__record", "outcome", "interrupted"))
+	m.Log.WaitLine(t, "restart", ts.Msg("server went away; restarting", "server", "docs"))
+}

@@ -73,28 +73,35 @@ func (s *session) isLost() bool {
 
 // failed tells whether err, from a request on this session, means the
 // session itself is gone (the child died, or the connection did) rather
-// than an error the child answered with.
+// than an error the child answered with. A transport that failed is never
+// the child's answer: once failed reports true the session is lost, and the
+// call must be treated as interrupted, whatever else happens meanwhile.
 func (s *session) failed(ctx context.Context, err error) bool {
 	var te *transport.Error
 	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
 		return false
 	}
+	why := "request failed: " + err.Error()
 	if s.proc == nil {
-		s.markLost("request failed: " + err.Error())
+		s.markLost(why)
 		return true
 	}
 	// A child's stdout can end a moment before the process is reaped; the
-	// watcher in spawn decides within drainGrace.
+	// watcher in spawn usually decides within drainGrace, with the exit
+	// status as the reason. A child whose pipe broke while it lives on (or
+	// a call whose own time ran out first) cannot be waited for: the
+	// session is ended here, and the child with it.
 	t := time.NewTimer(2 * drainGrace)
 	defer t.Stop()
 	select {
 	case <-s.lost:
 		return true
 	case <-t.C:
-		return s.isLost()
 	case <-ctx.Done():
-		return s.isLost()
 	}
+	s.markLost(why)
+	s.proc.Kill()
+	return true
 }
 
 // rawRequest sends a request and returns its raw result.

@@ -407,3 +407,36 @@ func TestBrokenPipeIsNotTheChildsAnswer(t *testing.T) {
 	m.Log.WaitLine(t, "interrupted audit", ts.Msg("call", "tool", "docs__record", "outcome", "interrupted"))
 	m.Log.WaitLine(t, "restart", ts.Msg("server went away; restarting", "server", "docs"))
 }
+
+// A read-only call whose child dies under it, and whose retry finds the
+// child still down, says that it may have run once.
+func TestRetryThatFindsTheChildDownSaysItRan(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "fail-init")
+	lab := ts.NewLab(t, `call_timeout = "30s"`,
+		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	pid := childPid(t, m, "docs")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := m.Call("docs__slow", map[string]any{"ms": 60000, "tag": "ran-once"})
+		done <- res
+	}()
+	lab.WaitStarted(t, "ran-once")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res == nil || !res.IsError {
+		t.Fatalf("result %+v, want an error result", res)
+	}
+	text := ts.Text(res)
+	if !strings.HasPrefix(text, "server docs went away during the call to docs__slow (") ||
+		!strings.Contains(text, "it was to be retried once, but server docs is unavailable: ") {
+		t.Fatalf("text %q, want it to say the call went away and its retry found the server down", text)
+	}
+	m.Log.WaitLine(t, "interrupted audit", ts.Msg("call", "tool", "docs__slow", "outcome", "interrupted"))
+}

@@ -205,9 +205,16 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *
 // send is forward's part once the call has its slot.
 func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.CallToolResult, Outcome) {
 	retried, at := false, stageStarting
+	lostWhy := "" // why the first attempt's session went away, once retried
 	for {
 		sess, err := t.child.session(ctx)
 		if err != nil {
+			if errors.Is(err, ErrUnavailable) && retried {
+				// The first attempt may have run: say so.
+				return mcp.NewToolResultError(fmt.Sprintf(
+					"server %s went away during the call to %s (%s); it was to be retried once, but %v",
+					t.child.alias, t.name, lostWhy, err)), OutcomeInterrupted
+			}
 			if errors.Is(err, ErrUnavailable) {
 				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
 			}
@@ -230,7 +237,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.Cal
 		}
 		if sess.failed(ctx, err) {
 			if (t.readOnly || neverDelivered(err)) && !retried {
-				retried = true
+				retried, lostWhy = true, sess.lostWhy
 				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Bool("read_only", t.readOnly).
 					Msg("server went away before answering; retrying once on its next session")
 				continue

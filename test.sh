@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of mcpmux: formatting, vet, the Go tests with the race
-# detector (unit, end-to-end over the real binary), and the interop test with
-# the official TypeScript SDK and reference server (needs Node 20+ and npm).
+# detector (unit, end-to-end over the real binary), the chaos soak, a short
+# run of every fuzz target, and the interop test with the official
+# TypeScript SDK and reference server (needs Node 20+ and npm).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,7 +16,12 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race"
-go test -race -count=1 -timeout 10m ./...
+go test -race -count=1 -timeout 10m $(go list ./... | grep -v '/soak$')
+
+# The chaos soak, on its own so that its figures are printed (-v);
+# go test -race -v ./soak -soak.duration=5m runs it longer.
+echo "== soak"
+go test -race -count=1 -timeout 10m -v ./soak
 
 # Every fuzz target in the module, each fuzzed briefly (their seed corpora,
 # testdata/fuzz/FuzzXxx, already ran as tests above). MCPMUX_FUZZTIME sets

@@ -4,11 +4,18 @@
 // serves the result upstream as one MCP server.
 //
 // Where things live:
-//   - child.go: one child's process, MCP session, restarts and catalog reads;
-//   - catalog.go: exposed tools and the merged snapshot;
-//   - call.go: the call pipeline and its audit line;
-//   - upstream.go: the mcp-go server, sessions and list_changed;
-//   - names.go, schema.go: exposed names and argument checking.
+//   - child.go: one child's supervisor: restarts, backoff, catalog reads;
+//   - session.go: one generation of a child (a process on pipes, or a
+//     connection to a URL) and the requests sent on it; limits.go bounds
+//     what a child may send on it;
+//   - catalog.go, names.go: exposed tools, their names, the merged snapshot;
+//   - call.go: the call pipeline and its audit line; admission.go: rate
+//     limits and per-child in-flight slots; arguments.go, schema.go,
+//     schemawork.go: checking a call's arguments and bounding that work;
+//   - upstream.go: the mcp-go server, its hooks and list_changed;
+//     upstream_sessions.go: the one registry of upstream sessions and their
+//     identities; stdio.go and http.go: the two upstream transports;
+//   - observer.go: what metrics are told.
 package mux
 
 import (

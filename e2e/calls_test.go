@@ -75,8 +75,10 @@ func TestUnavailableChildIsWithdrawnAndComesBack(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Still listed while it restarts; the call waits startup_timeout, then
-	// says why.
+	// Once mcpmux has seen the exit (a call sent before would be
+	// interrupted instead), the tools are still listed while it restarts;
+	// the call waits startup_timeout, then says why.
+	m.Log.WaitLine(t, "the exit noticed", ts.Msg("server went away; restarting", "server", "docs"))
 	res := m.MustCall("docs__search", map[string]any{"query": "public"})
 	if !res.IsError || !strings.HasPrefix(ts.Text(res), "server docs is unavailable: ") {
 		t.Fatalf("isError=%v text=%q", res.IsError, ts.Text(res))

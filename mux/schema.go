@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kaptinlin/jsonschema"
 
@@ -15,16 +16,30 @@ import (
 )
 
 // argChecker checks one tool's arguments against its inputSchema.
+//
+// jsonschema v0.9.8 writes into a compiled schema while validating: every
+// evaluation of a schema with patternProperties replaces its map of
+// compiled patterns, and pattern caches its regexp on first use. So a
+// compiled copy validates one call at a time, and an argChecker keeps
+// copies rather than a lock: a call takes an idle copy, or compiles one
+// when every copy is in use, and puts it back when done. No call ever
+// waits for another, however heavy its arguments.
 type argChecker struct {
-	// jsonschema v0.9.8 writes into a compiled schema while validating
-	// (patternProperties rebuilds a map, pattern caches its regexp), so one
-	// schema must not validate two instances at once. The lock is per tool:
-	// calls to other tools never wait on it.
-	mu     sync.Mutex
-	schema *jsonschema.Schema
+	raw []byte // the inputSchema, never changed after newArgChecker
+	// idle is one compiled copy kept through garbage collections, so that a
+	// tool never called concurrently is compiled once per catalog change;
+	// spare holds the copies compiled for concurrent calls, which the
+	// runtime may drop.
+	idle  atomic.Pointer[jsonschema.Schema]
+	spare sync.Pool
+	// copies counts the copies compiled.
+	copies atomic.Int64
 	// perValue bounds the work of validating one value at each depth (see
 	// schemaWork).
 	perValue []int64
+	// validating, when set (by tests), is called once a check holds its
+	// copy, before it validates.
+	validating func()
 }
 
 // schemaLimitError is a schema refused for its size, its depth or the work
@@ -47,7 +62,8 @@ func schemaRefusal(err error) string {
 }
 
 // newArgChecker compiles an inputSchema, on a compiler of its own: two tools
-// whose schemas share an $id would otherwise get the first one's schema. It
+// whose schemas share an $id would otherwise get the first one's schema.
+// raw is kept, for the copies concurrent calls need, and must not change. It
 // refuses a schema larger than lim.MaxSchemaBytes or nested deeper than
 // lim.MaxSchemaDepth, and one that could take too much work to validate
 // against (see schemaWork).
@@ -72,7 +88,10 @@ func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
 	if err != nil {
 		return nil, &schemaLimitError{"its inputSchema could take too much work to validate against", err}
 	}
-	return &argChecker{schema: s, perValue: perValue}, nil
+	a := &argChecker{raw: raw, perValue: perValue}
+	a.idle.Store(s)
+	a.copies.Store(1)
+	return a, nil
 }
 
 // check returns nil when args fit, or an error naming each failing path.
@@ -84,9 +103,41 @@ func (a *argChecker) check(args map[string]any, levels []int) error {
 		return fmt.Errorf("%w: validating these arguments against the tool's inputSchema could take %s schema evaluations, more than the %d allowed; send fewer values",
 			errInvalidArguments, workString(w), maxValidationWork)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return validateArgs(a.schema, args)
+	s, err := a.take()
+	if err != nil {
+		return err
+	}
+	defer a.give(s)
+	if a.validating != nil {
+		a.validating()
+	}
+	return validateArgs(s, args)
+}
+
+// take returns a compiled copy no other call is using.
+func (a *argChecker) take() (*jsonschema.Schema, error) {
+	if s := a.idle.Swap(nil); s != nil {
+		return s, nil
+	}
+	if s, ok := a.spare.Get().(*jsonschema.Schema); ok {
+		return s, nil
+	}
+	// The first copy compiled from the same bytes and settings, so this
+	// cannot fail unless the library is not deterministic.
+	s, err := compileSchema(newCompiler(), a.raw)
+	if err != nil {
+		return nil, fmt.Errorf("compiling another copy of the tool's inputSchema: %w", err)
+	}
+	ignoreContentSchemas(s)
+	a.copies.Add(1)
+	return s, nil
+}
+
+// give returns a copy taken by take.
+func (a *argChecker) give(s *jsonschema.Schema) {
+	if !a.idle.CompareAndSwap(nil, s) {
+		a.spare.Put(s)
+	}
 }
 
 // ignoreContentSchemas drops every contentSchema of a compiled schema.

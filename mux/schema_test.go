@@ -11,8 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 func TestValidateArgs(t *testing.T) {
@@ -100,22 +102,124 @@ func TestSharedIDKeepsEachSchema(t *testing.T) {
 	}
 }
 
-// Schemas whose validation writes into the compiled schema are safe to use
-// from many calls at once (run with -race).
+// writingSchema uses the keywords whose validation writes into a compiled
+// jsonschema v0.9.8 schema (patternProperties, pattern), reached through
+// $ref and alongside the other keywords a call commonly meets.
+const writingSchema = `{
+	"type": "object",
+	"$defs": {
+		"name": {"type": "string", "pattern": "^[a-z]+$"},
+		"tag": {"$dynamicAnchor": "tag", "type": "string", "format": "email"}
+	},
+	"properties": {"id": {"$ref": "#/$defs/name"}, "tags": {"type": "array", "items": {"$dynamicRef": "#tag"}}},
+	"patternProperties": {"^x_": {"$ref": "#/$defs/name"}, "^n_": {"type": "integer", "minimum": 0}},
+	"unevaluatedProperties": false,
+	"required": ["id"]
+}`
+
+// Many calls validating against one tool at once, each its own arguments,
+// every one valid or invalid as it would be alone (run with -race: the
+// library writes into the compiled schema while validating).
 func TestConcurrentValidation(t *testing.T) {
-	c, err := newArgChecker([]byte(`{"type":"object","patternProperties":{"^x_":{"type":"string","pattern":"^[a-z]+$"}}}`), testLimits)
+	a, err := newArgChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
+	const calls = 300
+	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range 50 {
+	for i := range calls {
 		wg.Go(func() {
-			if err := checkJSON(c, fmt.Sprintf(`{"x_%d":"abc"}`, i)); err != nil {
-				t.Errorf("check: %v", err)
+			<-start
+			valid := fmt.Sprintf(`{"id":"abc","x_%d":"def","n_%d":%d,"tags":["a%d@example.com"]}`, i, i, i, i)
+			invalid := []struct{ args, path string }{
+				{fmt.Sprintf(`{"id":"abc","x_%d":"D%d"}`, i, i), fmt.Sprintf("/x_%d: ", i)},
+				{fmt.Sprintf(`{"id":"A%d"}`, i), "/id: "},
+				{fmt.Sprintf(`{"id":"abc","n_%d":-%d}`, i, i+1), fmt.Sprintf("/n_%d: ", i)},
+				{fmt.Sprintf(`{"id":"abc","y_%d":1}`, i), ""},
+			}[i%4]
+			if err := checkJSON(a, valid); err != nil {
+				t.Errorf("valid %s refused: %v", valid, err)
+			}
+			err := checkJSON(a, invalid.args)
+			if !errors.Is(err, errInvalidArguments) || !strings.Contains(err.Error(), invalid.path) {
+				t.Errorf("invalid %s: got %v, want a problem at %q", invalid.args, err, invalid.path)
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
+	if n := a.copies.Load(); n < 1 || n > calls {
+		t.Errorf("%d copies compiled for %d concurrent calls", n, calls)
+	}
+}
+
+// A tool whose calls never overlap is compiled once, when it is listed.
+func TestSequentialChecksCompileOnce(t *testing.T) {
+	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"def"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.copies.Load(); n != 1 {
+		t.Fatalf("%d copies compiled for calls one after another, want 1", n)
+	}
+}
+
+// A call whose validation is as heavy as the work bound allows does not
+// hold up a light call to the same tool: the light one is checked while the
+// heavy one holds its copy of the schema.
+func TestHeavyValidationDoesNotBlockLight(t *testing.T) {
+	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heavyArgs := `{"a":[` + strings.TrimSuffix(strings.Repeat(`1,`, maxValidationWork/3-1), ",") + `]}`
+	m, levels, err := decodeArguments([]byte(heavyArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := validationWork(a.perValue, levels); w > maxValidationWork || w < maxValidationWork*9/10 {
+		t.Fatalf("heavy arguments take %d evaluations, want just under %d", w, maxValidationWork)
+	}
+	heavyValidating, release := make(chan struct{}), make(chan struct{})
+	var taken atomic.Int32
+	a.validating = func() {
+		if taken.Add(1) == 1 { // the heavy call
+			close(heavyValidating)
+			<-release
+		}
+	}
+	heavyDone := make(chan error, 1)
+	go func() { heavyDone <- a.check(m, levels) }()
+	<-heavyValidating
+
+	lightDone := make(chan error, 1)
+	go func() { lightDone <- checkJSON(a, `{"a":["x",1]}`) }()
+	select {
+	case err := <-lightDone:
+		if err != nil {
+			t.Errorf("light call: %v", err)
+		}
+	case <-time.After(testsupport.Wait):
+		t.Error("the light call waited for the heavy one")
+	}
+	select {
+	case <-heavyDone:
+		t.Fatal("the heavy call ended before it was let through")
+	default:
+	}
+	close(release)
+	if err := <-heavyDone; err != nil {
+		t.Fatalf("heavy call: %v", err)
+	}
+	if n := a.copies.Load(); n != 2 {
+		t.Errorf("%d copies compiled, want 2 (one per overlapping call)", n)
+	}
 }
 
 func TestObjectSchema(t *testing.T) {
@@ -316,4 +420,27 @@ func BenchmarkEvaluation(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*work), "ns/evaluation")
+}
+
+// BenchmarkArgCheck measures one call's validation, calls to one tool
+// running in parallel, against a schema whose validation writes into it.
+func BenchmarkArgCheck(b *testing.B) {
+	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, levels, err := decodeArguments([]byte(`{"id":"abc","x_1":"def","x_2":"ghi","n_1":3,"tags":["a@example.com","b@example.com"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := a.check(m, levels); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(a.copies.Load()), "copies")
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,21 +268,92 @@ func leadingID(head []byte) json.RawMessage {
 // method or not) or has no result (an error response from the client gets
 // "method not found"; one with a result is taken for an answer to mcp-go).
 // Notifications are not waited for, nor a subscriptions/listen stream,
-// which stays open until the session ends.
+// which stays open until the session ends. The fields are matched as mcp-go
+// matches them (encoding/json: any case, the last of duplicates), but only
+// the id is decoded into values; the result, which may be most of a large
+// line, is only checked.
 func requestID(line []byte) (string, bool) {
 	var msg struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      any    `json:"id"`
-		Method  string `json:"method"`
-		Result  any    `json:"result"`
+		JSONRPC wireString `json:"jsonrpc"`
+		ID      any        `json:"id"`
+		Method  wireString `json:"method"`
+		Result  wireValue  `json:"result"`
 	}
 	if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
 		return "", false
 	}
-	if msg.JSONRPC == mcp.JSONRPC_VERSION && (msg.Result != nil || msg.Method == string(mcp.MethodSubscriptionsListen)) {
+	if msg.JSONRPC.s == mcp.JSONRPC_VERSION && (msg.Result.set || msg.Method.s == string(mcp.MethodSubscriptionsListen)) {
 		return "", false
 	}
 	return idKey(msg.ID)
+}
+
+// errWireType stands for the error encoding/json gives mcp-go for a field
+// of the wrong type.
+var errWireType = errors.New("wrong type")
+
+// maxWireString is the longest raw JSON string that can still decode to
+// "subscriptions/listen" (every character escaped as \uXXXX); a longer one
+// is no name requestID compares with, and is not decoded.
+const maxWireString = 6*len(mcp.MethodSubscriptionsListen) + 2
+
+// wireString is a string field as mcp-go decodes it (a string or null;
+// anything else fails the whole message). s holds a short one's value.
+type wireString struct{ s string }
+
+func (w *wireString) UnmarshalJSON(b []byte) error {
+	*w = wireString{}
+	switch {
+	case string(b) == "null":
+		return nil
+	case b[0] != '"':
+		return errWireType
+	case len(b) <= maxWireString:
+		return json.Unmarshal(b, &w.s)
+	}
+	return nil
+}
+
+// wireValue is a field mcp-go decodes into an any: set unless null, and a
+// failure wherever a number in it is out of float64's range, as for mcp-go.
+type wireValue struct{ set bool }
+
+func (w *wireValue) UnmarshalJSON(b []byte) error {
+	w.set = string(b) != "null"
+	if !numbersFit(b) {
+		return errWireType
+	}
+	return nil
+}
+
+// numbersFit reports whether every number in the valid JSON value b can be
+// held by a float64, without decoding anything else.
+func numbersFit(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			start, exp := i, false
+			for i+1 < len(b) && (b[i+1] >= '0' && b[i+1] <= '9' || b[i+1] == '.' || b[i+1] == '+' || b[i+1] == '-' ||
+				b[i+1] == 'e' || b[i+1] == 'E') {
+				i++
+				exp = exp || b[i] == 'e' || b[i] == 'E'
+			}
+			// Without an exponent, only a number of more than 308 digits
+			// can be too large.
+			if exp || i+1-start > 308 {
+				if _, err := strconv.ParseFloat(string(b[start:i+1]), 64); err != nil {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // idKey is an id in one form for all the ways mcp-go writes it back:
@@ -293,12 +365,6 @@ func idKey(id any) (string, bool) {
 	}
 	b, err := json.Marshal(id)
 	return string(b), err == nil
-}
-
-// isRequest reports whether mcp-go answers line under its id.
-func isRequest(line []byte) bool {
-	_, ok := requestID(line)
-	return ok
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among
@@ -364,10 +430,4 @@ func answerID(msg []byte) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// isAnswer reports whether msg is a response with an id.
-func isAnswer(msg []byte) bool {
-	_, ok := answerID(msg)
-	return ok
 }

@@ -32,8 +32,9 @@ func lines(data []byte) [][]byte {
 
 // FuzzFraming checks the stdio drain's framing on its own: requestReader
 // hands every byte on unchanged however it is read, counts exactly the lines
-// isRequest accepts, and the answers mcp-go would write for them are
-// messages isAnswer counts, so that the count comes back to zero.
+// isRequest accepts (requestID deciding as mcp-go's own decoding would), and
+// the answers mcp-go would write for them are messages isAnswer counts, so
+// that the count comes back to zero.
 func FuzzFraming(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b"}}`+"\n"), uint8(0))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":"x","method":"ping"}`), uint8(3))
@@ -60,7 +61,11 @@ func FuzzFraming(f *testing.F) {
 		var answers [][]byte
 		want := int64(0)
 		for _, line := range lines(data) {
-			if !isRequest(line) {
+			id, ok := requestID(line)
+			if refID, refOK := requestIDAsMCPGo(line); id != refID || ok != refOK {
+				t.Fatalf("requestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
+			}
+			if !ok {
 				continue
 			}
 			want++

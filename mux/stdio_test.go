@@ -36,14 +36,71 @@ func TestMessageKinds(t *testing.T) {
 		{`{"result":{},"jsonrpc":"2.0","id":4}`, false, false}, // id after result: not mcp-go's shape
 		{`not json`, false, false},
 		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, false, false},
+		// Fields match in any case, the last of duplicates winning.
+		{`{"JSONRPC":"2.0","Id":5,"Method":"ping"}`, true, false},
+		{`{"jsonrpc":"2.0","id":6,"result":{},"Result":null}`, true, true},
+		{`{"jsonrpc":"2.0","id":7,"method":"subscriptions\/listen"}`, false, false},
+		// What mcp-go cannot decode it answers with a null id.
+		{`{"jsonrpc":"1.0","id":9,"result":[1e400]}`, false, true},
+		{`{"jsonrpc":"1.0","id":9,"params":[1e400]}`, true, false}, // params is not decoded
+		{`{"jsonrpc":"2.0","id":10,"method":7}`, false, false},
+		{`{"jsonrpc":2,"id":11,"method":"ping"}`, false, false},
+		{`{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, false, false},
+		{`{"jsonrpc":"2.0","id":12,"method":"` + strings.Repeat("m", 200) + `"}`, true, false},
 	}
 	for _, c := range cases {
 		if got := isRequest([]byte(c.msg)); got != c.request {
 			t.Errorf("isRequest(%s) = %v", c.msg, got)
 		}
+		if _, ok := requestIDAsMCPGo([]byte(c.msg)); ok != c.request {
+			t.Errorf("mcp-go's decoding of %s disagrees with the case", c.msg)
+		}
 		if got := isAnswer([]byte(c.msg + "\n")); got != c.answer {
 			t.Errorf("isAnswer(%s) = %v", c.msg, got)
 		}
+	}
+}
+
+// isRequest reports whether mcp-go answers line under its id.
+func isRequest(line []byte) bool {
+	_, ok := requestID(line)
+	return ok
+}
+
+// isAnswer reports whether msg is a response with an id.
+func isAnswer(msg []byte) bool {
+	_, ok := answerID(msg)
+	return ok
+}
+
+// requestIDAsMCPGo is requestID written the way mcp-go's HandleMessage
+// decodes a message, every field into an any: the reference requestID must
+// agree with.
+func requestIDAsMCPGo(line []byte) (string, bool) {
+	var msg struct {
+		JSONRPC string        `json:"jsonrpc"`
+		Method  mcp.MCPMethod `json:"method"`
+		ID      any           `json:"id,omitempty"`
+		Result  any           `json:"result,omitempty"`
+	}
+	if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
+		return "", false
+	}
+	if msg.JSONRPC == mcp.JSONRPC_VERSION && (msg.Result != nil || msg.Method == mcp.MethodSubscriptionsListen) {
+		return "", false
+	}
+	return idKey(msg.ID)
+}
+
+// requestID never decodes a message's result: its work is checking, not
+// building values, however large the result.
+func TestRequestIDDoesNotDecodeResult(t *testing.T) {
+	line := []byte(`{"jsonrpc":"1.0","id":1,"result":[` + strings.Repeat(`{"k":"v","n":1.5e3},`, 100000) + `0]}`)
+	if _, ok := requestID(line); !ok {
+		t.Fatal("a message in another version, with an id, is answered under it")
+	}
+	if n := testing.AllocsPerRun(5, func() { requestID(line) }); n > 20 {
+		t.Errorf("requestID made %.0f allocations for a result of 100,000 objects", n)
 	}
 }
 

@@ -166,6 +166,44 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 	}
 }
 
+// Children that exit as soon as their stdin ends (procpeek, like most
+// servers) exit on mcpmux's death at about the moment their guards are told
+// of it; their grandchildren still die with them.
+func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
+	peek := ts.ProcpeekBinary(t)
+	aliases := []string{"a", "b", "c", "d", "e"}
+	var servers []ts.Server
+	for _, a := range aliases {
+		servers = append(servers, ts.Server{Alias: a, Command: peek})
+	}
+	lab := ts.NewLab(t, "", servers...)
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	var pids []int
+	for _, alias := range aliases {
+		var gc int
+		if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &gc); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, gc)
+	}
+	pids = append(pids, m.Log.ChildPids()...) // the guards
+	what := map[int]string{}
+	for _, pid := range pids {
+		if !ts.Alive(pid) {
+			t.Fatalf("pid %d not running before the kill", pid)
+		}
+		what[pid] = fmt.Sprintf("pid %d (%s)", pid, ts.Cmdline(pid))
+	}
+	if err := m.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-m.Exited()
+	for _, pid := range pids {
+		ts.WaitFor(t, what[pid]+" to die with mcpmux", func() bool { return !ts.Alive(pid) })
+	}
+}
+
 // SIGTERM stops mcpmux and every child gracefully.
 func TestSIGTERMStopsChildren(t *testing.T) {
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})

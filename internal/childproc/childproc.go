@@ -170,6 +170,7 @@ type Process struct {
 
 	cmd      *exec.Cmd
 	pgid     int
+	lifeline *os.File    // the write end of a guard's lifeline; nil without a guard
 	stopping atomic.Bool // Stop runs the group's shutdown itself
 	done     chan struct{}
 	err      error // the exit status; valid once done is closed
@@ -187,7 +188,7 @@ func start(spec Spec, id *ids, guard string) (*Process, error) {
 	var cred *syscall.Credential
 	switch {
 	case guard != "":
-		head := []string{GuardArg}
+		head := []string{GuardArg, guardLifelineFlag}
 		if id != nil {
 			head = append(head, guardIDsFlag, id.guardArg())
 		}
@@ -206,37 +207,51 @@ func start(spec Spec, id *ids, guard string) (*Process, error) {
 	cmd.Dir = spec.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig, Credential: cred}
 
+	// A guard also gets a lifeline: the read end of a pipe whose only write
+	// end mcpmux holds (see RunGuard). It is made before the child's pipes,
+	// so that its write end has the lower descriptor and the kernel, which
+	// closes a dying process's descriptors in order, ends it before the
+	// child can see its stdin end.
+	var lifeR, lifeW *os.File
+	if guard != "" {
+		if lifeR, lifeW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		cmd.ExtraFiles = []*os.File{lifeR}
+	}
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
+		closeAll(lifeR, lifeW)
 		return nil, err
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		closeAll(stdinR, stdinW)
+		closeAll(lifeR, lifeW, stdinR, stdinW)
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+		closeAll(lifeR, lifeW, stdinR, stdinW, stdoutR, stdoutW)
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	if err := cmd.Start(); err != nil {
-		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		closeAll(lifeR, lifeW, stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	// The child has its own copies; ours would keep the pipes open forever.
-	closeAll(stdinR, stdoutW, stderrW)
+	closeAll(lifeR, stdinR, stdoutW, stderrW)
 
 	p := &Process{
-		Stdin:  stdinW,
-		Stdout: stdoutR,
-		Stderr: stderrR,
-		cmd:    cmd,
-		pgid:   cmd.Process.Pid,
-		done:   make(chan struct{}),
+		Stdin:    stdinW,
+		Stdout:   stdoutR,
+		Stderr:   stderrR,
+		cmd:      cmd,
+		pgid:     cmd.Process.Pid,
+		lifeline: lifeW,
+		done:     make(chan struct{}),
 	}
 	go p.wait()
 	return p, nil
@@ -244,6 +259,9 @@ func start(spec Spec, id *ids, guard string) (*Process, error) {
 
 func (p *Process) wait() {
 	p.err = p.cmd.Wait()
+	if p.lifeline != nil {
+		_ = p.lifeline.Close()
+	}
 	// Whatever a crashed child left behind in its group goes with it: a
 	// leftover grandchild would otherwise hold the stdout pipe open and leave
 	// pending calls waiting for an answer that cannot come.

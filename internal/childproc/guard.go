@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // GuardArg, as the first argument of a binary that calls RunGuard, makes it
@@ -18,13 +20,20 @@ const GuardArg = "__mcpmux-guard"
 // UID:GID with no supplementary groups.
 const guardIDsFlag = "--ids"
 
+// guardLifelineFlag, before "--", says that descriptor 3 is the guard's
+// lifeline: the read end of a pipe whose write end only mcpmux holds, so
+// that it ends exactly when mcpmux does.
+const guardLifelineFlag = "--lifeline"
+
+const lifelineFD = 3
+
 // GuardDeathSignal is the guard's parent-death signal. It is one mcpmux never
 // sends otherwise: the kernel sends the parent-death signal when the thread
 // that forked exits, which can be before the rest of mcpmux is gone, so the
 // guard cannot tell a death from a stop by looking at its parent.
 const GuardDeathSignal = syscall.SIGUSR1
 
-// RunGuard runs args ([--ids UID:GID] "--" path args...) as the guard of
+// RunGuard runs args ([--lifeline] [--ids UID:GID] "--" path args...) as the guard of
 // one child and returns the exit code to leave with.
 //
 // A parent-death signal reaches only the process it was set on, so a child
@@ -45,6 +54,11 @@ func RunGuard(args []string) int {
 		fmt.Fprintf(os.Stderr, "mcpmux guard: %v\n", err)
 		return 126
 	}
+	lifeline := false
+	if len(args) >= 1 && args[0] == guardLifelineFlag {
+		lifeline, args = true, args[1:]
+		syscall.CloseOnExec(lifelineFD) // the child must not hold mcpmux's end open
+	}
 	var id *ids
 	if len(args) >= 2 && args[0] == guardIDsFlag {
 		var err error
@@ -55,7 +69,7 @@ func RunGuard(args []string) int {
 		args = args[2:]
 	}
 	if len(args) < 2 || args[0] != "--" {
-		fmt.Fprintln(os.Stderr, "mcpmux guard: usage: "+GuardArg+" ["+guardIDsFlag+" UID:GID] -- PROGRAM [ARGS...]")
+		fmt.Fprintln(os.Stderr, "mcpmux guard: usage: "+GuardArg+" ["+guardLifelineFlag+"] ["+guardIDsFlag+" UID:GID] -- PROGRAM [ARGS...]")
 		return 2
 	}
 	// The child's own parent-death signal follows this thread.
@@ -92,11 +106,30 @@ func RunGuard(args []string) int {
 	for {
 		select {
 		case err := <-done:
+			// mcpmux's death ends the child's stdin, and a child may exit on
+			// that before the kernel tells this guard of the death. The
+			// lifeline has ended by then: the group still goes down.
+			if lifeline && lifelineEnded() {
+				killGroup()
+			}
 			return exitCode(err)
 		case <-death:
 			killGroup()
 		case <-stops:
 		}
+	}
+}
+
+// lifelineEnded reports whether mcpmux's end of the lifeline is closed,
+// without waiting.
+func lifelineEnded() bool {
+	fds := []unix.PollFd{{Fd: lifelineFD, Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLIN) != 0
 	}
 }
 

@@ -139,27 +139,23 @@ func (d *decoder) limits(t *table, l *Limits) {
 }
 
 // positive decodes an integer that must be > 0.
-func (t *table) positive(key string, dst *int) bool {
-	v := *dst
-	if !t.integer(key, &v) {
-		return false
-	}
-	if v <= 0 {
-		t.errorf(key, "must be positive, not %d", v)
-		return false
-	}
-	*dst = v
-	return true
-}
+func (t *table) positive(key string, dst *int) bool { return t.intAtLeast(key, dst, 1) }
 
 // nonNegative decodes an integer that must be >= 0.
-func (t *table) nonNegative(key string, dst *int) bool {
+func (t *table) nonNegative(key string, dst *int) bool { return t.intAtLeast(key, dst, 0) }
+
+// intAtLeast decodes an integer that must be at least least (0 or 1).
+func (t *table) intAtLeast(key string, dst *int, least int) bool {
 	v := *dst
 	if !t.integer(key, &v) {
 		return false
 	}
-	if v < 0 {
-		t.errorf(key, "must not be negative, not %d", v)
+	if v < least {
+		if least > 0 {
+			t.errorf(key, "must be positive, not %d", v)
+		} else {
+			t.errorf(key, "must not be negative, not %d", v)
+		}
 		return false
 	}
 	*dst = v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -22,8 +23,9 @@ import (
 // compiled patterns, and pattern caches its regexp on first use. So a
 // compiled copy validates one call at a time, and an argChecker keeps
 // copies rather than a lock: a call takes an idle copy, or compiles one
-// when every copy is in use, and puts it back when done. No call ever
-// waits for another, however heavy its arguments.
+// when every copy is in use, and puts it back when done. No call waits for
+// another, however heavy its arguments, while the spare copies of all
+// tools fit in spareSchemaBudget.
 type argChecker struct {
 	raw []byte // the inputSchema, never changed after newArgChecker
 	// idle is one compiled copy kept through garbage collections, so that a
@@ -34,6 +36,10 @@ type argChecker struct {
 	spare sync.Pool
 	// copies counts the copies compiled.
 	copies atomic.Int64
+	// Once the budget is spent, calls finding no idle copy take turns on
+	// one more copy of the tool's own.
+	overflowMu sync.Mutex
+	overflow   *jsonschema.Schema
 	// perValue bounds the work of validating one value at each depth (see
 	// schemaWork).
 	perValue []int64
@@ -41,6 +47,15 @@ type argChecker struct {
 	// copy, before it validates.
 	validating func()
 }
+
+// spareSchemaBudget bounds the inputSchema bytes of all spare copies alive
+// at once, mcpmux-wide; a copy takes about 12 times its inputSchema's size
+// in memory (some 100 MiB for the whole budget). Without it, concurrent
+// calls to a tool with a large schema would each cost mcpmux a copy.
+var spareSchemaBudget int64 = 8 << 20
+
+// spareSchemaBytes is the inputSchema bytes of the spare copies alive.
+var spareSchemaBytes atomic.Int64
 
 // schemaLimitError is a schema refused for its size, its depth or the work
 // it could take; reason is fit for the log line of a tool left out.
@@ -107,14 +122,26 @@ func (a *argChecker) check(args map[string]any, levels []int) error {
 	if err != nil {
 		return err
 	}
-	defer a.give(s)
+	if s == nil {
+		a.overflowMu.Lock()
+		defer a.overflowMu.Unlock()
+		if a.overflow == nil {
+			if a.overflow, err = a.compile(); err != nil {
+				return err
+			}
+		}
+		s = a.overflow
+	} else {
+		defer a.give(s)
+	}
 	if a.validating != nil {
 		a.validating()
 	}
 	return validateArgs(s, args)
 }
 
-// take returns a compiled copy no other call is using.
+// take returns a compiled copy no other call is using, or nil when there
+// is none and the budget for spare copies is spent.
 func (a *argChecker) take() (*jsonschema.Schema, error) {
 	if s := a.idle.Swap(nil); s != nil {
 		return s, nil
@@ -122,8 +149,24 @@ func (a *argChecker) take() (*jsonschema.Schema, error) {
 	if s, ok := a.spare.Get().(*jsonschema.Schema); ok {
 		return s, nil
 	}
-	// The first copy compiled from the same bytes and settings, so this
-	// cannot fail unless the library is not deterministic.
+	n := int64(len(a.raw))
+	if spareSchemaBytes.Add(n) > spareSchemaBudget {
+		spareSchemaBytes.Add(-n)
+		return nil, nil
+	}
+	s, err := a.compile()
+	if err != nil {
+		spareSchemaBytes.Add(-n)
+		return nil, err
+	}
+	runtime.AddCleanup(s, func(n int64) { spareSchemaBytes.Add(-n) }, n)
+	return s, nil
+}
+
+// compile compiles another copy of the schema, as newArgChecker did the
+// first. Compiling the same bytes with the same settings cannot fail unless
+// the library is not deterministic.
+func (a *argChecker) compile() (*jsonschema.Schema, error) {
 	s, err := compileSchema(newCompiler(), a.raw)
 	if err != nil {
 		return nil, fmt.Errorf("compiling another copy of the tool's inputSchema: %w", err)

@@ -170,6 +170,33 @@ func TestSequentialChecksCompileOnce(t *testing.T) {
 	}
 }
 
+// With the budget for spare copies spent, concurrent calls still each get
+// their own answer, on one more copy they take turns on.
+func TestSpareBudgetSpent(t *testing.T) {
+	budget := spareSchemaBudget
+	spareSchemaBudget = 0
+	t.Cleanup(func() { spareSchemaBudget = budget })
+	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"def"}`, i)); err != nil {
+				t.Errorf("valid arguments refused: %v", err)
+			}
+			if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"D"}`, i)); !errors.Is(err, errInvalidArguments) {
+				t.Errorf("invalid arguments: got %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := a.copies.Load(); n > 2 {
+		t.Errorf("%d copies compiled with no budget for spares, want at most 2", n)
+	}
+}
+
 // A call whose validation is as heavy as the work bound allows does not
 // hold up a light call to the same tool: the light one is checked while the
 // heavy one holds its copy of the schema.

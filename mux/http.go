@@ -36,8 +36,8 @@ type HTTPOptions struct {
 	SessionIdleTimeout time.Duration
 	// Limits bound what one request may make mcpmux read, hold and wait
 	// for: MaxBodyBytes, ReadTimeout (the body), WriteTimeout (each write
-	// to the client), MaxSessions and MaxSessionsPerIdentity. Zero values
-	// mean no bound.
+	// to the client), MaxSessions and MaxSessionsPerIdentity. A zero value
+	// means that limit's config default, never no bound.
 	Limits config.Limits
 }
 
@@ -71,6 +71,7 @@ type httpRequestKey struct{}
 // stops it. A Mux has at most one.
 func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	log := m.log.With().Str("component", "http").Logger()
+	o.Limits = withDefaults(o.Limits)
 	h := &HTTPUpstream{
 		sessions: &m.sessions,
 		log:      log,
@@ -92,6 +93,33 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	return h
 }
 
+// withDefaults fills every limit the HTTP upstream enforces that l leaves
+// zero with its config default.
+func withDefaults(l config.Limits) config.Limits {
+	set := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	set(&l.MaxBodyBytes, config.DefaultMaxBodyBytes)
+	set(&l.MaxMessageBytes, config.DefaultMaxMessageBytes)
+	setDur(&l.ReadTimeout, config.DefaultReadTimeout)
+	setDur(&l.WriteTimeout, config.DefaultWriteTimeout)
+	setInt(&l.MaxSessions, config.DefaultMaxSessions)
+	setInt(&l.MaxSessionsPerIdentity, config.DefaultMaxSessionsPerIdentity)
+	return l
+}
+
 // ServeHTTP serves one MCP request.
 func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !allowedOrigin(origin, r.Host) {
@@ -99,21 +127,23 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
-	var body []byte
+	kind := otherMessage
 	if r.Method == http.MethodPost {
-		var ok bool
-		if body, ok = h.readBody(w, r); !ok {
+		b, ok := h.readBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		kind = classify(r.Header, b)
+		r.Body = io.NopCloser(b.reader())
 	}
 	identity := IdentityFrom(r.Context())
 	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, h: h}
+	defer rec.settle()
 	ctx := context.WithValue(r.Context(), httpRequestKey{}, true)
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
-	case r.Method == http.MethodPost && isInitialize(body):
+	case kind == initializeMessage:
 		// A new session, whatever id the request names: mcp-go mints one.
 		u, err := h.sessions.admit(identity)
 		if err != nil {
@@ -121,7 +151,16 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.pending = u
-		defer rec.settle()
+	case kind == listenMessage:
+		// A 2026-07-28 client has no session, but its listen stream holds
+		// one in the registry for as long as it is open: it counts against
+		// the same caps.
+		u, err := h.sessions.admit(identity)
+		if err != nil {
+			h.refuseSession(w, identity, err)
+			return
+		}
+		defer h.sessions.release(u)
 	case sid != "":
 		u := h.sessions.lookup(sid)
 		if u != nil && u.identity != identity {
@@ -158,30 +197,25 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody reads a POST's body within max_body_bytes and read_timeout. A
 // declared length over the limit is refused before a byte is read; a body
 // that turns out longer is refused once the limit is reached; either way
-// the connection is closed rather than drained. It answers the request
-// itself when it returns false.
-func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// the connection is closed rather than drained. What it holds grows with
+// what the client has sent, never with what it declared. It answers the
+// request itself when it returns false.
+func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
 	limit := h.limits.MaxBodyBytes
-	if limit > 0 && r.ContentLength > limit {
+	if r.ContentLength > limit {
 		h.tooLarge(w, r, limit)
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
-	if d := h.limits.ReadTimeout; d > 0 {
-		_ = rc.SetReadDeadline(time.Now().Add(d))
-		// Cleared once the body is in: the answer may take long, and the
-		// connection's read side must not end it.
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	}
-	var rd io.Reader = r.Body
-	if limit > 0 {
-		rd = http.MaxBytesReader(w, r.Body, limit)
-	}
-	body, err := readChunked(rd, r.ContentLength)
+	_ = rc.SetReadDeadline(time.Now().Add(h.limits.ReadTimeout))
+	// Cleared once the body is in: the answer may take long, and the
+	// connection's read side must not end it.
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	b, err := readChunks(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	var tooLong *http.MaxBytesError
 	switch {
 	case err == nil:
-		return body, true
+		return b, true
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -195,35 +229,67 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) ([]byte,
 	return nil, false
 }
 
-// readChunked reads r to its end. With the length known it reads into one
-// buffer of that size; otherwise it keeps what arrives in chunks and joins
-// them at the end, so that a body refused half way has cost what it sent
-// and no more (a growing buffer would have cost up to twice that).
-func readChunked(r io.Reader, length int64) ([]byte, error) {
-	if length >= 0 {
-		buf := make([]byte, length)
-		_, err := io.ReadFull(r, buf)
-		return buf, err
-	}
-	const chunk = 64 << 10
-	var parts [][]byte
-	total := 0
+// body is a request body as it was read, in chunks, so that neither
+// reading it nor handing it on ever holds a second copy.
+type body [][]byte
+
+// bodyChunk is the most readChunks allocates before the client has sent it.
+const bodyChunk = 64 << 10
+
+// readChunks reads r to its end in chunks of bodyChunk, the first no larger
+// than the declared length (-1 when unknown): a client that declares a
+// large body and sends little makes mcpmux hold little, and a body refused
+// half way has cost what it sent and one chunk more.
+func readChunks(r io.Reader, length int64) (body, error) {
+	var b body
 	for {
-		b := make([]byte, chunk)
-		n, err := io.ReadFull(r, b)
-		parts = append(parts, b[:n])
-		total += n
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
+		size := int64(bodyChunk)
+		if length >= 0 {
+			size = min(size, length)
 		}
-		if err != nil {
+		if size == 0 {
+			return b, nil // all of the declared length is in
+		}
+		c := make([]byte, size)
+		n, err := io.ReadFull(r, c)
+		if n > 0 {
+			b = append(b, c[:n])
+		}
+		if length >= 0 {
+			length -= int64(n)
+		}
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) && length < 0:
+			return b, nil
+		case err != nil:
 			return nil, err
 		}
 	}
-	if len(parts) == 1 {
-		return parts[0], nil
+}
+
+// reader reads the body from its start.
+func (b body) reader() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, c := range b {
+		rs[i] = bytes.NewReader(c)
 	}
-	return bytes.Join(parts, nil), nil
+	return io.MultiReader(rs...)
+}
+
+// unmarshal decodes the body into v exactly as json.Unmarshal decodes the
+// whole of it.
+func (b body) unmarshal(v any) error {
+	if len(b) == 1 {
+		return json.Unmarshal(b[0], v)
+	}
+	dec := json.NewDecoder(b.reader())
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid data after the top-level value")
+	}
+	return nil
 }
 
 func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
@@ -245,16 +311,49 @@ func (h *HTTPUpstream) refuseSession(w http.ResponseWriter, identity string, err
 	http.Error(w, http.StatusText(code)+": new session refused: "+err.Error(), code)
 }
 
-// isInitialize reports whether a POST body is an initialize request, as
-// mcp-go decides it.
-func isInitialize(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"initialize"`)) {
-		return false
-	}
+// messageKind is what a POST body is to the session registry.
+type messageKind int
+
+const (
+	otherMessage      messageKind = iota
+	initializeMessage             // opens a 2025-11-25 session
+	listenMessage                 // a 2026-07-28 subscriptions/listen stream
+)
+
+// classify decides what a POST body is exactly as mcp-go's handlePost
+// does: the method as encoding/json decodes it from the whole body (a batch
+// or a body that is not one JSON object is neither), and the protocol era
+// from the Mcp-Protocol-Version header and params._meta, an initialize of
+// the 2026-07-28 era opening nothing.
+func classify(header http.Header, b body) messageKind {
 	var msg struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method mcp.MCPMethod   `json:"method,omitempty"`
 	}
-	return json.Unmarshal(body, &msg) == nil && msg.Method == string(mcp.MethodInitialize)
+	if b.unmarshal(&msg) != nil || msg.Method != mcp.MethodInitialize && msg.Method != mcp.MethodSubscriptionsListen {
+		return otherMessage
+	}
+	var wrapper struct {
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	var metaVersion string
+	if b.unmarshal(&wrapper) == nil {
+		metaVersion = wrapper.Params.Meta.ProtocolVersion()
+	}
+	modern := mcp.IsModernProtocol(metaVersion) || mcp.IsModernProtocol(header.Get(mcp.HeaderProtocolVersion))
+	var id any
+	if len(msg.ID) > 0 {
+		_ = json.Unmarshal(msg.ID, &id)
+	}
+	switch {
+	case msg.Method == mcp.MethodInitialize && !modern:
+		return initializeMessage
+	case msg.Method == mcp.MethodSubscriptionsListen && modern && id != nil:
+		return listenMessage
+	}
+	return otherMessage
 }
 
 // allowedOrigin reports whether a browser page at origin may call mcpmux at

@@ -2,7 +2,9 @@ package mux
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -307,7 +311,7 @@ func TestHTTPIdleSessionEndsEverywhere(t *testing.T) {
 	}
 	defer resp.Body.Close()
 
-	waitFor(t, "the idle session to end", func() bool { return h.m.sessions.lookup(idle) == nil })
+	testsupport.WaitFor(t, "the idle session to end", func() bool { return h.m.sessions.lookup(idle) == nil })
 	if h.inMcpGo(idle) {
 		t.Error("mcp-go still holds the expired session")
 	}
@@ -326,17 +330,6 @@ func TestHTTPIdleSessionEndsEverywhere(t *testing.T) {
 	}
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil && !errors.Is(err, context.Canceled) {
 		t.Logf("stream ended with %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -412,5 +405,173 @@ func TestHTTPBodyLimits(t *testing.T) {
 				t.Errorf("the connection stays open after %d", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// Limits left zero are the config defaults, not "no bound": a declared
+// length over the default max_body_bytes is refused before a byte is read.
+func TestHTTPZeroLimitsAreDefaults(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{})
+	done := make(chan struct{})
+	defer close(done)
+	resp, text := rawPOST(t, h.url, fmt.Sprintf("Content-Length: %d\r\n", config.DefaultMaxBodyBytes+1), &stall{r: strings.NewReader(""), done: done})
+	if want := fmt.Sprintf("max_body_bytes (%d bytes)", config.DefaultMaxBodyBytes); resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(text, want) {
+		t.Errorf("%d %q, want 413 saying %q", resp.StatusCode, text, want)
+	}
+}
+
+// cutReader sends its bytes and then fails as a stalled client's body
+// does.
+type cutReader struct{ r io.Reader }
+
+func (c cutReader) Read(p []byte) (int, error) {
+	if n, err := c.r.Read(p); err != io.EOF {
+		return n, err
+	}
+	return 0, os.ErrDeadlineExceeded
+}
+
+// What reading a body allocates follows what the client sent, not what it
+// declared, and a body read in chunks decodes as the same bytes whole.
+func TestReadChunks(t *testing.T) {
+	const declared, sent = 4 << 20, 4 << 10
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readChunks(cutReader{strings.NewReader(strings.Repeat(" ", sent))}, declared)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a stalled body: %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*bodyChunk {
+		t.Errorf("%d bytes allocated for a body that declared %d and sent %d", got, declared, sent)
+	}
+
+	for _, c := range []struct {
+		name string
+		body string
+	}{
+		{"object", testInitialize},
+		{"escaped method", strings.Replace(testInitialize, `"initialize"`, `"\u0069nitialize"`, 1)},
+		{"duplicate method", `{"method":"ping","method":"initialize","id":1}`},
+		{"trailing data", testInitialize + `]`},
+		{"two values", testInitialize + testPing},
+		{"batch", "[" + testInitialize + "]"},
+		{"wrong type", `{"method":7}`},
+		{"empty", ``},
+	} {
+		// Padded so that it spans chunks.
+		whole := []byte(c.body + strings.Repeat(" ", 3*bodyChunk))
+		for _, length := range []int64{int64(len(whole)), -1} {
+			b, err := readChunks(bytes.NewReader(whole), length)
+			if err != nil || len(b) < 3 {
+				t.Fatalf("%s: %d chunks, %v", c.name, len(b), err)
+			}
+			var got, want struct {
+				Method string `json:"method"`
+			}
+			errGot, errWant := b.unmarshal(&got), json.Unmarshal(whole, &want)
+			if (errGot == nil) != (errWant == nil) || errWant == nil && got != want {
+				t.Errorf("%s (length %d): chunks decode to %+v, %v; whole to %+v, %v", c.name, length, got, errGot, want, errWant)
+			}
+			if r, _ := io.ReadAll(b.reader()); !bytes.Equal(r, whole) {
+				t.Errorf("%s (length %d): the chunks read back differ", c.name, length)
+			}
+		}
+	}
+}
+
+// An initialize is whatever mcp-go decodes as one, its method escaped
+// included: it is admitted against the caps like any other, and the
+// session it opens is handed out and works.
+func TestHTTPEscapedInitialize(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxSessions: 1})
+	escaped := strings.Replace(testInitialize, `"initialize"`, `"\u0069nitialize"`, 1)
+	code, text, hdr := h.send(t, http.MethodPost, "alice", "", escaped)
+	sid := hdr.Get(server.HeaderKeySessionID)
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("escaped initialize: %d %q, session %q", code, text, sid)
+	}
+	if code, text, _ := h.send(t, http.MethodPost, "alice", sid, testPing); code != http.StatusOK {
+		t.Errorf("its session: %d %s", code, text)
+	}
+	code, text, hdr = h.send(t, http.MethodPost, "bob", "", escaped)
+	if code != http.StatusServiceUnavailable || hdr.Get(server.HeaderKeySessionID) != "" {
+		t.Errorf("escaped initialize over max_sessions: %d %q", code, text)
+	}
+	if total, _ := h.m.sessions.counts("bob"); total != 1 {
+		t.Errorf("%d sessions counted, want 1", total)
+	}
+	n := 0
+	h.m.sessions.byID.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Errorf("%d sessions held, want 1", n)
+	}
+}
+
+// listen opens a 2026-07-28 subscriptions/listen stream as identity and
+// returns its response once its head is in; cancel ends the stream.
+func (h *httpMux) listen(t *testing.T, identity string) (resp *http.Response, cancel context.CancelFunc) {
+	t.Helper()
+	v := mcp.ProtocolVersion20260728
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"` + v + `","` +
+		mcp.MetaKeyClientCapabilities + `":{},"` + mcp.MetaKeyClientInfo + `":{"name":"t","version":"1"}}}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Identity", identity)
+	req.Header.Set(mcp.HeaderProtocolVersion, v)
+	req.Header.Set(mcp.HeaderMethod, string(mcp.MethodSubscriptionsListen))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("listen as %s: %v", identity, err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	return resp, cancel
+}
+
+// A 2026-07-28 client has no session id, but each listen stream it holds
+// open counts against max_sessions and max_sessions_per_identity, with the
+// same 429 and 503 as an initialize, until it ends.
+func TestHTTPListenStreamsCount(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxSessions: 3, MaxSessionsPerIdentity: 2})
+	var cancels []context.CancelFunc
+	for _, who := range []string{"alice", "alice", "bob"} {
+		resp, cancel := h.listen(t, who)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("listen as %s: %d %s", who, resp.StatusCode, b)
+		}
+		cancels = append(cancels, cancel)
+	}
+	for _, c := range []struct {
+		who  string
+		code int
+		says string
+	}{
+		{"alice", http.StatusTooManyRequests, "max_sessions_per_identity (2)"},
+		{"carol", http.StatusServiceUnavailable, "max_sessions (3)"},
+	} {
+		resp, _ := h.listen(t, c.who)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.code || !strings.Contains(string(b), c.says) {
+			t.Errorf("listen as %s: %d %q, want %d saying %q", c.who, resp.StatusCode, b, c.code, c.says)
+		}
+	}
+	if _, code, text := h.open(t, "alice"); code != http.StatusTooManyRequests {
+		t.Errorf("initialize as alice with two listen streams: %d %q, want 429", code, text)
+	}
+	// A stream that ends frees its slot.
+	cancels[0]()
+	testsupport.WaitFor(t, "the ended stream's slot to be free", func() bool {
+		_, alice := h.m.sessions.counts("alice")
+		return alice == 1
+	})
+	if resp, _ := h.listen(t, "alice"); resp.StatusCode != http.StatusOK {
+		t.Errorf("listen as alice after one ended: %d", resp.StatusCode)
 	}
 }

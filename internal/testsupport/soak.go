@@ -24,7 +24,14 @@ func Settles(cond func() bool) bool {
 }
 
 // RSS returns a process's resident set size in bytes (VmRSS).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// PeakRSS returns the largest resident set size a process has had, in
+// bytes (VmHWM).
+func PeakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes reads a field given in kB from /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -32,20 +39,20 @@ func RSS(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		rest, ok := strings.CutPrefix(sc.Text(), field+":")
 		if !ok {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("pid %d: VmRSS %q: %w", pid, rest, err)
+			return 0, fmt.Errorf("pid %d: %s %q: %w", pid, field, rest, err)
 		}
 		return kb * 1024, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS in /proc/%d/status", pid, pid)
+	return 0, fmt.Errorf("pid %d: no %s in /proc/%d/status", pid, field, pid)
 }
 
 // ProcChildren returns the pids of a process's children, as the kernel

@@ -568,7 +568,14 @@ func newLogTap(r io.Reader) *LogTap {
 // already seen count.
 func (l *LogTap) WaitLine(t testing.TB, what string, match func(map[string]any) bool) map[string]any {
 	t.Helper()
-	timeout := time.After(Wait)
+	return l.WaitLineWithin(t, Wait, what, match)
+}
+
+// WaitLineWithin is WaitLine with a bound of d instead of Wait, for a line
+// that slow work (a large call under the race detector) comes before.
+func (l *LogTap) WaitLineWithin(t testing.TB, d time.Duration, what string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	timeout := time.After(d)
 	seen := 0
 	for {
 		l.mu.Lock()

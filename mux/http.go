@@ -194,14 +194,15 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
 }
 
-// readBody reads a POST's body within max_body_bytes and read_timeout. A
+// readBody reads a POST's body within max_body_bytes, max_message_bytes
+// (the body is one message, or a batch of them) and read_timeout. A
 // declared length over the limit is refused before a byte is read; a body
 // that turns out longer is refused once the limit is reached; either way
 // the connection is closed rather than drained. What it holds grows with
 // what the client has sent, never with what it declared. It answers the
 // request itself when it returns false.
 func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
-	limit := h.limits.MaxBodyBytes
+	limit := min(h.limits.MaxBodyBytes, h.limits.MaxMessageBytes)
 	if r.ContentLength > limit {
 		h.tooLarge(w, r, limit)
 		return nil, false
@@ -292,10 +293,15 @@ func (b body) unmarshal(v any) error {
 	return nil
 }
 
+// tooLarge answers a body over limit, naming the key that set it.
 func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
-	h.log.Warn().Str("identity", IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64("max_body_bytes", limit).Msg("request refused: body too large")
+	key := "max_body_bytes"
+	if limit < h.limits.MaxBodyBytes {
+		key = "max_message_bytes"
+	}
+	h.log.Warn().Str("identity", IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
 	w.Header().Set("Connection", "close")
-	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over max_body_bytes (%d bytes)", limit), http.StatusRequestEntityTooLarge)
+	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over %s (%d bytes)", key, limit), http.StatusRequestEntityTooLarge)
 }
 
 // refuseSession answers an initialize that a session cap refused: 503 when

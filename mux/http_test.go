@@ -420,6 +420,32 @@ func TestHTTPZeroLimitsAreDefaults(t *testing.T) {
 	}
 }
 
+// max_message_bytes bounds an HTTP body too, when it is the smaller limit,
+// and the refusal names it.
+func TestHTTPBodyOverMaxMessageBytes(t *testing.T) {
+	const limit = 8 << 10
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxBodyBytes: 1 << 20, MaxMessageBytes: limit})
+	done := make(chan struct{})
+	defer close(done)
+	big := strings.Repeat(" ", 2*limit)
+	for _, c := range []struct {
+		name string
+		head string
+		body io.Reader
+	}{
+		{"declared", fmt.Sprintf("Content-Length: %d\r\n", limit+1), &stall{r: strings.NewReader(""), done: done}},
+		{"chunked", "Transfer-Encoding: chunked\r\n", strings.NewReader(fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big))},
+	} {
+		resp, text := rawPOST(t, h.url, c.head, c.body)
+		if want := "max_message_bytes (8192 bytes)"; resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(text, want) {
+			t.Errorf("%s: %d %q, want 413 saying %q", c.name, resp.StatusCode, text, want)
+		}
+	}
+	if resp, text := rawPOST(t, h.url, fmt.Sprintf("Content-Length: %d\r\n", len(testInitialize)), strings.NewReader(testInitialize)); resp.StatusCode != http.StatusOK {
+		t.Errorf("a body within both: %d %q", resp.StatusCode, text)
+	}
+}
+
 // cutReader sends its bytes and then fails as a stalled client's body
 // does.
 type cutReader struct{ r io.Reader }

@@ -394,10 +394,15 @@ func (h *HTTPUpstream) Shutdown(ctx context.Context) {
 	}
 }
 
-// expire ends session id in the registry and in mcp-go, through mcp-go's
-// own DELETE handling, which drops everything mcp-go keeps of it.
+// expire ends session id in the registry and in mcp-go.
 func (h *HTTPUpstream) expire(id string) {
 	h.sessions.endHTTP(id)
+	h.forget(id)
+}
+
+// forget ends session id in mcp-go, through mcp-go's own DELETE handling,
+// which drops everything mcp-go keeps of it.
+func (h *HTTPUpstream) forget(id string) {
 	h.srv.Handle(discard{header: http.Header{}}, &server.HTTPRequest{
 		Method:  http.MethodDelete,
 		Header:  http.Header{server.HeaderKeySessionID: {id}},
@@ -415,9 +420,12 @@ func (h *HTTPUpstream) sweep() {
 		case <-h.stop:
 			return
 		case now := <-t.C:
-			for _, id := range h.sessions.idle(now.Add(-h.idle).UnixNano(), false) {
-				h.log.Info().Str("session", id).Dur("session_idle_timeout", h.idle).Msg("idle session ended")
-				h.expire(id)
+			cutoff := now.Add(-h.idle).UnixNano()
+			for _, id := range h.sessions.idle(cutoff, false) {
+				if h.sessions.endIdleHTTP(id, cutoff) {
+					h.log.Info().Str("session", id).Dur("session_idle_timeout", h.idle).Msg("idle session ended")
+					h.forget(id)
+				}
 			}
 		}
 	}

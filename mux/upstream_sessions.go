@@ -49,28 +49,34 @@ type upstreamSession struct {
 	identity string
 	kind     sessionKind
 
+	// Written under mu, so that a session is never ended as idle while a
+	// request begins on it; read without it where a stale answer is
+	// harmless (the sweeper's first pass, mcp-go's id check).
 	seen   atomic.Int64 // unix nanoseconds of the last request's start or end
 	active atomic.Int32 // requests in progress
 	ended  atomic.Bool
 
-	mu      sync.Mutex
+	mu      sync.Mutex                  // this session's alone: never shared by others' calls
 	cs      server.ClientSession        // what mcp-go registered for it; nil before
 	streams map[*int]context.CancelFunc // listening GET streams, ended with the session
 }
 
 // begin notes a request on the session; false if the session has ended.
 func (u *upstreamSession) begin(now int64) bool {
-	u.active.Add(1)
-	u.seen.Store(now)
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.ended.Load() {
-		u.active.Add(-1)
 		return false
 	}
+	u.active.Add(1)
+	u.seen.Store(now)
 	return true
 }
 
 // finish notes the end of a request begun with begin.
 func (u *upstreamSession) finish(now int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.seen.Store(now)
 	u.active.Add(-1)
 }
@@ -99,11 +105,28 @@ func (u *upstreamSession) addStream(cancel context.CancelFunc) (remove func(), o
 // end marks the session ended and ends its listening streams; false if it
 // had already ended.
 func (u *upstreamSession) end() bool {
-	if !u.ended.CompareAndSwap(false, true) {
-		return false
-	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	return u.endLocked()
+}
+
+// endIfIdle is end for a session with no request in progress whose last
+// one ended before cutoff (unix nanoseconds); false, and the session goes
+// on, otherwise.
+func (u *upstreamSession) endIfIdle(cutoff int64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.active.Load() > 0 || u.seen.Load() >= cutoff {
+		return false
+	}
+	return u.endLocked()
+}
+
+func (u *upstreamSession) endLocked() bool {
+	if u.ended.Load() {
+		return false
+	}
+	u.ended.Store(true)
 	for _, cancel := range u.streams {
 		cancel()
 	}
@@ -196,20 +219,29 @@ func (s *sessions) lookup(id string) *upstreamSession {
 
 // endHTTP removes the HTTP session id: it is unknown from now on, its
 // listening streams end and its slot is free. It does not touch mcp-go
-// (see HTTPUpstream.expire).
-func (s *sessions) endHTTP(id string) {
-	v, ok := s.byID.LoadAndDelete(id)
-	if !ok {
-		return
+// (see HTTPUpstream.expire). It reports whether it ended the session.
+func (s *sessions) endHTTP(id string) bool {
+	return s.remove(id, (*upstreamSession).end)
+}
+
+// endIdleHTTP is endHTTP for a session that is idle (endIfIdle) when the
+// sweeper comes to it.
+func (s *sessions) endIdleHTTP(id string, cutoff int64) bool {
+	return s.remove(id, func(u *upstreamSession) bool { return u.endIfIdle(cutoff) })
+}
+
+// remove ends the HTTP session id with end and, if end did, drops it.
+func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
+	u := s.lookup(id)
+	if u == nil || !end(u) {
+		return false
 	}
-	u := v.(*upstreamSession)
-	if !u.end() {
-		return
-	}
+	s.byID.CompareAndDelete(id, u)
 	s.uncount(u)
 	if s.observe != nil {
 		s.observe(u.identity, -1)
 	}
+	return true
 }
 
 // registered is told of every session mcp-go registers. viaHTTP says it
@@ -299,7 +331,8 @@ func (s *sessions) of(identities map[string]bool) []server.ClientSession {
 
 // idle returns the ids of HTTP sessions with no request in progress whose
 // last request ended before cutoff (unix nanoseconds); with all, every
-// HTTP session's id.
+// HTTP session's id. A session may have become busy since: endIdleHTTP
+// checks again.
 func (s *sessions) idle(cutoff int64, all bool) []string {
 	var out []string
 	s.byID.Range(func(k, v any) bool {

@@ -224,28 +224,53 @@ func TestHostileGrandchildHoldsStdout(t *testing.T) {
 	stillUp(t, m)
 }
 
-// A child line over max_message_bytes, a whole one or one that never ends:
-// the child's session is ended with a log line naming the limit, the call
-// gets an answer saying why, the child is restarted, calls to the other
-// child go on, and mcpmux's memory stays within a few times the limit,
-// whatever the child offers.
+// A child line over max_message_bytes costs only that line: an answer's
+// call gets an isError saying the answer was dropped (at once, even when
+// the line never ends), a notification is only dropped, each is logged
+// naming the limit, the child keeps its session (a call in flight to it
+// when the line comes gets its own answer), calls to the other child go
+// on, and mcpmux's memory stays within a few times the limit, whatever the
+// child offers.
 func TestHostileOversizedLine(t *testing.T) {
+	dropped := func(tool string) string {
+		return "the server's response to " + tool + " exceeded max_message_bytes (16MiB) and was dropped; the call reached the server"
+	}
 	for _, c := range []struct {
-		tool string
-		args map[string]any
+		tool   string
+		args   map[string]any
+		want   string // the call's text: an isError unless "ok"
+		answer bool   // the line dropped was the call's answer
 	}{
-		{"bigline", map[string]any{"mb": 20}},
-		{"huge", nil}, // 512 MiB without a newline
+		{"bigline", map[string]any{"mb": 20}, dropped("bigline"), true},
+		{"huge", nil, dropped("huge"), true}, // 512 MiB without a newline
+		{"bignote", map[string]any{"mb": 20}, "ok", false},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
-			tools := `[` + hostileEcho + `,{"name":"bigline","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}}]`
+			tools := `[` + hostileEcho + `,{"name":"bigline","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}},` +
+				`{"name":"bignote","inputSchema":{"type":"object"}},{"name":"held","inputSchema":{"type":"object"}}]`
 			lab := withLab(t, `call_timeout = "20s"`, tools, map[string]string{"HOSTILE_HUGE_MB": "512"})
 			m := ts.StartMux(t, lab)
-			first := m.Log.WaitLine(t, "first ready", ts.Msg("server ready", "server", "h"))["pid"]
+			pid, _ := m.Log.WaitLine(t, "ready", ts.Msg("server ready", "server", "h"))["pid"].(float64)
 			m.MustCall("h__echo", nil)
 			labEchoes(t, m, 5)
 			before, _ := vmRSS(t, m.Cmd.Process.Pid)
 
+			// A call to the same child, in flight until the big answer is out.
+			held := make(chan string, 1)
+			if c.tool == "bigline" {
+				go func() {
+					res, err := m.Call("h__held", nil)
+					switch {
+					case err != nil:
+						held <- err.Error()
+					case res.IsError:
+						held <- "isError: " + ts.Text(res)
+					default:
+						held <- ts.Text(res)
+					}
+				}()
+				childSaw(t, m, "hostile call held")
+			}
 			others := make(chan struct{})
 			go func() {
 				defer close(others)
@@ -253,17 +278,23 @@ func TestHostileOversizedLine(t *testing.T) {
 			}()
 			res := m.MustCall("h__"+c.tool, c.args)
 			<-others
-			want := "server h went away during the call to h__" + c.tool + " (it sent a message over max_message_bytes (16MiB))"
-			if !res.IsError || !strings.HasPrefix(ts.Text(res), want) {
-				t.Errorf("%s: isError=%v text=%.300q, want it to start %q", c.tool, res.IsError, ts.Text(res), want)
+			if res.IsError != (c.want != "ok") || ts.Text(res) != c.want {
+				t.Errorf("%s: isError=%v text=%.300q, want %q", c.tool, res.IsError, ts.Text(res), c.want)
 			}
-			m.Log.WaitLine(t, "the limit logged", func(l map[string]any) bool {
-				return ts.Msg("server sent a message over max_message_bytes; ending its session", "server", "h")(l) &&
-					l["max_message_bytes"] == float64(16<<20)
-			})
-			m.Log.WaitLine(t, "restarted", func(l map[string]any) bool {
-				return ts.Msg("server ready", "server", "h")(l) && l["pid"] != first
-			})
+			if c.tool == "bigline" {
+				if got := <-held; got != "held" {
+					t.Errorf("the call in flight to the same child got %q, want its answer", got)
+				}
+			}
+			l := m.Log.WaitLine(t, "the limit logged", ts.Msg("server sent a message over max_message_bytes; it was dropped", "server", "h"))
+			if l["max_message_bytes"] != float64(16<<20) || l["answer"] != c.answer || l["pid"] != pid {
+				t.Errorf("logged %v, want max_message_bytes 16MiB, answer %v, pid %v", l, c.answer, pid)
+			}
+			if c.tool == "huge" {
+				// All of it read and dropped: the child is not stuck on a
+				// full pipe, and the memory below is after the whole line.
+				childSaw(t, m, "hostile huge: done writing")
+			}
 			rss, peak := vmRSS(t, m.Cmd.Process.Pid)
 			t.Logf("%s: mcpmux VmRSS %d MiB before, %d MiB after, peak %d MiB", c.tool, before/1024, rss/1024, peak/1024)
 			// mcp-go joins a line's fragments, so a line at the limit is
@@ -272,7 +303,12 @@ func TestHostileOversizedLine(t *testing.T) {
 				t.Errorf("mcpmux peaked at %d MiB, over %d MiB", peak/1024, limit)
 			}
 			labEchoes(t, m, 5)
-			stillUp(t, m)
+			if c.tool != "huge" { // which holds the child's stdout for good
+				stillUp(t, m)
+			}
+			if lines := m.Log.Lines(ts.Msg("server went away; restarting")); len(lines) != 0 || !ts.Alive(int(pid)) {
+				t.Errorf("the child's session was ended (alive: %v): %v", ts.Alive(int(pid)), lines)
+			}
 		})
 	}
 }

@@ -1,16 +1,20 @@
 package mux
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -25,35 +29,187 @@ func tooLargeError(limit int64) error {
 	return fmt.Errorf("a message %w (%s)", errMessageTooLarge, config.FormatSize(limit))
 }
 
-// lineReader passes a stdio child's stdout through, closes eof when it fails
-// or ends, and ends it at a line longer than limit: the child broke the
-// protocol or is hostile, and its session is ended there. mcp-go's reader
-// collects a line in fragments and then joins them, so it holds at most
-// about twice limit while it reads one.
+// oversizedCode and oversizedMessage make up the error response lineReader
+// puts in place of a child's answer over max_message_bytes; session.send
+// knows it by both (isDropped) and reports errMessageTooLarge. (A child that forges it
+// only misreports its own answer.)
+const (
+	oversizedCode    = -32090
+	oversizedMessage = "mcpmux: the answer exceeded max_message_bytes and was dropped"
+)
+
+// isDropped reports whether e is the error response lineReader puts in
+// place of an answer over the limit.
+func isDropped(e *mcp.JSONRPCErrorDetails) bool {
+	return e != nil && e.Code == oversizedCode && e.Message == oversizedMessage
+}
+
+// lineReader passes a stdio child's stdout through to mcp-go's transport,
+// and closes eof when it fails or ends. A line longer than limit costs only
+// that line: mcp-go gets its first limit bytes and an end (a fragment it
+// cannot parse, and skips), the rest is read and dropped without being
+// held, and in its place comes an error response of mcpmux's own under the
+// line's id when its first bytes show an answer with one, so that the one
+// call it answered fails and the child's session goes on. mcp-go collects a
+// line in fragments and then joins them, so it holds at most about twice
+// limit while it reads one.
 type lineReader struct {
-	r       io.Reader
-	limit   int64
-	eof     chan struct{}
-	once    sync.Once
-	lineLen int64 // bytes since the last newline
-	tooLong atomic.Bool
+	br    *bufio.Reader
+	limit int64
+	eof   chan struct{}
+	once  sync.Once
+	log   zerolog.Logger
+
+	lineLen  int64  // bytes of the current line handed on so far
+	head     []byte // the start of the current line, while it is not in one read
+	dropping bool   // the current line went over limit; the rest is skipped
+	told     bool   // mcp-go has had the error response for it
+	own      []byte // mcpmux's own bytes, handed on before anything else
+	err      error
+}
+
+func newLineReader(r io.Reader, limit int64, eof chan struct{}, log zerolog.Logger) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), limit: limit, eof: eof, log: log}
 }
 
 func (l *lineReader) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
-		l.lineLen = int64(n - i - 1)
-	} else {
-		l.lineLen += int64(n)
+	if len(p) == 0 {
+		return 0, nil
 	}
-	if err == nil && l.lineLen > l.limit {
-		l.tooLong.Store(true)
-		err = tooLargeError(l.limit)
+	for len(l.own) == 0 {
+		switch {
+		case l.err != nil:
+			l.once.Do(func() { close(l.eof) })
+			return 0, l.err
+		case l.dropping && !l.told:
+			l.own, l.told = l.oversized(), true
+		case l.dropping:
+			l.skip()
+		default:
+			if n := l.pass(p); n > 0 {
+				return n, nil
+			}
+		}
 	}
-	if err != nil {
-		l.once.Do(func() { close(l.eof) })
+	n := copy(p, l.own)
+	l.own = l.own[n:]
+	return n, nil
+}
+
+// pass hands on into p what is buffered of lines within the limit, up to
+// the point where a line goes over it.
+func (l *lineReader) pass(p []byte) int {
+	if _, err := l.br.Peek(1); err != nil {
+		l.err = err
+		return 0
 	}
-	return n, err
+	chunk, _ := l.br.Peek(min(len(p), l.br.Buffered()))
+	n := 0
+	for n < len(chunk) {
+		end, content := len(chunk), int64(len(chunk)-n)
+		if i := bytes.IndexByte(chunk[n:], '\n'); i >= 0 {
+			end, content = n+i+1, int64(i)
+		}
+		if l.lineLen+content > l.limit {
+			fit := n + int(l.limit-l.lineLen)
+			l.keepHead(chunk[n:fit])
+			n, l.dropping = fit, true
+			break
+		}
+		if chunk[end-1] != '\n' {
+			l.keepHead(chunk[n:end])
+			l.lineLen += content
+			n = end
+			break
+		}
+		n, l.lineLen, l.head = end, 0, l.head[:0]
+	}
+	copy(p, chunk[:n])
+	_, _ = l.br.Discard(n)
+	return n
+}
+
+// keepHead keeps the first oversizedHead bytes of a line that is not
+// handed on in one read, in case it goes over the limit.
+func (l *lineReader) keepHead(b []byte) {
+	if room := oversizedHead - len(l.head); room > 0 {
+		l.head = append(l.head, b[:min(len(b), room)]...)
+	}
+}
+
+// skip reads the rest of a line over the limit and drops it.
+func (l *lineReader) skip() {
+	for {
+		_, err := l.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.lineLen, l.head, l.dropping, l.told = 0, l.head[:0], false, false
+		return
+	}
+}
+
+// oversized logs a line over the limit and returns what mcp-go gets in its
+// place: the end of the fragment it has, and the error response for an
+// answer whose id the line's start shows.
+func (l *lineReader) oversized() []byte {
+	id, method := headFields(l.head)
+	answer := id != nil && !method
+	ev := l.log.Error().Int64("max_message_bytes", l.limit)
+	if id != nil {
+		ev = ev.RawJSON("id", id)
+	}
+	ev.Bool("answer", answer).Msg("server sent a message over max_message_bytes; it was dropped")
+	// A NUL is invalid anywhere in JSON: the fragment never parses, even
+	// when what fit happens to be a whole message.
+	cut := []byte("\x00\n")
+	if !answer {
+		return cut
+	}
+	msg, _ := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"id":      id,
+		"error":   map[string]any{"code": oversizedCode, "message": oversizedMessage},
+	})
+	return append(append(cut, msg...), '\n')
+}
+
+// headFields reads the top-level fields of the first bytes of a JSON-RPC
+// message, up to where they are cut off, matching names as encoding/json
+// does: the id, when it is a string or a number, and whether a method comes
+// among them (a method cut off counts).
+func headFields(head []byte) (id json.RawMessage, method bool) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, _ := tok.(string)
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		err = dec.Decode(&v)
+		switch {
+		case strings.EqualFold(key, "method"):
+			method = err != nil || string(v) != "null"
+		case err != nil:
+		case strings.EqualFold(key, "id"):
+			id = nil
+			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+				id = v
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return id, method
 }
 
 // tooLargeKey marks a request's context with the flag its response body

@@ -161,20 +161,19 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 }
 
 // send sends a request and returns its raw result. An answer over
-// max_message_bytes from a remote child is an error wrapping
-// errMessageTooLarge, and leaves the session as the transport left it.
+// max_message_bytes is an error wrapping errMessageTooLarge, and leaves the
+// session as the transport left it (a stdio child's goes on).
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	ctx, tooLarge := withTooLargeFlag(ctx)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
-	if err != nil {
-		if tooLarge.Load() {
-			return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
-		}
+	switch {
+	case err != nil && !tooLarge.Load():
 		return nil, transport.NewError(err)
-	}
-	if resp.Error != nil {
+	case err != nil || isDropped(resp.Error):
+		return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
+	case resp.Error != nil:
 		return nil, resp.Error.AsError()
 	}
 	return resp.Result, nil
@@ -249,7 +248,7 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	limit := c.deps.cfg.Limits.MaxMessageBytes
 	sess := newSession(limit)
 	sess.proc = proc
-	lines := &lineReader{r: proc.Stdout, limit: limit, eof: sess.eof}
+	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
 	sess.tr = transport.NewIO(lines, proc.Stdin, nil)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
@@ -257,13 +256,6 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 		select {
 		case <-proc.Done():
 		case <-sess.eof:
-			if lines.tooLong.Load() {
-				c.log.Error().Int("pid", proc.Pid()).Int64("max_message_bytes", limit).
-					Msg("server sent a message over max_message_bytes; ending its session")
-				sess.markLost(fmt.Sprintf("it sent a message over max_message_bytes (%s)", config.FormatSize(limit)))
-				proc.Kill()
-				break
-			}
 			// Usually the exit follows at once; a child that stays alive
 			// without its stdout, or that broke the protocol, is useless.
 			t := time.NewTimer(drainGrace)

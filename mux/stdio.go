@@ -237,28 +237,10 @@ func (h *halfClose) oversized(head []byte, size, max int64) {
 // it is a top-level string or number that comes before anything cut off;
 // null otherwise.
 func leadingID(head []byte) json.RawMessage {
-	null := json.RawMessage("null")
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return null
+	if id, _ := headFields(head); id != nil {
+		return id
 	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return null
-		}
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			return null
-		}
-		if key == "id" {
-			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
-				return v
-			}
-			return null
-		}
-	}
-	return null
+	return json.RawMessage("null")
 }
 
 // requestID returns the id, in canonical form, of a message mcp-go answers

@@ -33,6 +33,10 @@
 //	exit     exits with status 3 without answering
 //	bigline  one whole answer line of {"mb":N} MiB (default 20), newline and
 //	         all, then business as usual
+//	held     answers "held" only once the first bigline answer is written,
+//	         so that it is in flight when that answer comes
+//	bignote  {"mb":N}: a notifications/message line of N MiB (default 20),
+//	         then the answer "ok"
 //	flood    {"method":M,"count":N,"add":NAME}: N notifications of method M
 //	         at once; before the last one, a tool NAME (if given) joins the
 //	         list; then the answer "flooded N"
@@ -83,6 +87,8 @@ var (
 	floodStart sync.Once
 	added      atomic.Pointer[string] // a tool flood added
 	paging     atomic.Pointer[pages]
+	bigSent    = make(chan struct{}) // closed once a bigline answer is out
+	bigOnce    sync.Once
 )
 
 // pages is how tools/list is paged.
@@ -241,13 +247,20 @@ func call(msg message) {
 		Pad    int    `json:"pad"`
 	}
 	_ = json.Unmarshal(p.Arguments, &args)
+	mb := args.MB // of bigline and bignote
+	if mb <= 0 {
+		mb = 20
+	}
 	switch p.Name {
 	case "bigline":
-		mb := args.MB
-		if mb <= 0 {
-			mb = 20
-		}
 		text(msg.ID, strings.Repeat("x", mb<<20))
+		bigOnce.Do(func() { close(bigSent) })
+	case "held":
+		<-bigSent
+		text(msg.ID, "held")
+	case "bignote":
+		writeLine(concat(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`, strings.Repeat("n", mb<<20), `"}}`))
+		text(msg.ID, "ok")
 	case "flood":
 		for i := int64(1); i <= args.Count; i++ {
 			if i == args.Count && args.Add != "" {

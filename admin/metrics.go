@@ -2,8 +2,11 @@
 // (/healthz), its readiness (/readyz) and its Prometheus metrics (/metrics).
 //
 // Metrics implements mux.Observer, so the mux reports to it as it works;
-// Handler serves the three endpoints, on the MCP listener or on their own
-// address ([upstream] admin_listen).
+// Handler serves the three endpoints. mcpmux serve mounts all three on
+// [upstream] admin_listen when it is set (and none on the MCP listener),
+// otherwise on the MCP listener when that is a loopback address; on any
+// other MCP listener only /healthz is served, since agents reach it and
+// /readyz and /metrics are for probes and scrapers.
 //
 // Label values are bounded so that no caller can grow the number of series:
 // server labels are the configured aliases, tool labels are names from the

@@ -35,9 +35,11 @@ type HTTPOptions struct {
 	// client that comes back is told 404 and initializes again.
 	SessionIdleTimeout time.Duration
 	// Limits bound what one request may make mcpmux read, hold and wait
-	// for: MaxBodyBytes, ReadTimeout (the body), WriteTimeout (each write
-	// to the client), MaxSessions and MaxSessionsPerIdentity. A zero value
-	// means that limit's config default, never no bound.
+	// for: MaxBodyBytes and MaxMessageBytes (a body is within both),
+	// ReadTimeout (the body), WriteTimeout (each write to the client),
+	// MaxSessions and MaxSessionsPerIdentity (2025-11-25 sessions and
+	// 2026-07-28 listen streams alike). A zero value means that limit's
+	// config default, never no bound.
 	Limits config.Limits
 }
 
@@ -96,28 +98,19 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 // withDefaults fills every limit the HTTP upstream enforces that l leaves
 // zero with its config default.
 func withDefaults(l config.Limits) config.Limits {
-	set := func(v *int64, d int64) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setInt := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	set(&l.MaxBodyBytes, config.DefaultMaxBodyBytes)
-	set(&l.MaxMessageBytes, config.DefaultMaxMessageBytes)
-	setDur(&l.ReadTimeout, config.DefaultReadTimeout)
-	setDur(&l.WriteTimeout, config.DefaultWriteTimeout)
-	setInt(&l.MaxSessions, config.DefaultMaxSessions)
-	setInt(&l.MaxSessionsPerIdentity, config.DefaultMaxSessionsPerIdentity)
+	orDefault(&l.MaxBodyBytes, config.DefaultMaxBodyBytes)
+	orDefault(&l.MaxMessageBytes, config.DefaultMaxMessageBytes)
+	orDefault(&l.ReadTimeout, config.DefaultReadTimeout)
+	orDefault(&l.WriteTimeout, config.DefaultWriteTimeout)
+	orDefault(&l.MaxSessions, config.DefaultMaxSessions)
+	orDefault(&l.MaxSessionsPerIdentity, config.DefaultMaxSessionsPerIdentity)
 	return l
+}
+
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // ServeHTTP serves one MCP request.
@@ -230,8 +223,8 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 	return nil, false
 }
 
-// body is a request body as it was read, in chunks, so that neither
-// reading it nor handing it on ever holds a second copy.
+// body is a request body as it was read, in chunks, so that reading it
+// never holds a second copy (mcp-go makes the one whole copy it keeps).
 type body [][]byte
 
 // bodyChunk is the most readChunks allocates before the client has sent it.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
@@ -58,20 +57,23 @@ func rssLimitMiB(t *testing.T, mib int) int {
 
 // A child that floods notifications of each kind, for good, as fast as its
 // stdout takes them: mcpmux keeps answering it and the other child, its
-// memory stays bounded, and a tools/list_changed flood costs a bounded
-// number of catalog re-reads.
+// memory stays bounded, and a tools/list_changed flood costs fewer catalog
+// re-reads than 1% of the notifications.
 func TestHostileNotificationFlood(t *testing.T) {
 	for _, kind := range []string{"message", "progress", "list_changed"} {
 		t.Run(kind, func(t *testing.T) {
 			tools := `[` + hostileEcho + `,{"name":"stats","inputSchema":{"type":"object"}}]`
 			lab := withLab(t, `call_timeout = "10s"`, tools, map[string]string{"HOSTILE_FLOOD": kind})
 			m := ts.StartMux(t, lab)
-			begun := time.Now()
 			if names := m.ToolNames(); !ts.Contains(names, "lab__echo") || !ts.Contains(names, "h__echo") {
 				t.Fatalf("tools %q", names)
 			}
 			want := len(m.ToolNames())
 			childSaw(t, m, "hostile flooded 10000")
+			var begun floodStats
+			if kind == "list_changed" {
+				begun = stats(t, m)
+			}
 			_, before := vmRSS(t, m.Cmd.Process.Pid)
 			for i := range 20 {
 				res := m.MustCall("h__echo", map[string]any{"i": i})
@@ -82,18 +84,11 @@ func TestHostileNotificationFlood(t *testing.T) {
 			labEchoes(t, m, 50)
 			childSaw(t, m, "hostile flooded 100000")
 			if kind == "list_changed" {
-				res := m.MustCall("h__stats", nil)
-				var st struct {
-					ToolsList int `json:"tools_list"`
-				}
-				if err := json.Unmarshal([]byte(ts.Text(res)), &st); err != nil {
-					t.Fatalf("stats %q: %v", ts.Text(res), err)
-				}
-				// One read at start, then at most one per 250 ms gap.
-				bound := 2 + int(time.Since(begun)/(250*time.Millisecond))
-				t.Logf("%d tools/list reads in %v of flood", st.ToolsList, time.Since(begun).Round(time.Millisecond))
-				if st.ToolsList > bound {
-					t.Errorf("%d tools/list reads in %v, want at most %d", st.ToolsList, time.Since(begun), bound)
+				end := stats(t, m)
+				reads, sent := end.ToolsList-begun.ToolsList, end.Flooded-begun.Flooded
+				t.Logf("%d tools/list re-reads for %d list_changed", reads, sent)
+				if reads*100 >= sent {
+					t.Errorf("%d tools/list re-reads for %d list_changed, want fewer than 1%%", reads, sent)
 				}
 				// Once per child's start at most, never for a re-read.
 				changes := m.Log.Lines(ts.Msg("catalog changed"))
@@ -112,31 +107,41 @@ func TestHostileNotificationFlood(t *testing.T) {
 }
 
 // A burst of 20,000 tools/list_changed, the last one for a real change:
-// the burst folds into a few re-reads, and the change is listed.
+// the burst folds into fewer re-reads than 1% of it, and the change is
+// listed.
 func TestHostileListChangedBurstCoalesces(t *testing.T) {
 	tools := `[` + hostileEcho + `,{"name":"flood","inputSchema":{"type":"object"}},{"name":"stats","inputSchema":{"type":"object"}}]`
 	lab := hostileLab(t, "", tools, nil)
 	m := ts.StartMux(t, lab)
-	begun := time.Now()
-	res := m.MustCall("h__flood", map[string]any{"method": "notifications/tools/list_changed", "count": 20000, "add": "late"})
-	if res.IsError || ts.Text(res) != "flooded 20000" {
+	const sent = 20000
+	begun := stats(t, m)
+	res := m.MustCall("h__flood", map[string]any{"method": "notifications/tools/list_changed", "count": sent, "add": "late"})
+	if res.IsError || ts.Text(res) != fmt.Sprintf("flooded %d", sent) {
 		t.Fatalf("flood: isError=%v text=%q", res.IsError, ts.Text(res))
 	}
 	m.WaitTools("lists h__late", func(names []string) bool { return ts.Contains(names, "h__late") })
-	took := time.Since(begun)
-	var st struct {
-		ToolsList int `json:"tools_list"`
-	}
-	if err := json.Unmarshal([]byte(ts.Text(m.MustCall("h__stats", nil))), &st); err != nil {
-		t.Fatal(err)
-	}
-	reads := st.ToolsList - 1 // the first was the start's
-	bound := 2 + int(took/(250*time.Millisecond))
-	t.Logf("20,000 list_changed: %d re-reads in %v", reads, took.Round(time.Millisecond))
-	if reads < 1 || reads > bound {
-		t.Errorf("%d re-reads for 20,000 list_changed in %v, want 1..%d", reads, took, bound)
+	reads := stats(t, m).ToolsList - begun.ToolsList
+	t.Logf("%d list_changed: %d re-reads", sent, reads)
+	if reads < 1 || reads*100 >= sent {
+		t.Errorf("%d re-reads for %d list_changed, want at least one and fewer than 1%%", reads, sent)
 	}
 	stillUp(t, m)
+}
+
+// floodStats is what the hostile child's stats tool counts.
+type floodStats struct {
+	ToolsList int `json:"tools_list"` // tools/list requests it got
+	Flooded   int `json:"flooded"`    // notifications HOSTILE_FLOOD sent
+}
+
+func stats(t *testing.T, m *ts.Mux) floodStats {
+	t.Helper()
+	res := m.MustCall("h__stats", nil)
+	var st floodStats
+	if err := json.Unmarshal([]byte(ts.Text(res)), &st); res.IsError || err != nil {
+		t.Fatalf("stats: isError=%v text=%q: %v", res.IsError, ts.Text(res), err)
+	}
+	return st
 }
 
 // A child that answers only every other call: the answered calls get their

@@ -43,7 +43,8 @@
 //	grow     {"pages":N,"pad":B}: from now on tools/list pages as
 //	         HOSTILE_PAGES=N and HOSTILE_PAGE_PAD=B would; sends
 //	         tools/list_changed
-//	stats    {"tools_list":N}: how many tools/list requests came so far
+//	stats    {"tools_list":N,"flooded":M}: how many tools/list requests came
+//	         so far, and how many notifications HOSTILE_FLOOD has sent
 //	fork_exit starts a "sleep 1000" that holds stdout open, answers with its
 //	         pid, and exits with status 0
 //	anything else: as echo
@@ -84,6 +85,7 @@ var (
 	wrongIDs   atomic.Int64
 	calls      atomic.Int64 // tools/call requests so far
 	listed     atomic.Int64 // tools/list requests so far
+	flooded    atomic.Int64 // notifications floodForever sent so far
 	floodStart sync.Once
 	added      atomic.Pointer[string] // a tool flood added
 	paging     atomic.Pointer[pages]
@@ -217,6 +219,7 @@ func notification(kind string, i int64) []byte {
 func floodForever(kind string) {
 	for i := int64(1); ; i++ {
 		writeLine(notification(kind, i))
+		flooded.Store(i)
 		if i%10000 == 0 {
 			fmt.Fprintf(os.Stderr, "hostile flooded %d\n", i)
 		}
@@ -274,7 +277,7 @@ func call(msg message) {
 		text(msg.ID, "grown")
 		writeLine(notification("list_changed", 0))
 	case "stats":
-		text(msg.ID, fmt.Sprintf(`{"tools_list":%d}`, listed.Load()))
+		text(msg.ID, fmt.Sprintf(`{"tools_list":%d,"flooded":%d}`, listed.Load(), flooded.Load()))
 	case "fork_exit":
 		forkExit(msg.ID)
 	case "rpcerror":

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -145,16 +146,13 @@ func startFuzzLab(f *testing.F) *fuzzLab {
 // the ones ending now have had time to.
 func checkGoroutines(tb testing.TB, n int) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stacks, count := goroutines()
-		if count <= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d goroutines running; want at most %d:\n%s", count, n, stacks)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var stacks string
+	count := 0
+	if !testsupport.Settles(func() bool {
+		stacks, count = goroutines()
+		return count <= n
+	}) {
+		tb.Fatalf("%d goroutines running; want at most %d:\n%s", count, n, stacks)
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// Settles is WaitFor that reports instead of failing: whether cond came to
-// hold within Wait. It is for a test that goes on to report more after.
+// Settles polls cond until it holds or Wait passes, and reports whether it
+// came to hold: WaitFor's loop, for a test that goes on to report more
+// after (the goroutines left, say) rather than failing at once.
 func Settles(cond func() bool) bool {
 	deadline := time.Now().Add(Wait)
 	for !cond() {

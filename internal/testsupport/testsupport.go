@@ -217,12 +217,8 @@ func (l *Lab) WaitStarted(t testing.TB, tag string) {
 // is gone), never a stand-in for an event the test could wait on.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !Settles(cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

@@ -31,8 +31,8 @@ func tooLargeError(limit int64) error {
 
 // oversizedCode and oversizedMessage make up the error response lineReader
 // puts in place of a child's answer over max_message_bytes; session.send
-// knows it by both (isDropped) and reports errMessageTooLarge. (A child that forges it
-// only misreports its own answer.)
+// knows it by both (isDropped) and reports errMessageTooLarge. A child that
+// forges it only misreports its own answer.
 const (
 	oversizedCode    = -32090
 	oversizedMessage = "mcpmux: the answer exceeded max_message_bytes and was dropped"

@@ -40,7 +40,14 @@ const (
 	// mcpmux starts the backoff over.
 	killStreak = 5
 	restUptime = 10500 * time.Millisecond
-	editEvery  = 500 * time.Millisecond
+	// killPool is how many children a run has, split evenly among its
+	// mcpmux processes. A streak and its rest take some 15 s, so a child
+	// can take about one kill in 3 s, and it takes 16 children to have a
+	// ready one at nearly every tick. minKillShare is the share of the
+	// ticks that must kill one.
+	killPool     = 16
+	minKillShare = 0.8
+	editEvery    = 500 * time.Millisecond
 	// maxCallsPerCaller bounds the load in count as the duration does in
 	// time.
 	maxCallsPerCaller = 20000
@@ -50,7 +57,9 @@ const (
 	maxProblemsShown = 25
 )
 
-var aliases = []string{"docs", "tickets", "wiki"}
+// aliasNames are the children's aliases; a run uses the first ones.
+var aliasNames = []string{"docs", "tickets", "wiki", "mail", "chat", "files", "notes", "calendar",
+	"search", "builds", "metrics", "billing", "photos", "maps", "news", "books"}
 
 // class is what one call's answer was.
 type class string
@@ -257,17 +266,20 @@ type soak struct {
 	policy    *policyDir
 	targets   []*target
 	callers   []*caller
+	aliases   []string // of the children of each mcpmux
 	seed      uint64
+	loadFor   time.Duration
 
-	kills, killsSkipped int
-	killed              []int
-	editErr             error
+	ticks, kills int // of the kill loop
+	killed       []int
+	editErr      error
 }
 
-// newSoak writes a lab of three children that keep records, with
-// call_timeout and startup_timeout short enough for chaos, and its policy
-// directory in the ConfigMap layout.
-func newSoak(t *testing.T, transport string) *soak {
+// newSoak writes a lab that gives each of the run's muxes mcpmux processes
+// killPool/muxes children that keep records, with call_timeout and
+// startup_timeout short enough for chaos, and its policy directory in the
+// ConfigMap layout.
+func newSoak(t *testing.T, transport string, muxes int) *soak {
 	if testing.Short() {
 		t.Skip("the chaos soak takes a while")
 	}
@@ -275,6 +287,7 @@ func newSoak(t *testing.T, transport string) *soak {
 		t.Fatalf("-soak.duration %s: want a positive duration", *duration)
 	}
 	_, labBin := ts.Binaries(t)
+	aliases := aliasNames[:killPool/muxes]
 	var servers []ts.Server
 	records := filepath.Join(t.TempDir(), "records")
 	if err := os.Mkdir(records, 0o755); err != nil {
@@ -292,7 +305,8 @@ func newSoak(t *testing.T, transport string) *soak {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &soak{t: t, transport: transport, lab: lab, records: records, labBin: labBin, policy: policy, seed: seed()}
+	return &soak{t: t, transport: transport, lab: lab, records: records, labBin: labBin, policy: policy,
+		aliases: aliases, seed: seed()}
 }
 
 // rng returns the random source of the i-th goroutine of the run.
@@ -305,9 +319,14 @@ func (s *soak) rng(i int) *rand.Rand {
 func (s *soak) run(d time.Duration) {
 	s.t.Helper()
 	t := s.t
-	// Warm-up, before any chaos: every caller reaches every child.
+	// Warm-up, before any chaos: every child is up (a start that lost the
+	// race for the CPU to the others is retried) and every caller reaches
+	// every child.
+	for _, tg := range s.targets {
+		ts.WaitFor(t, tg.name+"'s children all ready", func() bool { return len(s.readyChildren(tg)) == len(s.aliases) })
+	}
 	for _, cl := range s.callers {
-		for _, a := range aliases {
+		for _, a := range s.aliases {
 			c := &call{caller: cl, alias: a, op: "probe", key: fmt.Sprintf("%s-warm-%s", cl.name, a)}
 			cl.do(c)
 			if c.class != classOK {
@@ -319,6 +338,7 @@ func (s *soak) run(d time.Duration) {
 		s.measure(tg, &tg.rssBefore, &tg.gBefore)
 	}
 
+	s.loadFor = d
 	start := time.Now()
 	load, stopLoad := context.WithTimeout(context.Background(), d)
 	defer stopLoad()
@@ -383,7 +403,7 @@ func (s *soak) measure(tg *target, rss *int64, g *int) {
 // fifth slow ones, the rest writes, which wait a little after recording so
 // that kills land between a write and its answer.
 func (s *soak) nextCall(rng *rand.Rand, cl *caller, n int) *call {
-	c := &call{caller: cl, alias: aliases[rng.IntN(len(aliases))], op: "probe"}
+	c := &call{caller: cl, alias: s.aliases[rng.IntN(len(s.aliases))], op: "probe"}
 	switch k := rng.IntN(10); {
 	case k < 5:
 	case k < 7:
@@ -405,6 +425,12 @@ func (s *soak) nextCall(rng *rand.Rand, cl *caller, n int) *call {
 // the backoff soon keeps every child down for longer than startup_timeout,
 // mcpmux withdraws their tools, and the soak would go on measuring
 // refusals instead of calls.
+//
+// So that the streaks and rests of killPool children take turns and nearly
+// every tick finds a child to kill, a child in the middle of a streak is
+// preferred: a new streak starts only at a tick when none of those is
+// ready. Picked evenly from all, every child would be in its streak at
+// once, and all of them would rest at once.
 func (s *soak) killLoop(ctx context.Context) {
 	rng := s.rng(0)
 	tick := time.NewTicker(killEvery)
@@ -416,30 +442,39 @@ func (s *soak) killLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		s.ticks++
 		now := time.Now()
-		var eligible []*slot
+		var fresh, streaking []*slot
 		for _, tg := range s.targets {
-			for _, a := range aliases {
+			ready := s.readyChildren(tg)
+			for _, a := range s.aliases {
 				key := tg.name + "/" + a
 				sl := slots[key]
 				if sl == nil {
 					sl = &slot{}
 					slots[key] = sl
 				}
-				pid := s.readyChild(tg, a)
+				pid := ready[a]
 				if pid != sl.pid {
 					sl.pid, sl.since = pid, now
 				}
-				if pid != 0 && (sl.streak < killStreak || now.Sub(sl.since) >= restUptime) {
-					eligible = append(eligible, sl)
+				switch {
+				case pid == 0:
+				case sl.streak == 0 || now.Sub(sl.since) >= restUptime:
+					fresh = append(fresh, sl)
+				case sl.streak < killStreak:
+					streaking = append(streaking, sl)
 				}
 			}
 		}
-		if len(eligible) == 0 {
-			s.killsSkipped++
+		pick := streaking
+		if len(pick) == 0 {
+			pick = fresh
+		}
+		if len(pick) == 0 {
 			continue
 		}
-		sl := eligible[rng.IntN(len(eligible))]
+		sl := pick[rng.IntN(len(pick))]
 		if now.Sub(sl.since) >= restUptime {
 			sl.streak = 0
 		}
@@ -459,23 +494,30 @@ type slot struct {
 	streak int       // kills since it last stayed up restUptime
 }
 
-// readyChild returns the pid of the labserver of alias under tg's guard
-// that tg last reported ready, or 0 if that one is gone. The pids are
-// checked to still be the processes meant.
-func (s *soak) readyChild(tg *target, alias string) int {
-	ready := tg.log.Lines(ts.Msg("server ready", "server", alias))
-	if len(ready) == 0 {
-		return 0
+// readyChildren returns, by alias, the pid of the labserver under the
+// guard that tg last reported ready; an alias whose one is gone has none.
+// The pids are checked to still be the processes meant. One pass over the
+// log serves every alias: the log holds a line per call, and the log tap's
+// lock, held while it is read, stalls mcpmux's logging.
+func (s *soak) readyChildren(tg *target) map[string]int {
+	guards := map[string]int{}
+	for _, l := range tg.log.Lines(ts.Msg("server ready")) {
+		g, _ := l["pid"].(float64)
+		guards[fmt.Sprint(l["server"])] = int(g)
 	}
-	g, _ := ready[len(ready)-1]["pid"].(float64)
-	if guard := int(g); ts.Alive(guard) && slices.Contains(ts.Cmdline(guard), childproc.GuardArg) {
+	pids := map[string]int{}
+	for alias, guard := range guards {
+		if !ts.Alive(guard) || !slices.Contains(ts.Cmdline(guard), childproc.GuardArg) {
+			continue
+		}
 		for _, pid := range ts.ProcChildren(guard) {
 			if s.isLabserver(pid) {
-				return pid
+				pids[alias] = pid
+				break
 			}
 		}
 	}
-	return 0
+	return pids
 }
 
 func (s *soak) isLabserver(pid int) bool {
@@ -591,6 +633,10 @@ func (s *soak) judge(took time.Duration) {
 
 	var problems []string
 	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if s.killShare() < minKillShare {
+		problem("%d kills in the %d ticks of %s of load (%d ticks ran): %.0f%%, want at least %.0f%% of ticks to kill a ready child",
+			s.kills, s.ticksDue(), s.loadFor, s.ticks, 100*s.killShare(), 100*minKillShare)
+	}
 	sent := map[string]*call{}
 	byClass := map[class]map[string]int{}
 	example := map[string]string{} // of each class and op
@@ -665,6 +711,12 @@ func (s *soak) judge(took time.Duration) {
 	}
 }
 
+// ticksDue is how many times the kill loop was due to kill a child.
+func (s *soak) ticksDue() int { return int(s.loadFor / killEvery) }
+
+// killShare is the share of the ticks due that killed a child.
+func (s *soak) killShare() float64 { return float64(s.kills) / float64(max(1, s.ticksDue())) }
+
 // lines returns the log lines with message msg of every target.
 func (s *soak) lines(msg string) []map[string]any {
 	var out []map[string]any
@@ -687,7 +739,7 @@ func (s *soak) report(took time.Duration, total int, byClass map[class]map[strin
 	audit map[string]int, torn int, withdrawn map[string]bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %s: %s of load (seed %d), %d mcpmux, %d children each, %d callers\n",
-		s.transport, took.Round(100*time.Millisecond), s.seed, len(s.targets), len(aliases), len(s.callers))
+		s.transport, took.Round(100*time.Millisecond), s.seed, len(s.targets), len(s.aliases), len(s.callers))
 	fmt.Fprintf(&b, "  calls %d:", total)
 	for _, cls := range slices.Sorted(maps.Keys(byClass)) {
 		ops := byClass[cls]
@@ -700,8 +752,8 @@ func (s *soak) report(took time.Duration, total int, byClass map[class]map[strin
 	for _, o := range slices.Sorted(maps.Keys(audit)) {
 		fmt.Fprintf(&b, " %s %d", o, audit[o])
 	}
-	fmt.Fprintf(&b, "\n  kills %d (ticks with no child to kill %d), restarts logged %d, servers withdrawn %v, torn records %d\n",
-		s.kills, s.killsSkipped, len(s.lines("server went away; restarting")), slices.Sorted(maps.Keys(withdrawn)), torn)
+	fmt.Fprintf(&b, "\n  kill ticks %d (of %d due), kills %d (%.0f%%), restarts logged %d, servers withdrawn %v, torn records %d\n",
+		s.ticks, s.ticksDue(), s.kills, 100*s.killShare(), len(s.lines("server went away; restarting")), slices.Sorted(maps.Keys(withdrawn)), torn)
 	fmt.Fprintf(&b, "  policy edits %d (rename %d, in place %d, configmap %d), reloads logged %d\n",
 		sumValues(s.policy.edits), s.policy.edits["rename"], s.policy.edits["in place"], s.policy.edits["configmap"],
 		len(s.lines("policies reloaded")))

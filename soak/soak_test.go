@@ -29,15 +29,16 @@ func seed() uint64 {
 
 // Over stdio: two mcpmux processes sharing one policy directory, reader's
 // (whose grant never changes) and writer's (whose grant alternates), each
-// with its own three children and one MCP client that all of its callers
-// share.
+// with its own half of the children and one MCP client that all of its
+// callers share.
 func TestSoakStdio(t *testing.T) {
-	s := newSoak(t, "stdio")
-	s.lab.AddUpstream(t, `admin_listen = "127.0.0.1:0"`)
-	for _, who := range []struct {
+	muxes := []struct {
 		identity string
 		callers  int
-	}{{"reader", 10}, {"writer", 6}} {
+	}{{"reader", 10}, {"writer", 6}}
+	s := newSoak(t, "stdio", len(muxes))
+	s.lab.AddUpstream(t, `admin_listen = "127.0.0.1:0"`)
+	for _, who := range muxes {
 		m := ts.StartMux(t, s.lab, "--identity", who.identity)
 		addr := m.Log.WaitLine(t, "the admin address", ts.Msg("serving HTTP"))["addr"]
 		tg := &target{name: "stdio-" + who.identity, pid: m.Cmd.Process.Pid, log: m.Log,
@@ -50,12 +51,12 @@ func TestSoakStdio(t *testing.T) {
 	s.run(*duration)
 }
 
-// Over the HTTP upstream: one mcpmux, three identities by bearer token
+// Over the HTTP upstream: one mcpmux with all the children, three identities by bearer token
 // (reader may call everything, writer's grant alternates, auditor may call
 // only read-only tools), each caller on a session of its own, half of them
 // on protocol 2025-11-25 and half on the client's choice.
 func TestSoakHTTP(t *testing.T) {
-	s := newSoak(t, "http")
+	s := newSoak(t, "http", 1)
 	upstream := "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n"
 	tokens := map[string]string{}
 	for _, id := range []string{"reader", "writer", "auditor"} {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,30 +46,10 @@ func HostileBinary(t testing.TB) string {
 // environment NewLab gives each labserver.
 func (l *Lab) AddServer(t testing.TB, s Server) {
 	t.Helper()
-	cmd := s.Command
-	if cmd == "" {
-		_, cmd = Binaries(t)
-	}
+	_, labserver := Binaries(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n[servers.%s]\ncommand = %q\n", s.Alias, cmd)
-	if len(s.Args) > 0 {
-		fmt.Fprintf(&b, "args = %s\n", tomlList(s.Args))
-	}
-	env := map[string]string{"LAB_SOURCE": s.Alias, "LAB_NOTES": l.Notes + "." + s.Alias, "LAB_STARTED_DIR": l.Started}
-	maps.Copy(env, s.Env)
-	writeInlineTable(&b, "env", env)
-	writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
-	f, err := os.OpenFile(l.Config, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		_ = f.Close()
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	l.writeServer(&b, s, labserver)
+	l.appendConfig(t, b.String())
 }
 
 // RawMux is a running mcpmux binary whose stdio the test speaks itself,
@@ -90,21 +68,7 @@ func StartRawMux(t testing.TB, lab *Lab) *RawMux {
 	t.Helper()
 	bin, _ := Binaries(t)
 	cmd := exec.Command(bin, "serve", "--config", lab.Config)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, stdout, stderr := startPiped(t, cmd)
 	r := &RawMux{Cmd: cmd, Log: newLogTap(stderr), in: in, lines: make(chan []byte, 1024), exited: make(chan struct{})}
 	readerDone := make(chan struct{})
 	go func() {

@@ -32,7 +32,7 @@ type Remote struct {
 
 	lab *Lab
 	t   testing.TB
-	out *syncBuffer // stderr of every run, in order
+	out *SyncBuffer // stderr of every run, in order
 
 	mu   sync.Mutex
 	proc *remoteProc // the running process; nil after Kill
@@ -54,7 +54,7 @@ func StartRemote(t testing.TB, lab *Lab, alias, transport string) *Remote {
 	if transport == "streamable" {
 		transport = ""
 	}
-	r := &Remote{Alias: alias, Transport: transport, lab: lab, t: t, out: &syncBuffer{}}
+	r := &Remote{Alias: alias, Transport: transport, lab: lab, t: t, out: &SyncBuffer{}}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		p := r.proc
@@ -209,36 +209,33 @@ func (l *Lab) AddRemote(t testing.TB, s RemoteServer) {
 		writeInlineTable(&b, "headers", s.Headers)
 	}
 	writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
-	f, err := os.OpenFile(l.Config, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		_ = f.Close()
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	l.appendConfig(t, b.String())
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and a test's
-// reads at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output, a log) and a test's reads at once.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Bytes returns a copy of what has been written so far.
+func (s *SyncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
 }
 
 // Client connects a client of the test's own to the running labserver, next

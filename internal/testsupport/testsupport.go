@@ -123,29 +123,49 @@ func NewLab(t testing.TB, muxLines string, servers ...Server) *Lab {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[mux]\npolicy_dir = %q\n%s\n\n[upstream]\nidentity = \"reader\"\n", l.PolicyDir, muxLines)
 	for _, s := range servers {
-		cmd := s.Command
-		if cmd == "" {
-			cmd = labserver
-		}
-		fmt.Fprintf(&b, "\n[servers.%s]\ncommand = %q\n", s.Alias, cmd)
-		if len(s.Args) > 0 {
-			fmt.Fprintf(&b, "args = %s\n", tomlList(s.Args))
-		}
-		env := map[string]string{
-			"LAB_SOURCE":      s.Alias,
-			"LAB_NOTES":       l.Notes + "." + s.Alias,
-			"LAB_STARTED_DIR": l.Started,
-		}
-		for k, v := range s.Env {
-			env[k] = v
-		}
-		writeInlineTable(&b, "env", env)
-		writeServerTail(&b, s.Hide, s.ReadOnly, s.Extra)
+		l.writeServer(&b, s, labserver)
 	}
 	if err := os.WriteFile(l.Config, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// writeServer writes s's [servers.X] table: its command (labserver unless
+// s.Command is set) with the environment NewLab gives each labserver.
+func (l *Lab) writeServer(b *strings.Builder, s Server, labserver string) {
+	cmd := s.Command
+	if cmd == "" {
+		cmd = labserver
+	}
+	fmt.Fprintf(b, "\n[servers.%s]\ncommand = %q\n", s.Alias, cmd)
+	if len(s.Args) > 0 {
+		fmt.Fprintf(b, "args = %s\n", tomlList(s.Args))
+	}
+	env := map[string]string{
+		"LAB_SOURCE":      s.Alias,
+		"LAB_NOTES":       l.Notes + "." + s.Alias,
+		"LAB_STARTED_DIR": l.Started,
+	}
+	maps.Copy(env, s.Env)
+	writeInlineTable(b, "env", env)
+	writeServerTail(b, s.Hide, s.ReadOnly, s.Extra)
+}
+
+// appendConfig appends a table to the lab's config file.
+func (l *Lab) appendConfig(t testing.TB, table string) {
+	t.Helper()
+	f, err := os.OpenFile(l.Config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(table); err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func tomlList(items []string) string {
@@ -237,6 +257,27 @@ func Alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// startPiped starts cmd with pipes to its stdin, stdout and stderr.
+func startPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout, stderr
+}
+
 // Mux is a running mcpmux binary with a real MCP client on its stdio.
 type Mux struct {
 	Cmd    *exec.Cmd
@@ -274,21 +315,7 @@ func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args
 	if prep != nil {
 		prep(cmd)
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout, stderr := startPiped(t, cmd)
 	m := &Mux{Cmd: cmd, stdin: stdin, t: t, notes: make(chan mcp.JSONRPCNotification, 64), exited: make(chan struct{})}
 	m.Log = newLogTap(stderr)
 	go func() {

@@ -1,14 +1,9 @@
 package mux
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,11 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/rs/zerolog"
 
-	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
-	"github.com/mcpmux/mcpmux/policy"
 )
 
 // Tests of the call pipeline: a started Mux whose one child, "lab", is a
@@ -30,7 +22,7 @@ import (
 // callLab is a started Mux, its child's tools, and what the child saw.
 type callLab struct {
 	m   *Mux
-	log *syncBuffer
+	log *testsupport.SyncBuffer
 	// calls counts the calls that reached the child.
 	calls atomic.Int32
 	// started gets the tag of each hold call once it has reached the
@@ -38,24 +30,6 @@ type callLab struct {
 	started chan string
 	mu      sync.Mutex
 	release map[string]chan struct{}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // gate returns the lab child's gate.
@@ -102,51 +76,16 @@ func (l *callLab) tools(extra ...server.ServerTool) []server.ServerTool {
 // "reader" and "bob" may call every tool.
 func startCallLab(t *testing.T, limitLines, serverLines string, extra ...server.ServerTool) *callLab {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	l := &callLab{log: &syncBuffer{}, started: make(chan string, 16), release: map[string]chan struct{}{}}
-	child := server.NewMCPServer("calllab", "1", server.WithToolCapabilities(true))
-	child.AddTools(l.tools(extra...)...)
-	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
-	hs := httptest.NewServer(childHTTP)
-
-	root := t.TempDir()
-	policies := filepath.Join(root, "policies")
-	if err := os.Mkdir(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"reader", "bob"} {
-		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(`allow = ["*"]`+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src := fmt.Sprintf("[mux]\npolicy_dir = %q\ncall_timeout = \"30s\"\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
-		policies, limitLines, hs.URL+"/mcp", serverLines)
-	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(cfg, store, Options{Log: zerolog.New(l.log)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.m = m
-	m.Start(context.Background())
-	t.Cleanup(func() {
-		m.Close()
-		_ = childHTTP.Shutdown(context.Background())
-		hs.CloseClientConnections()
-		hs.Close()
-		testsupport.WaitFor(t, "the lab's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	l := &callLab{log: &testsupport.SyncBuffer{}, started: make(chan string, 16), release: map[string]chan struct{}{}}
+	l.m = startLab(t, labSpec{
+		tools:       l.tools(extra...),
+		allow:       []string{"reader", "bob"},
+		muxLines:    `call_timeout = "30s"`,
+		limitLines:  limitLines,
+		serverLines: serverLines,
+		log:         l.log,
+		checkLeaks:  true,
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
-	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return l
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +26,10 @@ type httpLab struct {
 
 func startHTTPLab(f *testing.F) *httpLab {
 	f.Helper()
-	lab := startFuzzLab(f)
-	up := lab.m.NewHTTPUpstream(HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour, Limits: lab.m.cfg.Limits})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), fuzzIdentity)))
-	}))
-	// Registered after the lab's clean-up, so run before it.
-	f.Cleanup(func() {
-		up.Shutdown(context.Background())
-		hs.Close()
-	})
-	h := &httpLab{url: hs.URL + "/mcp"}
+	m := startFuzzLab(f)
+	_, url := serveLab(f, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour, Limits: m.cfg.Limits},
+		func(*http.Request) string { return fuzzIdentity })
+	h := &httpLab{url: url}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
 		`"capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`
 	resp, body, err := h.post(context.Background(), []byte(init), false)

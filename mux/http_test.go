@@ -10,10 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	neturl "net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,11 +20,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
-	"github.com/mcpmux/mcpmux/policy"
 )
 
 func TestAllowedOrigin(t *testing.T) {
@@ -61,45 +57,13 @@ type httpMux struct {
 
 func startHTTPMux(t *testing.T, idle time.Duration, limits config.Limits) *httpMux {
 	t.Helper()
-	child := server.NewMCPServer("child", "1", server.WithToolCapabilities(true))
-	child.AddTool(mcp.NewTool("echo", mcp.WithString("message")), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcp.NewToolResultText(r.GetString("message", "")), nil
-	})
-	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
-	childSrv := httptest.NewServer(childHTTP)
-
-	root := t.TempDir()
-	policies := filepath.Join(root, "policies")
-	if err := os.Mkdir(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n", policies, childSrv.URL+"/mcp")
-	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(cfg, store, Options{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(context.Background())
-	up := m.NewHTTPUpstream(HTTPOptions{Path: "/mcp", SessionIdleTimeout: idle, Limits: limits})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), r.Header.Get("X-Identity"))))
-	}))
-	t.Cleanup(func() {
-		up.Shutdown(context.Background())
-		hs.Close()
-		m.Close()
-		_ = childHTTP.Shutdown(context.Background())
-		childSrv.CloseClientConnections()
-		childSrv.Close()
-	})
-	return &httpMux{m: m, up: up, url: hs.URL + "/mcp"}
+	m := startLab(t, labSpec{tools: []server.ServerTool{{Tool: mcp.NewTool("echo", mcp.WithString("message")),
+		Handler: func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(r.GetString("message", "")), nil
+		}}}})
+	up, url := serveLab(t, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: idle, Limits: limits},
+		func(r *http.Request) string { return r.Header.Get("X-Identity") })
+	return &httpMux{m: m, up: up, url: url}
 }
 
 const testInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`

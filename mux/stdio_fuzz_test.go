@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // lines splits a client's input the way requestReader reads it: each line
@@ -110,24 +111,6 @@ func FuzzFraming(f *testing.F) {
 	})
 }
 
-// lockedBuffer collects what mcp-go writes from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
 // canonicalID returns a JSON-RPC id in one form for all the ways mcp-go
 // writes it back: decoded as an any, or as an mcp.RequestId, which turns a
 // whole number into an int64 (so -0 comes back as 0).
@@ -150,7 +133,7 @@ func canonicalID(raw json.RawMessage) (string, bool) {
 // none cut short, unless the input cancels it (the drain's promise when a
 // client closes stdin after its last request).
 func FuzzStdioFrames(f *testing.F) {
-	lab := startFuzzLab(f)
+	m := startFuzzLab(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Inputs are whole streams; ones too large to be useful frames only
 		// slow the fuzzer down (the size limits have their own tests).
@@ -159,8 +142,8 @@ func FuzzStdioFrames(f *testing.F) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		var out lockedBuffer
-		if err := lab.m.ServeStdio(ctx, fuzzIdentity, bytes.NewReader(data), &out); err != nil {
+		var out testsupport.SyncBuffer
+		if err := m.ServeStdio(ctx, fuzzIdentity, bytes.NewReader(data), &out); err != nil {
 			t.Fatalf("ServeStdio: %v", err)
 		}
 		if ctx.Err() != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 func TestMessageKinds(t *testing.T) {
@@ -203,7 +205,7 @@ func TestRequestReaderLimit(t *testing.T) {
 
 // slowWriter writes one byte at a time, giving way between them, so that
 // writes not serialised would interleave.
-type slowWriter struct{ b lockedBuffer }
+type slowWriter struct{ b testsupport.SyncBuffer }
 
 func (s *slowWriter) Write(p []byte) (int, error) {
 	for i := range p {

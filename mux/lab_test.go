@@ -1,0 +1,143 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// The in-process lab the mux tests and fuzz targets share: a started Mux
+// whose one child, "lab", is a real MCP server (mcp-go's) served in process
+// over streamable HTTP, so that a call costs a round trip on loopback rather
+// than a process start.
+
+// labSpec is what a lab is made of.
+type labSpec struct {
+	tools []server.ServerTool
+	// allow are the identities whose policy allows every tool.
+	allow []string
+	// muxLines, limitLines and serverLines are raw TOML for the [mux],
+	// [limits] and [servers.lab] tables.
+	muxLines, limitLines, serverLines string
+	// log receives the Mux's log; nil discards it.
+	log io.Writer
+	// checkLeaks fails the test if a goroutine outlives the lab.
+	checkLeaks bool
+}
+
+// startLab starts the child with s's tools and a Mux on it, waits until the
+// Mux is ready, and stops both when tb ends.
+func startLab(tb testing.TB, s labSpec) *Mux {
+	tb.Helper()
+	if s.checkLeaks {
+		_, before := goroutines()
+		// Registered first, so run after the lab is stopped.
+		tb.Cleanup(func() { checkGoroutines(tb, before) })
+	}
+	child := server.NewMCPServer("lab", "1", server.WithToolCapabilities(true))
+	child.AddTools(s.tools...)
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	hs := httptest.NewServer(childHTTP)
+	tb.Cleanup(func() {
+		_ = childHTTP.Shutdown(context.Background())
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+
+	root := tb.TempDir()
+	policies := filepath.Join(root, "policies")
+	if err := os.Mkdir(policies, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for _, id := range s.allow {
+		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(`allow = ["*"]`+"\n"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
+		policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
+	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	log := zerolog.Nop()
+	if s.log != nil {
+		log = zerolog.New(s.log)
+	}
+	m, err := New(cfg, store, Options{Log: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.Start(context.Background())
+	// Registered after the child's clean-up, so the Mux closes first.
+	tb.Cleanup(m.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	if err := m.WaitReady(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// serveLab serves m's HTTP upstream with o on httptest, each request as the
+// identity that identity returns for it, until tb ends; it returns the
+// upstream and its MCP endpoint's URL.
+func serveLab(tb testing.TB, m *Mux, o HTTPOptions, identity func(*http.Request) string) (*HTTPUpstream, string) {
+	tb.Helper()
+	up := m.NewHTTPUpstream(o)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), identity(r))))
+	}))
+	// Registered after the lab's clean-up, so run before it.
+	tb.Cleanup(func() {
+		up.Shutdown(context.Background())
+		hs.Close()
+	})
+	return up, hs.URL + o.Path
+}
+
+// checkGoroutines fails tb if more than n goroutines are still running once
+// the ones ending now have had time to.
+func checkGoroutines(tb testing.TB, n int) {
+	tb.Helper()
+	var stacks string
+	count := 0
+	if !testsupport.Settles(func() bool {
+		stacks, count = goroutines()
+		return count <= n
+	}) {
+		tb.Fatalf("%d goroutines running; want at most %d:\n%s", count, n, stacks)
+	}
+}
+
+// goroutines returns every goroutine's stack and how many there are, leaving
+// out the signal loop, which the fuzzing engine starts and nothing ends.
+func goroutines() (string, int) {
+	buf := make([]byte, 1<<20)
+	stacks := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
+	n := 0
+	for _, s := range stacks {
+		if !strings.Contains(s, "os/signal.loop") {
+			n++
+		}
+	}
+	return strings.Join(stacks, "\n\n"), n
+}

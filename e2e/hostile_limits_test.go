@@ -47,7 +47,7 @@ func labEchoes(t *testing.T, m *ts.Mux, n int) {
 }
 
 // rssLimitMiB scales a bound on mcpmux's memory for a race-built binary.
-func rssLimitMiB(t *testing.T, mib int) int {
+func rssLimitMiB(t *testing.T, mib int64) int64 {
 	t.Helper()
 	if bin, _ := ts.Binaries(t); raceBuilt(t, bin) {
 		return mib * 3
@@ -74,7 +74,7 @@ func TestHostileNotificationFlood(t *testing.T) {
 			if kind == "list_changed" {
 				begun = stats(t, m)
 			}
-			_, before := vmRSS(t, m.Cmd.Process.Pid)
+			_, before := memory(t, m.Cmd.Process.Pid)
 			for i := range 20 {
 				res := m.MustCall("h__echo", map[string]any{"i": i})
 				if res.IsError || ts.Text(res) != fmt.Sprintf(`{"i":%d}`, i) {
@@ -96,10 +96,10 @@ func TestHostileNotificationFlood(t *testing.T) {
 					t.Errorf("catalog changed %d times (%v); the tools never did after the start", len(changes), changes)
 				}
 			}
-			rss, peak := vmRSS(t, m.Cmd.Process.Pid)
-			t.Logf("mcpmux VmHWM %d MiB after 10,000 notifications, VmRSS %d MiB and VmHWM %d MiB after 100,000", before/1024, rss/1024, peak/1024)
-			if limit := rssLimitMiB(t, 64); peak/1024 > limit {
-				t.Errorf("mcpmux peaked at %d MiB during the flood, over %d MiB", peak/1024, limit)
+			rss, peak := memory(t, m.Cmd.Process.Pid)
+			t.Logf("mcpmux VmHWM %d MiB after 10,000 notifications, VmRSS %d MiB and VmHWM %d MiB after 100,000", before>>20, rss>>20, peak>>20)
+			if limit := rssLimitMiB(t, 64); peak>>20 > limit {
+				t.Errorf("mcpmux peaked at %d MiB during the flood, over %d MiB", peak>>20, limit)
 			}
 			stillUp(t, m)
 		})
@@ -258,7 +258,7 @@ func TestHostileOversizedLine(t *testing.T) {
 			pid, _ := m.Log.WaitLine(t, "ready", ts.Msg("server ready", "server", "h"))["pid"].(float64)
 			m.MustCall("h__echo", nil)
 			labEchoes(t, m, 5)
-			before, _ := vmRSS(t, m.Cmd.Process.Pid)
+			before, _ := memory(t, m.Cmd.Process.Pid)
 
 			// A call to the same child, in flight until the big answer is out.
 			held := make(chan string, 1)
@@ -300,12 +300,12 @@ func TestHostileOversizedLine(t *testing.T) {
 				// full pipe, and the memory below is after the whole line.
 				childSaw(t, m, "hostile huge: done writing")
 			}
-			rss, peak := vmRSS(t, m.Cmd.Process.Pid)
-			t.Logf("%s: mcpmux VmRSS %d MiB before, %d MiB after, peak %d MiB", c.tool, before/1024, rss/1024, peak/1024)
+			rss, peak := memory(t, m.Cmd.Process.Pid)
+			t.Logf("%s: mcpmux VmRSS %d MiB before, %d MiB after, peak %d MiB", c.tool, before>>20, rss>>20, peak>>20)
 			// mcp-go joins a line's fragments, so a line at the limit is
 			// held about twice, and decoded once more.
-			if limit := before/1024 + rssLimitMiB(t, 5*16); peak/1024 > limit {
-				t.Errorf("mcpmux peaked at %d MiB, over %d MiB", peak/1024, limit)
+			if limit := before>>20 + rssLimitMiB(t, 5*16); peak>>20 > limit {
+				t.Errorf("mcpmux peaked at %d MiB, over %d MiB", peak>>20, limit)
 			}
 			labEchoes(t, m, 5)
 			if c.tool != "huge" { // which holds the child's stdout for good

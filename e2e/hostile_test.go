@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,29 +408,6 @@ func TestHostileStderrFlood(t *testing.T) {
 		t.Errorf("%d short lines logged, want 1000", n)
 	}
 	stillUp(t, m)
-}
-
-// vmRSS returns a process's resident and peak resident memory in KiB.
-func vmRSS(t *testing.T, pid int) (rss, peak int) {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[1])
-		switch f[0] {
-		case "VmRSS:":
-			rss = n
-		case "VmHWM:":
-			peak = n
-		}
-	}
-	return rss, peak
 }
 
 // raceBuilt reports whether a binary was built with -race, whose shadow

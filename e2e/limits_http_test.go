@@ -198,7 +198,7 @@ func TestHTTPSlowDeclaredBodies(t *testing.T) {
 	rss1, peak1 := memory(t, pid)
 	t.Logf("mcpmux memory for %d rounds of %d clients declaring %d KiB and sending %d KiB: VmRSS %d KiB before, %d KiB after; VmHWM %d KiB before, %d KiB after",
 		rounds, clients, declared>>10, sent>>10, rss0>>10, rss1>>10, peak0>>10, peak1>>10)
-	if grew, bound := peak1-max(peak0, rss0), int64(rssLimitMiB(t, 32))<<20; grew > bound {
+	if grew, bound := peak1-max(peak0, rss0), rssLimitMiB(t, 32)<<20; grew > bound {
 		t.Errorf("mcpmux's peak memory grew by %d KiB (bound %d KiB) for clients that sent %d KiB in all", grew>>10, bound>>10, clients*sent>>10)
 	}
 	ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Log: h.Log}).MustCall("docs__search", map[string]any{"query": "public"})

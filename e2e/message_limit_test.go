@@ -29,7 +29,7 @@ func TestClientLineOverMessageLimit(t *testing.T) {
 	if msg := m.Next(t); string(msg["id"]) != "2" || !bytes.Contains(msg["result"], []byte("lab__echo")) {
 		t.Fatalf("tools/list: %v", msg)
 	}
-	_, before := vmRSS(t, m.Cmd.Process.Pid)
+	_, before := memory(t, m.Cmd.Process.Pid)
 
 	// 1 MiB with an id up front, then 256 MiB of garbage, each with a
 	// request after it.
@@ -63,9 +63,9 @@ func TestClientLineOverMessageLimit(t *testing.T) {
 	if n := len(m.Log.Lines(ts.Msg("client sent a message over max_message_bytes; it was dropped"))); n != 2 {
 		t.Errorf("%d oversized messages logged, want 2", n)
 	}
-	_, peak := vmRSS(t, m.Cmd.Process.Pid)
-	t.Logf("mcpmux VmHWM %d MiB before 257 MiB of oversized lines, %d MiB after", before/1024, peak/1024)
-	if grew := (peak - before) / 1024; grew > 16 {
+	_, peak := memory(t, m.Cmd.Process.Pid)
+	t.Logf("mcpmux VmHWM %d MiB before 257 MiB of oversized lines, %d MiB after", before>>20, peak>>20)
+	if grew := (peak - before) / (1 << 20); grew > 16 {
 		t.Errorf("mcpmux's peak grew by %d MiB reading lines it drops", grew)
 	}
 }

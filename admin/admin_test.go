@@ -802,7 +802,9 @@ func TestReadyzJWTKeys(t *testing.T) {
 }
 
 // Reason turns every kind of child failure into a short class, and never
-// passes on text a remote server or a child wrote.
+// passes on text a remote server or a child wrote. The failures mux words
+// itself carry their class from where they happen (mux's reason tests make
+// each one); an error whose kind nothing shows is "error", whatever its text.
 func TestReason(t *testing.T) {
 	const secret = "SECRET-remote-body-91c2"
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
@@ -818,15 +820,7 @@ func TestReason(t *testing.T) {
 		{errors.New("server git: initialize: request failed with status 503: " + secret), "http 5xx"},
 		{errors.New("server git: tools/list: request failed with status 404: " + secret), "http 4xx"},
 		{fmt.Errorf("server git: initialize: %w", transport.ErrUnauthorized), "http 401"},
-		{errors.New("restarting after it exited (exit status 2: " + secret + ")"), "exited"},
-		{errors.New("server git: initialize: process exit status 1"), "exited"},
-		{errors.New("server git: initialize: process signal: killed"), "exited"},
-		{errors.New("server git: initialize: no answer within 10s"), "not ready within 10s"},
-		{errors.New("server git: tools/list: no answer within 1m30s"), "not ready within 1m30s"},
-		{errors.New("restarting after it exited (3 pings in a row failed)"), "exited"},
-		{errors.New("server git: initialize: connection lost: " + secret), "connection lost"},
-		{errors.New("server git: tools/list: invalid character '" + secret + "'"), "tools/list failed"},
-		{errors.New("server git: initialize: " + secret), "initialize failed"},
+		{errors.New("server git: initialize: " + secret), "error"},
 		{errors.New(secret), "error"},
 	} {
 		got := Reason(c.err)

@@ -188,7 +188,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			}
 			sv.attempt++
 			c.publish(childState{phase: PhaseRestarting, listed: sv.listed, attempt: sv.attempt,
-				lastErr: fmt.Errorf("restarting after it exited (%s)", why)})
+				lastErr: restartErr(sess)})
 			sv.withdraw = time.After(c.cfg.StartupTimeout)
 		}
 		if !sv.sleep(ctx, backoff(sv.attempt)) {
@@ -196,6 +196,11 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 		}
 	}
 	c.publish(childState{phase: PhaseStopped, listed: sv.listed})
+}
+
+// restartErr is a child's last error while it restarts after sess was lost.
+func restartErr(sess *session) error {
+	return failure(sess.lostAs, fmt.Errorf("restarting after it exited (%s)", sess.lostWhy))
 }
 
 // supervisor is the state of one child's run loop; only run touches it.

@@ -21,8 +21,8 @@ import (
 )
 
 // errMessageTooLarge is wrapped by every error about a message from a child
-// that is over max_message_bytes.
-var errMessageTooLarge = errors.New("exceeded max_message_bytes")
+// that is over max_message_bytes, and gives it its reason.
+var errMessageTooLarge = failure(ReasonMessageTooLarge, errors.New("exceeded max_message_bytes"))
 
 // tooLargeError names the limit a message from a child went over.
 func tooLargeError(limit int64) error {

@@ -34,7 +34,8 @@ type session struct {
 
 	lost     chan struct{} // closed when the session is gone
 	lostOnce sync.Once
-	lostWhy  string // valid once lost is closed
+	lostWhy  string        // valid once lost is closed
+	lostAs   FailureReason // the kind of lostWhy; valid once lost is closed
 
 	sse     bool          // the legacy SSE transport
 	limit   int64         // max_message_bytes
@@ -54,10 +55,11 @@ func newSession(limit int64) *session {
 	}
 }
 
-// markLost records that the session is gone, and why; the first reason wins.
-func (s *session) markLost(why string) {
+// markLost records that the session is gone, why and what kind of failure
+// that is; the first reason wins.
+func (s *session) markLost(as FailureReason, why string) {
 	s.lostOnce.Do(func() {
-		s.lostWhy = why
+		s.lostWhy, s.lostAs = why, as
 		close(s.lost)
 	})
 }
@@ -81,9 +83,9 @@ func (s *session) failed(ctx context.Context, err error) bool {
 	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
 		return false
 	}
-	why := "request failed: " + err.Error()
+	why, as := "request failed: "+err.Error(), lostReason(err)
 	if s.proc == nil {
-		s.markLost(why)
+		s.markLost(as, why)
 		return true
 	}
 	// A child's stdout can end a moment before the process is reaped; the
@@ -99,7 +101,7 @@ func (s *session) failed(ctx context.Context, err error) bool {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	s.markLost(why)
+	s.markLost(as, why)
 	s.proc.Kill()
 	return true
 }
@@ -193,17 +195,17 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 		sess, err = c.spawn(sctx)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("server %s: %w", c.alias, err)
+		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
 	sess.client = client.NewClient(sess.tr, client.WithProtocolVersion(childProtocolVersion))
 	// The transport keeps this context for requests the child sends us; it
 	// must live as long as the session, not the start-up.
 	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
 		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: start: %w", c.alias, err)
+		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
 	}
 	sess.client.OnConnectionLost(func(err error) {
-		sess.markLost("connection lost: " + err.Error())
+		sess.markLost(lostReason(err), "connection lost: "+err.Error())
 	})
 	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
 		// Runs on the transport's read goroutine: hand off, never block.
@@ -220,13 +222,13 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	if _, err := sess.client.Initialize(sctx, init); err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: initialize: %w", c.alias, err)
+		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
 	cat, err := c.readCatalog(sctx, sess)
 	if err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, fmt.Errorf("server %s: tools/list: %w", c.alias, err)
+		return nil, nil, stepFailure(ReasonToolsListFailed, fmt.Errorf("server %s: tools/list: %w", c.alias, err))
 	}
 	if c.cfg.URL != "" {
 		sess.wg.Go(func() { c.ping(sess) })
@@ -262,13 +264,13 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 			select {
 			case <-proc.Done():
 			case <-t.C:
-				sess.markLost("its stdout ended or broke the protocol")
+				sess.markLost(ReasonProtocolBroken, "its stdout ended or broke the protocol")
 				proc.Kill()
 			}
 			t.Stop()
 		}
 		<-proc.Done()
-		sess.markLost(exitReason(proc.ExitErr()))
+		sess.markLost(ReasonExited, exitReason(proc.ExitErr()))
 	})
 	return sess, nil
 }
@@ -323,7 +325,7 @@ func (c *child) ping(sess *session) {
 		misses++
 		c.log.Warn().Err(err).Int("missed", misses).Msg("ping failed")
 		if misses >= missedPings {
-			sess.markLost(fmt.Sprintf("%d pings in a row failed", misses))
+			sess.markLost(ReasonPingsFailed, fmt.Sprintf("%d pings in a row failed", misses))
 			return
 		}
 	}
@@ -339,10 +341,14 @@ func exitReason(err error) string {
 // startErr explains a failed start-up step in the terms an operator needs.
 func (c *child) startErr(ctx context.Context, sess *session, err error) error {
 	if sess.proc != nil && sess.failed(ctx, err) {
-		return fmt.Errorf("process %s", sess.lostWhy)
+		as := sess.lostAs
+		if as == ReasonTimedOut { // the start-up's own time ran out
+			as = NotReadyWithin(c.cfg.StartupTimeout)
+		}
+		return failure(as, fmt.Errorf("process %s", sess.lostWhy))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within %s", c.cfg.StartupTimeout)
+		return failure(NotReadyWithin(c.cfg.StartupTimeout), fmt.Errorf("no answer within %s", c.cfg.StartupTimeout))
 	}
 	return err
 }
@@ -370,7 +376,7 @@ func (c *child) stopSession(sess *session) {
 // it ends (or drainGrace), so that an answer written just before the exit
 // still reaches its caller.
 func (c *child) teardown(sess *session) {
-	sess.markLost("closed by mcpmux")
+	sess.markLost(ReasonError, "closed by mcpmux")
 	close(sess.closing)
 	if sess.proc != nil {
 		<-sess.proc.Done()

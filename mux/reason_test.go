@@ -1,0 +1,343 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// Tests of the reasons mux gives its children's failures: each is made by a
+// real start attempt, or a real session lost, against a real process or a
+// real HTTP server that misbehaves in one way.
+
+// rpcRequest is what the fake remote child reads of a request.
+type rpcRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+// answer writes a JSON-RPC result for id.
+func answer(w http.ResponseWriter, id json.RawMessage, result string) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+}
+
+const initResult = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`
+
+// remoteChild serves MCP over streamable HTTP as far as a start needs:
+// initialize, notifications and pings are answered properly, and every
+// other request by other, which by default answers tools/list with one
+// page of no tools. It returns the child's URL.
+func remoteChild(t *testing.T, other func(w http.ResponseWriter, r *http.Request, req rpcRequest)) string {
+	t.Helper()
+	return serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var req rpcRequest
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &req) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		switch {
+		case req.ID == nil:
+			w.WriteHeader(http.StatusAccepted)
+		case req.Method == "initialize":
+			answer(w, req.ID, initResult)
+		case other != nil:
+			other(w, r, req)
+		case req.Method == "ping":
+			answer(w, req.ID, `{}`)
+		default:
+			answer(w, req.ID, `{"tools":[]}`)
+		}
+	})
+}
+
+// serveHTTP serves h until the test ends, and returns its MCP endpoint.
+// Connections are closed first, so that a handler waiting for its request
+// to end returns.
+func serveHTTP(t *testing.T, h http.HandlerFunc) string {
+	hs := httptest.NewServer(h)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs.URL + "/mcp"
+}
+
+// failAll answers every request, initialize too, with status code.
+func failAll(t *testing.T, code int) string {
+	t.Helper()
+	return serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "SECRET body", code)
+	})
+}
+
+// hangUp closes the connection of every request it gets without an answer;
+// with reset, with an RST.
+func hangUp(w http.ResponseWriter, reset bool) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && reset {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// testChild returns the one child of a Mux configured with serverLines in
+// [servers.x] and limitLines in [limits], never started as a whole: the
+// test starts the child itself.
+func testChild(t *testing.T, serverLines, limitLines string) *child {
+	t.Helper()
+	dir := t.TempDir()
+	src := "[mux]\npolicy_dir = \".\"\n\n[limits]\n" + limitLines + "\n\n[servers.x]\n" + serverLines + "\n"
+	cfg, err := config.Parse(filepath.Join(dir, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, store, Options{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.spawner = childproc.NewSpawner(m.guard)
+	t.Cleanup(m.spawner.Close)
+	return m.children[0]
+}
+
+func TestStartFailureReasons(t *testing.T) {
+	_, before := goroutines()
+	t.Cleanup(func() { checkGoroutines(t, before) })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String() + "/mcp"
+	_ = closed.Close()
+
+	for _, c := range []struct {
+		name        string
+		server      func(t *testing.T) string // [servers.x] lines
+		limits      string
+		want        FailureReason
+		wantPrefix  string // the error's text, as it always was
+		wantContain string
+	}{
+		{name: "missing command", want: ReasonStartFailed, wantPrefix: "server x: exec: ", wantContain: "/nonexistent/mcp-server",
+			server: func(*testing.T) string { return `command = "/nonexistent/mcp-server"` }},
+		{name: "exits", want: ReasonExited, wantPrefix: "server x: initialize: process exit status 3",
+			server: func(*testing.T) string { return `command = "/bin/sh"` + "\n" + `args = ["-c", "exit 3"]` }},
+		{name: "killed", want: ReasonExited, wantPrefix: "server x: initialize: process signal: killed",
+			server: func(*testing.T) string { return `command = "/bin/sh"` + "\n" + `args = ["-c", "kill -KILL $$"]` }},
+		{name: "stdout closed", want: ReasonProtocolBroken, wantPrefix: "server x: initialize: process its stdout ended or broke the protocol",
+			server: func(*testing.T) string {
+				return `command = "/bin/sh"` + "\n" + `args = ["-c", "exec >&-; exec sleep 60"]` + "\n" + `startup_timeout = "20s"`
+			}},
+		{name: "silent process", want: NotReadyWithin(300 * time.Millisecond),
+			wantPrefix: "server x: initialize: process request failed: transport error: context deadline exceeded",
+			server: func(*testing.T) string {
+				return `command = "/bin/sh"` + "\n" + `args = ["-c", "exec sleep 60"]` + "\n" + `startup_timeout = "300ms"`
+			}},
+		{name: "silent remote", want: NotReadyWithin(300 * time.Millisecond), wantPrefix: "server x: initialize: no answer within 300ms",
+			server: func(t *testing.T) string {
+				return `url = "` + serveHTTP(t, func(_ http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body) // so that a closed connection ends r's context
+					<-r.Context().Done()
+				}) + `"` + "\n" + `startup_timeout = "300ms"`
+			}},
+		{name: "refused", want: ReasonConnectionRefused, wantPrefix: "server x: initialize: ", wantContain: "connection refused",
+			server: func(*testing.T) string { return `url = "` + closedURL + `"` }},
+		{name: "dns", want: ReasonDNS, wantPrefix: "server x: initialize: ",
+			server: func(*testing.T) string { return `url = "http://no-such-host.invalid/mcp"` }},
+		{name: "reset", want: ReasonConnectionReset, wantPrefix: "server x: initialize: ", wantContain: "reset",
+			server: func(t *testing.T) string {
+				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { hangUp(w, true) }) + `"`
+			}},
+		{name: "401", want: ReasonHTTP401, wantPrefix: "server x: initialize: ",
+			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusUnauthorized) + `"` }},
+		{name: "404 to initialize", want: ReasonHTTP4xx, wantPrefix: "server x: initialize: ",
+			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusNotFound) + `"` }},
+		{name: "403 to tools/list", want: ReasonHTTP4xx, wantPrefix: "server x: tools/list: ", wantContain: "status 403",
+			server: func(t *testing.T) string {
+				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, _ rpcRequest) {
+					http.Error(w, "SECRET", http.StatusForbidden)
+				}) + `"`
+			}},
+		{name: "502", want: ReasonHTTP5xx, wantPrefix: "server x: initialize: ", wantContain: "status 502",
+			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusBadGateway) + `"` }},
+		{name: "hung up", want: ReasonInitializeFailed, wantPrefix: "server x: initialize: ",
+			server: func(t *testing.T) string {
+				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { hangUp(w, false) }) + `"`
+			}},
+		{name: "bad page", want: ReasonToolsListFailed, wantPrefix: "server x: tools/list: decode page 1: ",
+			server: func(t *testing.T) string {
+				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
+					answer(w, req.ID, `"SECRET"`)
+				}) + `"`
+			}},
+		{name: "too many pages", want: ReasonToolsListFailed, limits: "max_catalog_pages = 2",
+			wantPrefix: "server x: tools/list: the tool list has more than max_catalog_pages (2) pages",
+			server: func(t *testing.T) string {
+				var pages atomic.Int32
+				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
+					answer(w, req.ID, fmt.Sprintf(`{"tools":[],"nextCursor":"c%d"}`, pages.Add(1)))
+				}) + `"`
+			}},
+		{name: "answer too large", want: ReasonMessageTooLarge, limits: `max_message_bytes = "4KiB"`,
+			wantPrefix: "server x: tools/list: its answer to tools/list exceeded max_message_bytes (4KiB)",
+			server: func(t *testing.T) string {
+				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
+					answer(w, req.ID, `{"tools":[],"pad":"`+strings.Repeat("x", 8<<10)+`"}`)
+				}) + `"`
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ch := testChild(t, c.server(t), c.limits)
+			sess, _, err := ch.start(context.Background())
+			if err == nil {
+				ch.stopSession(sess)
+				t.Fatal("the start succeeded")
+			}
+			if got := ReasonOf(err); got != c.want {
+				t.Errorf("ReasonOf(%q) = %q, want %q", err, got, c.want)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, c.wantPrefix) || !strings.Contains(msg, c.wantContain) {
+				t.Errorf("error %q, want it to start with %q and contain %q", msg, c.wantPrefix, c.wantContain)
+			}
+		})
+	}
+}
+
+// A session lost after it was ready gives its reason to the error the child
+// shows while it restarts.
+func TestRestartReasons(t *testing.T) {
+	_, before := goroutines()
+	t.Cleanup(func() { checkGoroutines(t, before) })
+	for _, c := range []struct {
+		name string
+		// server is the remote child, given whether requests after the
+		// start are to fail.
+		other func(w http.ResponseWriter, r *http.Request, req rpcRequest, failing bool)
+		// lose makes the session lost.
+		lose func(t *testing.T, sess *session)
+		want FailureReason
+		why  string
+	}{
+		{name: "pings", want: ReasonPingsFailed, why: "3 pings in a row failed",
+			other: func(w http.ResponseWriter, _ *http.Request, req rpcRequest, failing bool) {
+				if failing && req.Method == "ping" {
+					http.Error(w, "SECRET", http.StatusInternalServerError)
+					return
+				}
+				answer(w, req.ID, `{"tools":[]}`)
+			},
+			lose: func(t *testing.T, sess *session) { <-sess.lost }},
+		{name: "hung up", want: ReasonConnectionLost, why: "request failed: ",
+			other: func(w http.ResponseWriter, _ *http.Request, req rpcRequest, failing bool) {
+				if failing {
+					hangUp(w, false)
+					return
+				}
+				answer(w, req.ID, `{"tools":[]}`)
+			},
+			lose: func(t *testing.T, sess *session) {
+				_, err := sess.rawRequest(context.Background(), "tools/list", nil)
+				if err == nil || !sess.failed(context.Background(), err) {
+					t.Fatalf("the request after the hang-up: %v", err)
+				}
+			}},
+		{name: "timed out", want: ReasonTimedOut, why: "request failed: ",
+			other: func(w http.ResponseWriter, r *http.Request, req rpcRequest, failing bool) {
+				if failing {
+					<-r.Context().Done()
+					return
+				}
+				answer(w, req.ID, `{"tools":[]}`)
+			},
+			lose: func(t *testing.T, sess *session) {
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+				_, err := sess.rawRequest(ctx, "tools/list", nil)
+				if err == nil || !sess.failed(ctx, err) {
+					t.Fatalf("the request that ran out of time: %v", err)
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			failing := make(chan struct{})
+			url := remoteChild(t, func(w http.ResponseWriter, r *http.Request, req rpcRequest) {
+				select {
+				case <-failing:
+					c.other(w, r, req, true)
+				default:
+					c.other(w, r, req, false)
+				}
+			})
+			ch := testChild(t, `url = "`+url+`"`+"\n"+`ping_interval = "20ms"`, "")
+			sess, _, err := ch.start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.teardown(sess)
+			close(failing)
+			c.lose(t, sess)
+			err = restartErr(sess)
+			if got := ReasonOf(err); got != c.want {
+				t.Errorf("ReasonOf(%q) = %q, want %q", err, got, c.want)
+			}
+			if want := "restarting after it exited (" + c.why; !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %q, want it to start with %q", err, want)
+			}
+		})
+	}
+}
+
+// The kind of a child's failure comes from where it was made, never from
+// its text: mux's own wording, reworded or quoted by anyone, tells nothing.
+func TestReasonOfIgnoresWording(t *testing.T) {
+	for _, msg := range []string{
+		"server x: initialize: process exit status 1",
+		"restarting after it exited (3 pings in a row failed)",
+		"server x: tools/list: no answer within 10s",
+		"server x: initialize: connection lost: EOF",
+		"server x: start: its answer to tools/list exceeded max_message_bytes (4KiB)",
+	} {
+		if got := ReasonOf(errors.New(msg)); got != ReasonError {
+			t.Errorf("ReasonOf(%q) = %q, want %q", msg, got, ReasonError)
+		}
+	}
+	if got := ReasonOf(nil); got != "" {
+		t.Errorf("ReasonOf(nil) = %q", got)
+	}
+	// Wrapped further, a reason stays.
+	err := fmt.Errorf("server x: %w", fmt.Errorf("its answer to %s %w (4KiB)", "tools/list", errMessageTooLarge))
+	if got := ReasonOf(err); got != ReasonMessageTooLarge || !errors.Is(err, errMessageTooLarge) {
+		t.Errorf("ReasonOf(%q) = %q, want %q", err, got, ReasonMessageTooLarge)
+	}
+}

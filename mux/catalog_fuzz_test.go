@@ -35,10 +35,7 @@ func unstartedMux(tb testing.TB, serverLines string) *Mux {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := New(cfg, store, Options{Log: zerolog.Nop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := New(cfg, store, Options{Log: zerolog.Nop()})
 	return m
 }
 

@@ -82,10 +82,7 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 	if s.log != nil {
 		log = zerolog.New(s.log)
 	}
-	m, err := New(cfg, store, Options{Log: log})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := New(cfg, store, Options{Log: log})
 	m.Start(context.Background())
 	// Registered after the child's clean-up, so the Mux closes first.
 	tb.Cleanup(m.Close)

@@ -83,7 +83,7 @@ type Options struct {
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
-func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error) {
+func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	log := opts.Log
 	m := &Mux{
 		cfg:      cfg,
@@ -105,7 +105,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) (*Mux, error)
 		m.children = append(m.children, newChild(m, s))
 	}
 	m.srv = m.newServer()
-	return m, nil
+	return m
 }
 
 // Start launches every child's supervisor. Children start in parallel; the

@@ -120,10 +120,7 @@ func testChild(t *testing.T, serverLines, limitLines string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(cfg, store, Options{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := New(cfg, store, Options{Log: zerolog.Nop()})
 	m.spawner = childproc.NewSpawner(m.guard)
 	t.Cleanup(m.spawner.Close)
 	return m.children[0]

@@ -208,12 +208,7 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 		return nil, nil, code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	m, err := mux.New(l.cfg, l.policies, muxOptions(l.log))
-	if err != nil {
-		stop()
-		fmt.Fprintf(stderr, "%s: %v\n", l.cfg.File, err)
-		return nil, nil, exitBadConfig
-	}
+	m := mux.New(l.cfg, l.policies, muxOptions(l.log))
 	m.Start(ctx)
 	_ = m.WaitReady(ctx)
 	return m, func() { m.Close(); stop() }, exitOK

@@ -61,12 +61,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	l.policies.OnReload(metrics.PolicyReloaded)
 	opts := muxOptions(l.log)
 	opts.Observer = metrics
-	m, err := mux.New(cfg, l.policies, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
-		return exitBadConfig
-	}
-	var authn *auth.Authenticator
+	m := mux.New(cfg, l.policies, opts)
+	var (
+		authn *auth.Authenticator
+		err   error
+	)
 	if cfg.Upstream.Listen != "" {
 		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
 		if err != nil {

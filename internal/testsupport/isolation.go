@@ -1,20 +1,16 @@
 package testsupport
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-var (
-	procpeekOnce sync.Once
-	procpeekErr  error
-)
+// procpeek is built without -race: it runs as other users, and only reads.
+var procpeek = &extraBinary{pkg: "./internal/procpeek", after: func() error { return os.Chmod(buildDir, 0o711) }}
 
 // ProcpeekBinary builds the isolation test child (internal/procpeek) once
 // per test process, next to the binaries of Binaries, and returns its path.
@@ -22,20 +18,7 @@ var (
 // so that mcpmux and its children can run as other users.
 func ProcpeekBinary(t testing.TB) string {
 	t.Helper()
-	Binaries(t) // makes buildDir, which Main removes
-	procpeekOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./internal/procpeek")
-		cmd.Dir = RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			procpeekErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		procpeekErr = os.Chmod(buildDir, 0o711)
-	})
-	if procpeekErr != nil {
-		t.Fatal(procpeekErr)
-	}
-	return filepath.Join(buildDir, "procpeek")
+	return procpeek.path(t)
 }
 
 // OpenLab lets every user read the lab's directory and the test's temporary

@@ -152,18 +152,7 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 		pids = append(pids, gc)
 	}
 	pids = append(pids, m.Log.ChildPids()...) // the guards
-	for _, pid := range pids {
-		if !ts.Alive(pid) {
-			t.Fatalf("pid %d not running before the kill", pid)
-		}
-	}
-	if err := m.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-m.Exited()
-	for _, pid := range pids {
-		ts.WaitFor(t, fmt.Sprintf("pid %d to die with mcpmux", pid), func() bool { return !ts.Alive(pid) })
-	}
+	sigkillLeavesNothing(t, m, pids)
 }
 
 // Children that exit as soon as their stdin ends (procpeek, like most
@@ -188,6 +177,13 @@ func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
 		pids = append(pids, gc)
 	}
 	pids = append(pids, m.Log.ChildPids()...) // the guards
+	sigkillLeavesNothing(t, m, pids)
+}
+
+// sigkillLeavesNothing checks that pids all run, SIGKILLs mcpmux, and waits
+// for every one of them to die with it. A survivor is named by what it runs.
+func sigkillLeavesNothing(t *testing.T, m *ts.Mux, pids []int) {
+	t.Helper()
 	what := map[int]string{}
 	for _, pid := range pids {
 		if !ts.Alive(pid) {

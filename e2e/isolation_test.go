@@ -182,23 +182,7 @@ func TestChildRunsAsConfiguredUser(t *testing.T) {
 		}
 		pids = append(pids, gc)
 	}
-	for _, pid := range pids {
-		if !ts.Alive(pid) {
-			t.Fatalf("pid %d not running before the kill", pid)
-		}
-	}
-	// Named by what they run, so that a survivor says which it is.
-	what := map[int]string{}
-	for _, pid := range pids {
-		what[pid] = fmt.Sprintf("pid %d (%s)", pid, ts.Cmdline(pid))
-	}
-	if err := m.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-m.Exited()
-	for _, pid := range pids {
-		ts.WaitFor(t, what[pid]+" to die with mcpmux", func() bool { return !ts.Alive(pid) })
-	}
+	sigkillLeavesNothing(t, m, pids)
 }
 
 // mcpmux not running as root refuses to start a child as another user,

@@ -217,6 +217,15 @@ type Server struct {
 	// TrustAnnotations says whether the child's readOnlyHint annotations
 	// may mark tools read-only (in addition to ReadOnly).
 	TrustAnnotations bool
+	// Prefix says whether the child's tool and prompt names are exposed
+	// under alias + separator and its resource URIs rewritten (default
+	// true); false exposes them as the child wrote them, wherever no server
+	// listed earlier exposes the same name or URI.
+	Prefix bool
+	// Roots are file URIs the child is told of when it asks for roots/list
+	// outside any call, or during a call whose client declared no roots;
+	// each is an absolute file URI.
+	Roots []string
 	// StartupTimeout bounds starting the child and its MCP handshake; > 0.
 	StartupTimeout time.Duration
 	// Required children must be ready for /readyz to answer 200 (default

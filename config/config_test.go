@@ -68,11 +68,11 @@ func TestExample(t *testing.T) {
 				Env:              map[string]string{"LAB_SOURCE": "docs"},
 				Hide:             []string{"crash_for_test", "spawn_grandchild", "notify_changed"},
 				ReadOnly:         []string{"search"},
-				TrustAnnotations: true,
-				StartupTimeout:   10 * time.Second,
-				Required:         true,
-				MaxInFlight:      DefaultMaxInFlight,
-				MaxQueued:        DefaultMaxQueued,
+				TrustAnnotations: true, Prefix: true,
+				StartupTimeout: 10 * time.Second,
+				Required:       true,
+				MaxInFlight:    DefaultMaxInFlight,
+				MaxQueued:      DefaultMaxQueued,
 			},
 			{
 				Alias:            "tickets",
@@ -80,11 +80,11 @@ func TestExample(t *testing.T) {
 				Env:              map[string]string{"LAB_SOURCE": "tickets"},
 				Hide:             []string{"crash_for_test", "spawn_grandchild", "notify_changed"},
 				ReadOnly:         []string{"search"},
-				TrustAnnotations: true,
-				StartupTimeout:   10 * time.Second,
-				Required:         true,
-				MaxInFlight:      DefaultMaxInFlight,
-				MaxQueued:        DefaultMaxQueued,
+				TrustAnnotations: true, Prefix: true,
+				StartupTimeout: 10 * time.Second,
+				Required:       true,
+				MaxInFlight:    DefaultMaxInFlight,
+				MaxQueued:      DefaultMaxQueued,
 			},
 		},
 	}
@@ -159,11 +159,11 @@ func TestDefaults(t *testing.T) {
 		Servers: []Server{{
 			Alias:            "a",
 			Command:          "x",
-			TrustAnnotations: true,
-			StartupTimeout:   10 * time.Second,
-			Required:         true,
-			MaxInFlight:      DefaultMaxInFlight,
-			MaxQueued:        DefaultMaxQueued,
+			TrustAnnotations: true, Prefix: true,
+			StartupTimeout: 10 * time.Second,
+			Required:       true,
+			MaxInFlight:    DefaultMaxInFlight,
+			MaxQueued:      DefaultMaxQueued,
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -216,6 +216,8 @@ inherit_env = ["AWS_PROFILE"]
 hide = ["debug_*", "x?"]
 read_only = ["get_*"]
 trust_annotations = false
+prefix = false
+roots = ["file:///data", "file:///srv/a%20b"]
 startup_timeout = "250ms"
 required = false
 max_in_flight = 3
@@ -314,6 +316,7 @@ rate_burst = 10
 			Hide:             []string{"debug_*", "x?"},
 			ReadOnly:         []string{"get_*"},
 			TrustAnnotations: false,
+			Roots:            []string{"file:///data", "file:///srv/a%20b"},
 			StartupTimeout:   250 * time.Millisecond,
 			Required:         false,
 			MaxInFlight:      3,
@@ -329,6 +332,7 @@ rate_burst = 10
 			Hide:             []string{"admin_*"},
 			ReadOnly:         []string{"find"},
 			TrustAnnotations: false,
+			Prefix:           true,
 			StartupTimeout:   3 * time.Second,
 			Required:         false,
 			MaxInFlight:      8,
@@ -640,6 +644,17 @@ func TestErrors(t *testing.T) {
 			name: "server not a table",
 			src:  "[servers]\na = \"x\"\n",
 			want: `mcpmux.toml:2: [servers] a: must be a table, not a string`,
+		},
+		{
+			name: "root not a file URI",
+			src:  "[servers.docs]\ncommand = \"x\"\nroots = [\"file:///ok\", \"https://x/y\", \"data\"]\n",
+			want: `mcpmux.toml:3: [servers.docs] roots[1]: invalid root "https://x/y": give an absolute file URI, such as "file:///data"` + "\n" +
+				`mcpmux.toml:3: [servers.docs] roots[2]: invalid root "data": give an absolute file URI, such as "file:///data"`,
+		},
+		{
+			name: "prefix not a boolean",
+			src:  "[servers.docs]\ncommand = \"x\"\nprefix = \"no\"\n",
+			want: `mcpmux.toml:3: [servers.docs] prefix: must be a boolean (true or false), not a string`,
 		},
 		{
 			name: "alias with underscore",

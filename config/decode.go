@@ -133,6 +133,7 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 	s := Server{
 		Alias:            alias,
 		TrustAnnotations: true,
+		Prefix:           true,
 		StartupTimeout:   DefaultStartupTimeout,
 		Required:         true,
 		MaxInFlight:      l.MaxInFlight,
@@ -205,6 +206,14 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 	t.patterns("hide", &s.Hide)
 	t.patterns("read_only", &s.ReadOnly)
 	t.boolean("trust_annotations", &s.TrustAnnotations)
+	t.boolean("prefix", &s.Prefix)
+	if t.strs("roots", &s.Roots) {
+		for i, r := range s.Roots {
+			if msg := rootProblem(r); msg != "" {
+				t.elemErrorf("roots", i, "%s", msg)
+			}
+		}
+	}
 	t.duration("startup_timeout", &s.StartupTimeout)
 	t.boolean("required", &s.Required)
 	t.positive("max_in_flight", &s.MaxInFlight)
@@ -212,6 +221,16 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 	t.refuse(serverLater)
 	t.finish()
 	return s
+}
+
+// rootProblem says what is wrong with a root the child is told of, or "".
+// The protocol has roots be file URIs.
+func rootProblem(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "file" || u.Path == "" || !strings.HasPrefix(u.Path, "/") {
+		return fmt.Sprintf(`invalid root %q: give an absolute file URI, such as "file:///data"`, s)
+	}
+	return ""
 }
 
 // onlyWith reports each of keys present in a server that has have, saying

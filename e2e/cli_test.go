@@ -182,7 +182,7 @@ func TestCLIValidate(t *testing.T) {
 					ts.Server{Alias: "docs", Extra: "bogus_key = true"},
 					ts.Server{Alias: "x", Extra: `url = "https://example.com/mcp"`})
 				lab.WritePolicy(t, "admin", "allow = [\n  \"*\",\n  \"docs__a.b\",\n]\n")
-				lab.WritePolicy(t, "reader", "# a typo\nalow = [\"x\"]\ndeny = 3\n")
+				lab.WritePolicy(t, "reader", "# a typo\nalow = [\"x\"]\ndeny = 3\nallow_resources = [\"docs\", 1]\n")
 				lab.WritePolicy(t, "writer", "allow = [")
 				admin, reader := filepath.Join(lab.PolicyDir, "admin.toml"), filepath.Join(lab.PolicyDir, "reader.toml")
 				return lab.Config, []string{
@@ -191,8 +191,9 @@ func TestCLIValidate(t *testing.T) {
 					at(t, lab.Config, "url = ") + " [servers.x] url: cannot be set with command",
 					reader + `:2: unknown key "alow"`,
 					reader + `:3: deny must be an array of strings, not an integer`,
+					reader + `:4: allow_resources must contain only strings, not an integer`,
 					filepath.Join(lab.PolicyDir, "writer.toml") + ":1: ",
-					admin + `:3: warning: allow pattern "docs__a.b" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
+					admin + `:3: warning: allow pattern "docs__a.b" can never match: exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
 				}
 			},
 			code: 3,
@@ -201,13 +202,14 @@ func TestCLIValidate(t *testing.T) {
 			name: "patterns that can never match are warnings",
 			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
-				lab.WritePolicy(t, "admin", "allow = [\"*\", \"gh__*\"]\n")
+				lab.WritePolicy(t, "admin", "allow = [\"*\", \"gh__*\"]\nallow_resources = [\"tick*\", \"wiki\"]\n")
 				lab.WritePolicy(t, "reader", "allow = [\"docs__*\"]\ndeny = [\n  \"docs__delete.repo\",\n  \"tickets__delete_[a-z]*\",\n]\n")
 				admin, reader := filepath.Join(lab.PolicyDir, "admin.toml"), filepath.Join(lab.PolicyDir, "reader.toml")
 				return lab.Config, []string{
 					admin + `:1: warning: allow pattern "gh__*" can never match: no server gh`,
-					reader + `:3: warning: deny pattern "docs__delete.repo" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
-					reader + `:4: warning: deny pattern "tickets__delete_[a-z]*" can never match: exposed tool names have only A-Z, a-z, 0-9, '_' and '-', not '[' (a pattern has no [...] classes, only * and ?)`,
+					admin + `:2: warning: allow_resources pattern "wiki" can never match: no server wiki`,
+					reader + `:3: warning: deny pattern "docs__delete.repo" can never match: exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not '.'`,
+					reader + `:4: warning: deny pattern "tickets__delete_[a-z]*" can never match: exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not '[' (a pattern has no [...] classes, only * and ?)`,
 				}
 			},
 			code:   0,

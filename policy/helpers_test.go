@@ -13,3 +13,8 @@ func writeFile(t testing.TB, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// tool returns the Item a policy is asked about for a tool.
+func tool(name string, readOnly bool) Item {
+	return Item{Kind: Tool, Name: name, ReadOnly: readOnly}
+}

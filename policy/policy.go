@@ -1,12 +1,18 @@
-// Package policy owns mcpmux's policy files: it parses them, matches tool
-// names against them, and watches the policy directory so that an edited
-// policy takes effect without a restart.
+// Package policy owns mcpmux's policy files: it parses them, answers
+// whether an identity may see and use a tool, prompt or resource, and
+// watches the policy directory so that an edited policy takes effect
+// without a restart.
 //
 // Each identity has one file, <identity>.toml, in the policy directory:
 //
-//	allow = ["docs__*"]              # tools this identity may see and call
+//	allow = ["docs__*"]              # tools and prompts this identity may see and use
 //	allow_read_only = ["tickets__*"] # the same, but only read-only tools
 //	deny = ["*__delete_*"]           # wins over both allows
+//	allow_resources = ["docs"]       # servers whose resources it may list and read
+//
+// allow, allow_read_only and deny are globs over exposed names;
+// allow_resources is globs over server aliases, since exposed resource URIs
+// are a rewrite scheme nobody should write globs over.
 //
 // The format is strict: an unknown key, a value of the wrong type or an
 // empty pattern is an error, reported as FILE:LINE: message, because a typo
@@ -45,7 +51,7 @@ type Policy struct {
 	Identity string // the file name without ".toml"
 	File     string // the file the policy was read from
 
-	allow, allowReadOnly, deny glob.Set
+	allow, allowReadOnly, deny, allowResources glob.Set
 
 	// rules holds the patterns as written, each list sorted and
 	// de-duplicated, so that two policies with the same meaning compare
@@ -63,17 +69,75 @@ type rule struct {
 	line    int
 }
 
-// Allows reports whether the policy lets its identity see and call the tool
-// with the given exposed name. readOnly reports whether the tool is
-// read-only. A nil policy allows nothing.
+// Kind is the kind of thing a client may be allowed to see and use.
+type Kind uint8
+
+// The kinds of Item.
+const (
+	Tool Kind = iota + 1
+	Prompt
+	Resource
+)
+
+var kindNames = [...]string{Tool: "tool", Prompt: "prompt", Resource: "resource"}
+
+// String returns "tool", "prompt" or "resource", for logs.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Item is what a policy is asked about: a tool, a prompt, or a resource or
+// resource template.
+type Item struct {
+	Kind Kind
+	// Name is the exposed name of a tool or prompt. Resources are granted
+	// by server, so a resource's Name is not consulted.
+	Name string
+	// Server is the alias of the server that owns the item. Only resources
+	// are granted by it.
+	Server string
+	// ReadOnly reports whether a tool is read-only. Only tools have it.
+	ReadOnly bool
+}
+
+// Permits reports whether the policy lets its identity see and use it:
 //
-// Allows is called on every tool call, so it takes no locks and allocates
-// nothing (see TestAllowsDoesNotAllocate).
-func (p *Policy) Allows(name string, readOnly bool) bool {
-	if p == nil || p.deny.Match(name) {
+//   - a tool when its name matches allow, or allow_read_only and the tool
+//     is read-only, and does not match deny;
+//   - a prompt when its name matches allow and not deny (a prompt is
+//     never read-only, so allow_read_only does not grant it);
+//   - a resource when its server's alias matches allow_resources (deny is
+//     over exposed names and does not apply).
+//
+// A nil policy permits nothing, and neither does any policy an item of an
+// unknown kind.
+//
+// Permits is called on every call, read and list entry, so it takes no
+// locks and allocates nothing (see TestPermitsDoesNotAllocate).
+func (p *Policy) Permits(it Item) bool {
+	if p == nil {
 		return false
 	}
-	return p.allow.Match(name) || readOnly && p.allowReadOnly.Match(name)
+	switch it.Kind {
+	case Tool:
+		return !p.deny.Match(it.Name) && (p.allow.Match(it.Name) || it.ReadOnly && p.allowReadOnly.Match(it.Name))
+	case Prompt:
+		return !p.deny.Match(it.Name) && p.allow.Match(it.Name)
+	case Resource:
+		return it.Server != "" && p.allowResources.Match(it.Server)
+	}
+	return false
+}
+
+// Allows reports whether the policy lets its identity see and call the tool
+// with the given exposed name; it is Permits of a Tool.
+//
+// Deprecated: kept while package mux moves to Permits.
+func (p *Policy) Allows(name string, readOnly bool) bool {
+	return p.Permits(Item{Kind: Tool, Name: name, ReadOnly: readOnly})
 }
 
 // sameRules reports whether p and q grant exactly the same access. Two nil
@@ -158,7 +222,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 	for _, r := range rules {
 		byKey[r.key] = append(byKey[r.key], r.pattern)
 	}
-	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny}
+	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny, &p.allowResources}
 	for k, pats := range byKey {
 		// Compile reports nothing for patterns parseRules accepted; the
 		// check stays so that a stricter glob cannot be ignored here.
@@ -194,10 +258,15 @@ const (
 	keyAllow = iota
 	keyAllowReadOnly
 	keyDeny
+	keyAllowResources
 	numKeys
 )
 
-var keyNames = [numKeys]string{"allow", "allow_read_only", "deny"}
+var keyNames = [numKeys]string{"allow", "allow_read_only", "deny", "allow_resources"}
+
+// keyList is the keys for messages: "allow, allow_read_only, deny and
+// allow_resources".
+var keyList = strings.Join(keyNames[:numKeys-1], ", ") + " and " + keyNames[numKeys-1]
 
 var utf8BOM = []byte("\ufeff")
 
@@ -226,7 +295,7 @@ func parseRules(file string, data []byte) ([]rule, error) {
 		expr := p.Expression()
 		key, keyLine := keyOf(&p, expr)
 		if expr.Kind != unstable.KeyValue {
-			report(keyLine, "unexpected table [%s]: a policy has only the keys allow, allow_read_only and deny", key)
+			report(keyLine, "unexpected table [%s]: a policy has only the keys %s", key, keyList)
 			continue
 		}
 		k := slices.Index(keyNames[:], key)

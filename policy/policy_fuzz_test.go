@@ -12,11 +12,15 @@ import (
 // FuzzParse checks that Parse never panics; that a refused file gets
 // errors naming the file, each one line, at a line within the file (or at
 // none, for a syntax error go-toml cannot place); and that an accepted file
-// means what it says: written back out, it parses to the same rules, and
-// the same file with a byte order mark or a trailing comment does too.
+// means what it says: a deny wins for tools and prompts, a prompt is
+// granted as a tool that writes, resources go by allow_resources alone;
+// written back out, it parses to the same rules, and the same file with a
+// byte order mark or a trailing comment does too.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`allow = ["docs__*"]` + "\n" + `deny = ["*__delete_*"]` + "\n"))
 	f.Add([]byte("allow = [\n  \"a\",\n  1,\n]\ndeny = \"x\"\n[t]\n"))
+	f.Add([]byte("allow_resources = [\"docs\", \"tick*\"]\ndeny = [\"docs\", \"*\"]\n"))
+	f.Add([]byte("allow_resources = [\n  'a',\n  '',\n  2,\n]\nallow_resources = []\n"))
 	const file = "policies/reader.toml"
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(file, data)
@@ -39,11 +43,18 @@ func FuzzParse(f *testing.F) {
 		_ = p.String()
 		for _, name := range []string{"", "docs__search", "a", strings.Repeat("x", 128)} {
 			// A deny wins over both allows.
-			if p.deny.Match(name) && (p.Allows(name, true) || p.Allows(name, false)) {
+			if p.deny.Match(name) && (p.Permits(tool(name, true)) || p.Permits(tool(name, false))) {
 				t.Fatalf("%q is denied and allowed", name)
 			}
-			if p.Allows(name, false) && !p.Allows(name, true) {
+			if p.Permits(tool(name, false)) && !p.Permits(tool(name, true)) {
 				t.Fatalf("%q is allowed, but not when read-only", name)
+			}
+			if p.Permits(Item{Kind: Prompt, Name: name}) != p.Permits(tool(name, false)) {
+				t.Fatalf("prompt %q and a tool of that name that writes differ", name)
+			}
+			want := name != "" && p.allowResources.Match(name)
+			if got := p.Permits(Item{Kind: Resource, Name: name, Server: name}); got != want {
+				t.Fatalf("resources of server %q: permitted %v, allow_resources says %v", name, got, want)
 			}
 		}
 		variants := [][]byte{append(bytes.Clone(data), "\n# a comment\n"...)}

@@ -11,7 +11,7 @@ import (
 const testFile = "policies/reader.toml"
 
 func TestParse(t *testing.T) {
-	type rules struct{ allow, allowReadOnly, deny []string }
+	type rules struct{ allow, allowReadOnly, deny, allowResources []string }
 	tests := []struct {
 		name string
 		data string
@@ -25,8 +25,14 @@ func TestParse(t *testing.T) {
 			data: `allow = ["docs__*"]
 allow_read_only = ["tickets__*"]
 deny = ["*__delete_*"]
+allow_resources = ["docs", "tick*"]
 `,
-			want: rules{[]string{"docs__*"}, []string{"tickets__*"}, []string{"*__delete_*"}},
+			want: rules{[]string{"docs__*"}, []string{"tickets__*"}, []string{"*__delete_*"}, []string{"docs", "tick*"}},
+		},
+		{
+			name: "allow_resources alone, multi-line, sorted",
+			data: "allow_resources = [\n  'wiki',\n  \"docs\", # main\n  \"wiki\",\n]\n",
+			want: rules{allowResources: []string{"docs", "wiki"}},
 		},
 		{
 			name: "multi-line arrays with comments and trailing comma",
@@ -58,8 +64,8 @@ deny = [] # nothing yet
 			if p.Identity != "reader" || p.File != testFile {
 				t.Errorf("Identity, File = %q, %q; want reader, %q", p.Identity, p.File, testFile)
 			}
-			got := rules{p.rules[keyAllow], p.rules[keyAllowReadOnly], p.rules[keyDeny]}
-			for i, pair := range [][2][]string{{got.allow, tt.want.allow}, {got.allowReadOnly, tt.want.allowReadOnly}, {got.deny, tt.want.deny}} {
+			got := rules{p.rules[keyAllow], p.rules[keyAllowReadOnly], p.rules[keyDeny], p.rules[keyAllowResources]}
+			for i, pair := range [][2][]string{{got.allow, tt.want.allow}, {got.allowReadOnly, tt.want.allowReadOnly}, {got.deny, tt.want.deny}, {got.allowResources, tt.want.allowResources}} {
 				if !slices.Equal(pair[0], pair[1]) {
 					t.Errorf("%s = %q; want %q", keyNames[i], pair[0], pair[1])
 				}
@@ -95,14 +101,14 @@ func TestParseErrors(t *testing.T) {
 			name: "table",
 			data: "allow = []\n[allow]\nx = 1\n",
 			want: []string{
-				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only and deny`,
+				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only, deny and allow_resources`,
 				`policies/reader.toml:3: unknown key "x"`,
 			},
 		},
 		{
 			name: "array of tables",
 			data: "\n[[rules]]\n",
-			want: []string{`policies/reader.toml:2: unexpected table [rules]: a policy has only the keys allow, allow_read_only and deny`},
+			want: []string{`policies/reader.toml:2: unexpected table [rules]: a policy has only the keys allow, allow_read_only, deny and allow_resources`},
 		},
 		{
 			name: "string, not array",
@@ -159,6 +165,34 @@ func TestParseErrors(t *testing.T) {
 			name: "duplicate key",
 			data: "allow = [\"a\"]\n\"allow\" = [\"b\"]\n",
 			want: []string{`policies/reader.toml:2: duplicate key "allow" (first set on line 1)`},
+		},
+		{
+			name: "allow_resources is a list",
+			data: "allow = []\nallow_resources = \"docs\"\n",
+			want: []string{`policies/reader.toml:2: allow_resources must be an array of strings, not a string`},
+		},
+		{
+			name: "allow_resources holds strings",
+			data: "allow_resources = [\n  \"docs\",\n  {alias = \"x\"},\n  '',\n]\n",
+			want: []string{
+				`policies/reader.toml:3: allow_resources must contain only strings, not a table`,
+				`policies/reader.toml:4: empty pattern in allow_resources`,
+			},
+		},
+		{
+			name: "allow_resources twice",
+			data: "allow_resources = [\"a\"]\n\nallow_resources = [\"b\"]\n",
+			want: []string{`policies/reader.toml:3: duplicate key "allow_resources" (first set on line 1)`},
+		},
+		{
+			name: "resource keys that do not exist",
+			data: "allow_resource = [\"docs\"]\nallow_prompts = [\"*\"]\nAllow_Resources = []\n[allow_resources]\n",
+			want: []string{
+				`policies/reader.toml:1: unknown key "allow_resource"`,
+				`policies/reader.toml:2: unknown key "allow_prompts"`,
+				`policies/reader.toml:3: unknown key "Allow_Resources"`,
+				`policies/reader.toml:4: unexpected table [allow_resources]: a policy has only the keys allow, allow_read_only, deny and allow_resources`,
+			},
 		},
 		{
 			name: "every problem is reported",
@@ -245,7 +279,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Identity != "reader" || p.File != path || !p.Allows("docs__x", false) {
+	if p.Identity != "reader" || p.File != path || !p.Permits(tool("docs__x", false)) {
 		t.Errorf("ParseFile = %+v", p)
 	}
 
@@ -266,93 +300,160 @@ func TestParseFile(t *testing.T) {
 	}
 }
 
-func TestAllows(t *testing.T) {
+func TestPermits(t *testing.T) {
 	p, err := Parse(testFile, []byte(`
-allow = ["docs__*", "wiki__page_get"]
-allow_read_only = ["tickets__*"]
-deny = ["*__delete_*", "docs__admin"]
+allow = ["docs__*", "wiki__page_get", "ask"]
+allow_read_only = ["tickets__*", "tpl__*"]
+deny = ["*__delete_*", "docs__admin", "docs"]
+allow_resources = ["docs", "tick*"]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
+	prompt := func(name string) Item { return Item{Kind: Prompt, Name: name} }
+	resource := func(server string) Item { return Item{Kind: Resource, Server: server} }
 	tests := []struct {
-		name     string
-		readOnly bool
-		want     bool
+		it   Item
+		want bool
 	}{
-		{"docs__search", false, true},
-		{"docs__search", true, true},
-		{"wiki__page_get", false, true},
-		{"wiki__page_get_all", false, false},
-		{"tickets__list", true, true},
-		{"tickets__list", false, false}, // read-only grant, but the tool writes
-		{"tickets__create", false, false},
-		{"docs__delete_page", false, false},  // deny wins over allow
-		{"tickets__delete_all", true, false}, // deny wins over allow_read_only
-		{"docs__admin", true, false},
-		{"other__search", true, false},
-		{"", true, false},
-		{"docs__", false, true},
+		{tool("docs__search", false), true},
+		{tool("docs__search", true), true},
+		{tool("wiki__page_get", false), true},
+		{tool("wiki__page_get_all", false), false},
+		{tool("tickets__list", true), true},
+		{tool("tickets__list", false), false}, // read-only grant, but the tool writes
+		{tool("tickets__create", false), false},
+		{tool("docs__delete_page", false), false},  // deny wins over allow
+		{tool("tickets__delete_all", true), false}, // deny wins over allow_read_only
+		{tool("docs__admin", true), false},
+		{tool("other__search", true), false},
+		{tool("", true), false},
+		{tool("docs__", false), true},
+		{Item{Kind: Tool, Name: "docs__search", Server: "elsewhere"}, true}, // tools go by name alone
+		{Item{Kind: Tool, Name: "other__x", Server: "docs"}, false},         // allow_resources grants no tools
+
+		{prompt("docs__summarize"), true},
+		{prompt("ask"), true},                 // an unprefixed child's prompt
+		{prompt("docs__delete_draft"), false}, // deny wins
+		{prompt("docs__admin"), false},
+		{prompt("tpl__greeting"), false}, // allow_read_only never grants a prompt
+		{Item{Kind: Prompt, Name: "tpl__greeting", ReadOnly: true}, false},
+		{prompt("tickets__x"), false},
+		{Item{Kind: Prompt, Name: "other__x", Server: "docs"}, false}, // allow_resources grants no prompts
+		{prompt(""), false},
+
+		{resource("docs"), true},
+		{resource("tickets"), true},
+		{resource("tick"), true},
+		{resource("wiki"), false},  // allowed tools, but no resources
+		{resource("docs2"), false}, // globs match whole aliases
+		{resource(""), false},
+		{Item{Kind: Resource, Name: "docs__delete_x", Server: "docs"}, true}, // deny is over names, not resources
+		{Item{Kind: Resource, Name: "docs__search", Server: "wiki"}, false},  // resources go by server alone
+
+		{Item{Name: "docs__search", Server: "docs"}, false}, // no kind
+		{Item{Kind: Resource + 1, Name: "docs__search", Server: "docs"}, false},
 	}
 	for _, tt := range tests {
-		if got := p.Allows(tt.name, tt.readOnly); got != tt.want {
-			t.Errorf("Allows(%q, readOnly=%v) = %v; want %v", tt.name, tt.readOnly, got, tt.want)
+		if got := p.Permits(tt.it); got != tt.want {
+			t.Errorf("Permits(%+v) = %v; want %v", tt.it, got, tt.want)
+		}
+		if tt.it.Kind == Tool {
+			if got := p.Allows(tt.it.Name, tt.it.ReadOnly); got != tt.want {
+				t.Errorf("Allows(%q, %v) = %v; want %v", tt.it.Name, tt.it.ReadOnly, got, tt.want)
+			}
 		}
 	}
 
 	var nilPolicy *Policy
-	if nilPolicy.Allows("docs__search", true) {
-		t.Error("nil policy allows")
-	}
-	empty, err := Parse(testFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if empty.Allows("docs__search", true) {
-		t.Error("empty policy allows")
+	empty := mustParse(t, "reader", "")
+	for _, it := range []Item{tool("docs__search", true), prompt("docs__summarize"), resource("docs")} {
+		if nilPolicy.Permits(it) {
+			t.Errorf("nil policy permits %+v", it)
+		}
+		if empty.Permits(it) {
+			t.Errorf("empty policy permits %+v", it)
+		}
 	}
 }
 
-func TestAllowsDoesNotAllocate(t *testing.T) {
+// Without allow_resources nobody sees resources, however much else is
+// allowed.
+func TestNoResourcesWithoutAllowResources(t *testing.T) {
+	p := mustParse(t, "admin", "allow = [\"*\"]\nallow_read_only = [\"*\"]\n")
+	if p.Permits(Item{Kind: Resource, Name: "docs__x", Server: "docs"}) {
+		t.Error(`allow = ["*"] grants resources`)
+	}
+	if !p.Permits(Item{Kind: Prompt, Name: "docs__x"}) || !p.Permits(tool("docs__x", false)) {
+		t.Error(`allow = ["*"] does not grant tools and prompts`)
+	}
+}
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{Tool: "tool", Prompt: "prompt", Resource: "resource", 0: "Kind(0)", 9: "Kind(9)"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q; want %q", k, got, want)
+		}
+	}
+}
+
+func TestPermitsDoesNotAllocate(t *testing.T) {
 	p, err := Parse(testFile, []byte(`
 allow = ["docs__*", "wiki__page_?et"]
 allow_read_only = ["*tickets*__*"]
 deny = ["*__delete_*"]
+allow_resources = ["do?s", "tick*", "*-files"]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Long names too: real tool names often pass 32 characters.
 	names := []string{
 		"docs__search",
 		"wiki__page_get",
 		"tickets__list",
 		"ünïcödé__tööl",
+		"github__create_pull_request_review_comment",
 	}
+	aliases := []string{"docs", "tickets", "shared-files", "wiki", "ünïcödé"}
+	var items []Item
 	for _, name := range names {
-		if n := testing.AllocsPerRun(100, func() { p.Allows(name, true) }); n != 0 {
-			t.Errorf("Allows(%q) allocates %v times per call", name, n)
+		items = append(items, tool(name, true), tool(name, false), Item{Kind: Prompt, Name: name})
+	}
+	for _, alias := range aliases {
+		items = append(items, Item{Kind: Resource, Name: "docs__search", Server: alias})
+	}
+	for _, it := range items {
+		if n := testing.AllocsPerRun(100, func() { p.Permits(it) }); n != 0 {
+			t.Errorf("Permits(%+v) allocates %v times per call", it, n)
 		}
 	}
-
-	// Long names too: real tool names often pass 32 characters.
-	long := "github__create_pull_request_review_comment"
-	if n := testing.AllocsPerRun(100, func() { p.Allows(long, true) }); n != 0 {
-		t.Errorf("Allows(%q) allocates %v times per call", long, n)
+	if n := testing.AllocsPerRun(100, func() { p.Allows(names[0], true) }); n != 0 {
+		t.Errorf("Allows allocates %v times per call", n)
 	}
 }
 
-func BenchmarkAllows(b *testing.B) {
+func BenchmarkPermits(b *testing.B) {
 	p, err := Parse(testFile, []byte(`
 allow = ["docs__*", "wiki__*"]
 allow_read_only = ["tickets__*"]
 deny = ["*__delete_*"]
+allow_resources = ["docs", "tick*"]
 `))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		p.Allows("tickets__list_open", true)
+	for _, it := range []Item{
+		tool("tickets__list_open", true),
+		{Kind: Prompt, Name: "wiki__summarize_page"},
+		{Kind: Resource, Server: "tickets"},
+	} {
+		b.Run(it.Kind.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.Permits(it)
+			}
+		})
 	}
 }
 
@@ -364,8 +465,8 @@ func TestErrorWithoutLine(t *testing.T) {
 }
 
 func TestPolicyString(t *testing.T) {
-	p := mustParse(t, "reader", "deny = [\"b\"]\nallow = [\"x\", \"a\"]\n")
-	if got, want := p.String(), `allow = ["a", "x"]; deny = ["b"]`; got != want {
+	p := mustParse(t, "reader", "allow_resources = [\"tick*\", \"docs\"]\ndeny = [\"b\"]\nallow = [\"x\", \"a\"]\n")
+	if got, want := p.String(), `allow = ["a", "x"]; deny = ["b"]; allow_resources = ["docs", "tick*"]`; got != want {
 		t.Errorf("String() = %s; want %s", got, want)
 	}
 	var nilPolicy *Policy

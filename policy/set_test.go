@@ -42,10 +42,10 @@ func TestLoadDir(t *testing.T) {
 	if set.Generation() != 1 {
 		t.Errorf("Generation = %d; want 1", set.Generation())
 	}
-	if p := set.For("writer"); p == nil || !p.Allows("docs__x", false) || p.File != filepath.Join(dir, "writer.toml") {
+	if p := set.For("writer"); p == nil || !p.Permits(tool("docs__x", false)) || p.File != filepath.Join(dir, "writer.toml") {
 		t.Errorf("For(writer) = %+v; want the policy read through the symlinks", p)
 	}
-	if p := set.For("empty"); p == nil || p.Allows("docs__x", true) {
+	if p := set.For("empty"); p == nil || p.Permits(tool("docs__x", true)) {
 		t.Errorf("For(empty) = %v; want a policy that allows nothing", p)
 	}
 	if p := set.For("broken"); p != nil {
@@ -114,6 +114,23 @@ func TestChanged(t *testing.T) {
 			name: "rule moved to another key",
 			old:  sets(map[string]string{"a": `allow = ["x"]`}),
 			new:  sets(map[string]string{"a": `allow_read_only = ["x"]`}),
+			want: []string{"a"},
+		},
+		{
+			name: "only allow_resources changed",
+			old:  sets(map[string]string{"a": "allow = [\"x\"]\nallow_resources = [\"docs\"]\n"}),
+			new:  sets(map[string]string{"a": "allow = [\"x\"]\nallow_resources = [\"docs\", \"tick*\"]\n"}),
+			want: []string{"a"},
+		},
+		{
+			name: "allow_resources written differently",
+			old:  sets(map[string]string{"a": `allow_resources = ["tick*", "docs"]`}),
+			new:  sets(map[string]string{"a": "allow_resources = [\n  'docs',\n  \"tick*\",\n  'docs',\n]\n"}),
+		},
+		{
+			name: "a name moved from allow to allow_resources",
+			old:  sets(map[string]string{"a": `allow = ["docs"]`}),
+			new:  sets(map[string]string{"a": `allow_resources = ["docs"]`}),
 			want: []string{"a"},
 		},
 		{

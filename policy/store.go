@@ -42,9 +42,10 @@ type Store struct {
 
 	mu sync.Mutex // serializes reloads
 
-	// names, once set by WarnUnmatchable, is what exposed names look like,
-	// so that reloads can warn about patterns that match none. Guarded by mu.
-	names *exposedNames
+	// servers, once set by WarnUnmatchable, is what patterns are checked
+	// against, so that reloads can warn about patterns that match nothing.
+	// Guarded by mu.
+	servers *Servers
 
 	// onReload, if set, is told the outcome of every reload Watch does.
 	onReload func(error)
@@ -54,20 +55,15 @@ type Store struct {
 	testHookWatching func()
 }
 
-// exposedNames is what Unmatchable needs to know about exposed names.
-type exposedNames struct {
-	separator string
-	aliases   []string
-}
-
 // WarnUnmatchable logs a warning for every pattern of the current policies
-// that can never match an exposed name (see Policy.Unmatchable), and has
-// every later reload warn about the policies it changes.
-func (s *Store) WarnUnmatchable(separator string, aliases []string) {
+// that can never match (see Policy.Unmatchable), and has every later reload
+// warn about the policies it changes.
+func (s *Store) WarnUnmatchable(servers Servers) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.names = &exposedNames{separator, slices.Clone(aliases)}
-	for _, w := range s.cur.Load().Unmatchable(separator, aliases) {
+	servers.Aliases = slices.Clone(servers.Aliases)
+	s.servers = &servers
+	for _, w := range s.cur.Load().Unmatchable(servers) {
 		s.logWarning(w)
 	}
 }
@@ -144,9 +140,9 @@ func (s *Store) reload() (old, cur *Set, err error) {
 	}
 	s.cur.Store(next)
 	s.log.Info().Str("dir", s.dir).Strs("changed", changed).Uint64("generation", next.gen).Msg("policies reloaded")
-	if s.names != nil {
+	if s.servers != nil {
 		for _, id := range changed {
-			for _, w := range next.For(id).Unmatchable(s.names.separator, s.names.aliases) {
+			for _, w := range next.For(id).Unmatchable(*s.servers) {
 				s.logWarning(w)
 			}
 		}

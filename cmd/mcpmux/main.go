@@ -120,7 +120,7 @@ func load(path string, stderr io.Writer) (*loaded, int) {
 		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
 		return nil, exitBadConfig
 	}
-	policies.WarnUnmatchable(cfg.Mux.Separator, aliases(cfg))
+	policies.WarnUnmatchable(servers(cfg))
 	return &loaded{cfg: cfg, log: log, policies: policies}, exitOK
 }
 
@@ -180,7 +180,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, p)
 	}
 	bad = bad || len(problems) > 0
-	for _, w := range set.Unmatchable(cfg.Mux.Separator, aliases(cfg)) {
+	for _, w := range set.Unmatchable(servers(cfg)) {
 		fmt.Fprintln(stderr, w)
 	}
 	if bad {
@@ -190,11 +190,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// aliases returns the configured servers' aliases.
-func aliases(cfg *config.Config) []string {
-	out := make([]string, len(cfg.Servers))
+// servers returns what policy warnings check patterns against.
+func servers(cfg *config.Config) policy.Servers {
+	out := policy.Servers{Separator: cfg.Mux.Separator, Aliases: make([]string, len(cfg.Servers))}
 	for i, s := range cfg.Servers {
-		out[i] = s.Alias
+		out.Aliases[i] = s.Alias
 	}
 	return out
 }

@@ -138,8 +138,8 @@ func (s *Store) reload() (old, cur *Set, err error) {
 	if len(changed) == 0 {
 		return old, old, nil
 	}
-	s.cur.Store(next)
-	s.log.Info().Str("dir", s.dir).Strs("changed", changed).Uint64("generation", next.gen).Msg("policies reloaded")
+	// Warned about before they are published, so that whoever sees the
+	// new policies can find their warnings logged (the tests rely on it).
 	if s.servers != nil {
 		for _, id := range changed {
 			for _, w := range next.For(id).Unmatchable(*s.servers) {
@@ -147,6 +147,8 @@ func (s *Store) reload() (old, cur *Set, err error) {
 			}
 		}
 	}
+	s.cur.Store(next)
+	s.log.Info().Str("dir", s.dir).Strs("changed", changed).Uint64("generation", next.gen).Msg("policies reloaded")
 	return old, next, nil
 }
 

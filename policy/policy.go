@@ -112,8 +112,9 @@ type Item struct {
 //   - a resource when its server's alias matches allow_resources (deny is
 //     over exposed names and does not apply).
 //
-// A nil policy permits nothing, and neither does any policy an item of an
-// unknown kind.
+// A nil policy permits nothing, and no policy permits an item of an
+// unknown kind (the zero Kind among them), so an Item built without its
+// Kind grants nothing.
 //
 // Permits is called on every call, read and list entry, so it takes no
 // locks and allocates nothing (see TestPermitsDoesNotAllocate).

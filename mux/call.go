@@ -11,6 +11,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/config"
 )
 
 // Decision says whether a call was let through, and if not, why. The caller
@@ -36,7 +38,7 @@ const (
 	OutcomeTimeout     Outcome = "timeout"
 	OutcomeInterrupted Outcome = "interrupted"
 	OutcomeRetried     Outcome = "retried"
-	// OutcomeCancelled is a call its caller gave up on before the answer.
+	// OutcomeCancelled is a call its caller gave up on before the callAnswer.
 	OutcomeCancelled Outcome = "cancelled"
 	// OutcomeBusy is a call refused because its server had max_in_flight
 	// calls in flight and max_queued more waiting.
@@ -56,9 +58,26 @@ var ErrUnknownTool = errors.New("unknown tool")
 type Result struct {
 	Decision Decision
 	Outcome  Outcome
-	// Tool is the result to hand back; nil when Decision is unknown, hidden
-	// or denied (the caller answers with ErrUnknownTool instead).
+	// Raw is the child's result, to hand back as it is (resource URIs
+	// rewritten); nil when mcpmux answered itself.
+	Raw json.RawMessage
+	// Tool is mcpmux's own callAnswer when Raw is nil; both are nil when
+	// Decision is unknown, hidden or denied (the caller answers with
+	// ErrUnknownTool instead).
 	Tool *mcp.CallToolResult
+}
+
+// ToolResult returns the answer as mcp-go's type: the child's result
+// decoded, or mcpmux's own; nil when the call was refused as unknown.
+func (r Result) ToolResult() *mcp.CallToolResult {
+	if r.Raw == nil {
+		return r.Tool
+	}
+	res, err := mcp.ParseCallToolResult(&r.Raw)
+	if err != nil { // checked when it arrived; cannot happen
+		return mcp.NewToolResultError(err.Error())
+	}
+	return res
 }
 
 // CallTool sends one call through the whole pipeline, in this order:
@@ -76,12 +95,12 @@ type Result struct {
 func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
 	begun := time.Now()
 	cat := m.catalog.Load()
-	t, ok := cat.byName[name]
+	t, ok := cat.lookup(kindTool, name)
 	if !ok {
 		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
-	if !m.policies.Current().For(identity).Allows(t.name, t.readOnly) {
+	if !m.policies.Current().For(identity).Permits(t.item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
@@ -104,6 +123,12 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 	}
 	m.inflight.Add(1)
 	res, outcome, child := m.forward(ctx, t, raw)
+	result := Result{Decision: DecisionAllowed, Outcome: outcome}
+	if res.raw != nil {
+		result.Raw = res.raw
+	} else {
+		result.Tool = res.own
+	}
 	rec.Child = child
 	if m.inflight.Add(-1) == 0 {
 		select {
@@ -113,7 +138,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 	}
 	rec.Outcome = outcome
 	m.done(rec, begun)
-	return Result{Decision: DecisionAllowed, Outcome: outcome, Tool: res}
+	return result
 }
 
 // refused records a call whose name is not in the catalog and says why:
@@ -167,6 +192,15 @@ func argumentsObject(args any) (map[string]any, json.RawMessage, []int, error) {
 	return m, raw, levels, nil
 }
 
+// callAnswer is how a forwarded call is answered: the child's result as it is,
+// or one of mcpmux's own.
+type callAnswer struct {
+	raw json.RawMessage
+	own *mcp.CallToolResult
+}
+
+func own(r *mcp.CallToolResult) callAnswer { return callAnswer{own: r} }
+
 // stage is how far a call got before its context ended.
 type stage int
 
@@ -179,7 +213,7 @@ const (
 // forward calls the child once it has a slot of the child's max_in_flight
 // and the child is ready, and re-runs a read-only call once, in the same
 // slot, if the child died under it. child is the time from the slot on.
-func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *mcp.CallToolResult, outcome Outcome, child time.Duration) {
+func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	stop := context.AfterFunc(m.cut, func() { cut(context.Cause(m.cut)) })
@@ -189,10 +223,10 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *
 	g := m.admit.gate(t.child)
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
-			return mcp.NewToolResultError(g.busyMessage(t.child.alias)), OutcomeBusy, 0
+			return own(mcp.NewToolResultError(g.busyMessage(t.child.alias))), OutcomeBusy, 0
 		}
 		res, outcome := m.ctxEnded(ctx, t, stageQueued)
-		return res, outcome, 0
+		return own(res), outcome, 0
 	}
 	defer g.release()
 	m.observe.CallStarted(t.child.alias)
@@ -203,7 +237,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res *
 }
 
 // send is forward's part once the call has its slot.
-func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
 	for {
@@ -211,29 +245,28 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.Cal
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) && retried {
 				// The first attempt may have run: say so.
-				return mcp.NewToolResultError(fmt.Sprintf(
+				return own(mcp.NewToolResultError(fmt.Sprintf(
 					"server %s went away during the call to %s (%s); it was to be retried once, but %v",
-					t.child.alias, t.name, lostWhy, err)), OutcomeInterrupted
+					t.child.alias, t.name, lostWhy, err))), OutcomeInterrupted
 			}
 			if errors.Is(err, ErrUnavailable) {
-				return mcp.NewToolResultError(err.Error()), OutcomeUnavailable
+				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
 			}
-			return m.ctxEnded(ctx, t, at)
+			return ownEnded(m.ctxEnded(ctx, t, at))
 		}
 		at = stageSent
-		res, err := sess.callTool(ctx, t.orig, args)
+		raw, err := sess.callTool(ctx, t.orig, args)
+		if errors.Is(err, errMessageTooLarge) {
+			// The child did callAnswer; the caller is told what became of it.
+			return own(mcp.NewToolResultError(fmt.Sprintf(
+				"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
+				t.name, config.FormatSize(sess.limit)))), OutcomeToolError
+		}
 		if err == nil {
-			switch {
-			case retried:
-				return res, OutcomeRetried
-			case res.IsError:
-				return res, OutcomeToolError
-			default:
-				return res, OutcomeOK
-			}
+			return m.relayResult(t, raw, retried)
 		}
 		if ctx.Err() != nil {
-			return m.ctxEnded(ctx, t, at)
+			return ownEnded(m.ctxEnded(ctx, t, at))
 		}
 		if sess.failed(ctx, err) {
 			if (t.readOnly || neverDelivered(err)) && !retried {
@@ -246,13 +279,39 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (*mcp.Cal
 			if retried {
 				retry = "it was retried once and interrupted again"
 			}
-			return mcp.NewToolResultError(fmt.Sprintf(
+			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",
-				t.child.alias, t.name, sess.lostWhy, retry)), OutcomeInterrupted
+				t.child.alias, t.name, sess.lostWhy, retry))), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
-		return mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err)), OutcomeToolError
+		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err))), OutcomeToolError
 	}
+}
+
+func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return own(r), o }
+
+// relayResult checks a child's result and prepares it to be relayed as it
+// is, with the URIs of the child's resources in the form mcpmux exposes.
+func (m *Mux) relayResult(t *tool, raw json.RawMessage, retried bool) (callAnswer, Outcome) {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
+			t.child.alias, t.name, err))), OutcomeToolError
+	}
+	out, err := rewriteURIs(raw, resultToolCall, m.linkRewriter(t.child))
+	if err != nil {
+		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
+			t.child.alias, t.name, err))), OutcomeToolError
+	}
+	switch {
+	case retried:
+		return callAnswer{raw: out}, OutcomeRetried
+	case r.IsError:
+		return callAnswer{raw: out}, OutcomeToolError
+	}
+	return callAnswer{raw: out}, OutcomeOK
 }
 
 // neverDelivered reports errors that prove a remote child never received

@@ -103,10 +103,11 @@ func (l *callLab) start(identity, name, args string) *call {
 }
 
 func text(r Result) string {
-	if r.Tool == nil || len(r.Tool.Content) == 0 {
+	res := r.ToolResult()
+	if res == nil || len(res.Content) == 0 {
 		return ""
 	}
-	if tc, ok := r.Tool.Content[0].(mcp.TextContent); ok {
+	if tc, ok := res.Content[0].(mcp.TextContent); ok {
 		return tc.Text
 	}
 	return ""

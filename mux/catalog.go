@@ -4,186 +4,448 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
-// tool is one exposed tool: where it goes and how its arguments are checked.
-// It is immutable once built.
-type tool struct {
-	name     string // exposed
-	orig     string // the child's own name
-	child    *child
-	readOnly bool
-	def      mcp.Tool // as listed upstream: the child's definition under the exposed name
-	args     *argChecker
+// kind is one of the things a child offers. Tools, prompts, resources and
+// resource templates share one registry: the same entry type, naming,
+// hiding, merging and policy question.
+type kind uint8
+
+const (
+	kindTool kind = iota
+	kindPrompt
+	kindResource
+	kindTemplate
+	numKinds
+)
+
+// kindWire says how a kind appears on the wire (the list method, the member
+// of its result that holds the list, the member of each item that names it)
+// and in the log.
+var kindWire = [numKinds]struct{ list, member, key, label, logKey string }{
+	kindTool:     {string(mcp.MethodToolsList), "tools", "name", "tool", "child_tool"},
+	kindPrompt:   {string(mcp.MethodPromptsList), "prompts", "name", "prompt", "child_prompt"},
+	kindResource: {string(mcp.MethodResourcesList), "resources", "uri", "resource", "child_uri"},
+	kindTemplate: {string(mcp.MethodResourcesTemplatesList), "resourceTemplates", "uriTemplate", "resource template", "child_uri_template"},
 }
 
-// childCatalog is what one child offers, built once per tools/list.
+// entry is one exposed thing: what it is called upstream, where it goes, and
+// its definition as listed upstream. It is immutable once built.
+type entry struct {
+	kind     kind
+	name     string // exposed: a name, a URI or a URI template
+	orig     string // the child's own
+	child    *child
+	def      json.RawMessage // the child's definition under the exposed name, otherwise as sent
+	readOnly bool            // tools: safe to re-run
+	args     *argChecker     // tools: checks arguments
+	// bare is the form of an entry of a child with prefix = false; prefixed
+	// is its fallback, used when a server listed earlier exposes the same
+	// name. Both are nil for a prefixed child.
+	prefixed *entry
+	tmpl     *uriTemplate // templates of a child with prefix = false: routes bare URIs
+}
+
+// tool is the entry kind the call pipeline works with.
+type tool = entry
+
+// item is the policy's view of e.
+func (e *entry) item() policy.Item {
+	it := policy.Item{Name: e.name, Server: e.child.alias, ReadOnly: e.readOnly}
+	switch e.kind {
+	case kindTool:
+		it.Kind = policy.Tool
+	case kindPrompt:
+		it.Kind = policy.Prompt
+	default:
+		it.Kind = policy.Resource
+	}
+	return it
+}
+
+// childCatalog is what one child offers, built once per read of its lists.
 type childCatalog struct {
-	tools  []*tool
-	hidden []string // exposed forms of hidden tools, so the audit can say "hidden"
+	entries [numKinds][]*entry
+	hidden  []string // exposed forms of hidden tools and prompts, so the audit can say "hidden"
+	caps    mcp.ServerCapabilities
+}
+
+// tools returns the child's tools.
+func (cc *childCatalog) tools() []*entry { return cc.entries[kindTool] }
+
+// section is one kind's part of the merged catalog.
+type section struct {
+	list   []*entry // config order of servers, then each child's order
+	byName map[string]*entry
 }
 
 // catalog is the merged, immutable snapshot every call and list reads.
 type catalog struct {
-	tools  []*tool // config order of servers, then each child's order
-	byName map[string]*tool
+	kinds  [numKinds]section
 	hidden map[string]string // exposed form -> alias
-	wire   []byte            // the tools as listed, to tell whether anything changed
+	wire   [numKinds][]byte  // each kind as listed, to tell whether anything changed
+	// caps is what the children together offer, for the upstream initialize.
+	caps mcp.ServerCapabilities
+	// lists caches each kind's list as one identity's policy sees it,
+	// encoded, keyed by listKey: built on first use, dropped with the
+	// snapshot.
+	lists sync.Map
 }
 
-var emptyCatalog = &catalog{byName: map[string]*tool{}, hidden: map[string]string{}}
+type listKey struct {
+	kind   kind
+	policy *policy.Policy
+}
 
-// wireTool is a tool as a child lists it. Schemas stay raw: mcp-go's typed
-// schema drops keywords such as oneOf and $schema.
-type wireTool struct {
+var emptyCatalog = newCatalog()
+
+func newCatalog() *catalog {
+	c := &catalog{hidden: map[string]string{}}
+	for k := range c.kinds {
+		c.kinds[k].byName = map[string]*entry{}
+	}
+	return c
+}
+
+// lookup returns the entry of kind k exposed as name.
+func (c *catalog) lookup(k kind, name string) (*entry, bool) {
+	e, ok := c.kinds[k].byName[name]
+	return e, ok
+}
+
+// visible returns the entries of kind k that p allows, in catalog order.
+func (c *catalog) visible(k kind, p *policy.Policy) []*entry {
+	var out []*entry
+	for _, e := range c.kinds[k].list {
+		if p.Permits(e.item()) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// list returns the JSON array of the definitions of kind k that p allows,
+// encoded once per snapshot and policy.
+func (c *catalog) list(k kind, p *policy.Policy) []byte {
+	key := listKey{k, p}
+	if b, ok := c.lists.Load(key); ok {
+		return b.([]byte)
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, e := range c.visible(k, p) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e.def)
+	}
+	b.WriteByte(']')
+	out := b.Bytes()
+	c.lists.Store(key, out)
+	return out
+}
+
+// wireEntry is what mcpmux reads of any listed item; the rest is kept as
+// the child sent it.
+type wireEntry struct {
 	Name         string             `json:"name"`
-	Title        string             `json:"title,omitempty"`
-	Description  string             `json:"description,omitempty"`
+	URI          string             `json:"uri"`
+	URITemplate  string             `json:"uriTemplate"`
 	InputSchema  json.RawMessage    `json:"inputSchema"`
-	OutputSchema json.RawMessage    `json:"outputSchema,omitempty"`
-	Annotations  mcp.ToolAnnotation `json:"annotations"`
-	Meta         *mcp.Meta          `json:"_meta,omitempty"`
-	Icons        []mcp.Icon         `json:"icons,omitempty"`
-	Execution    *mcp.ToolExecution `json:"execution,omitempty"`
+	OutputSchema json.RawMessage    `json:"outputSchema"`
+	Annotations  json.RawMessage    `json:"annotations"`
+	Execution    *mcp.ToolExecution `json:"execution"`
 }
 
-// buildChildCatalog turns a child's raw tool list into exposed tools. A tool
+func (w *wireEntry) id(k kind) string {
+	switch k {
+	case kindResource:
+		return w.URI
+	case kindTemplate:
+		return w.URITemplate
+	}
+	return w.Name
+}
+
+// buildChildCatalog turns a child's raw lists into exposed entries. An item
 // that cannot be offered safely is left out and the log says why; it never
 // fails the whole catalog.
-func (m *Mux) buildChildCatalog(c *child, raw []json.RawMessage) *childCatalog {
+func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog {
 	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
-	cat := &childCatalog{}
-	seen := map[string]bool{}
+	cat := &childCatalog{caps: caps}
 	leftOut := map[string]string{}
-	// skip logs a tool that is left out, once for as long as the reason holds.
-	skip := func(name, why string, err error) {
-		leftOut[name] = why
-		if c.leftOut[name] != why {
-			c.log.Warn().Str("child_tool", name).AnErr("error", err).Msg("tool left out: " + why)
+	// skip logs an item that is left out, once for as long as the reason holds.
+	skip := func(k kind, name, why string, err error) {
+		key := kindWire[k].label + " " + name
+		leftOut[key] = why
+		if c.leftOut[key] != why {
+			c.log.Warn().Str(kindWire[k].logKey, name).AnErr("error", err).
+				Msg(kindWire[k].label + " left out: " + why)
 		}
 	}
 	defer func() { c.leftOut = leftOut }()
-	for i, r := range raw {
-		var w wireTool
-		if err := json.Unmarshal(r, &w); err != nil || w.Name == "" {
-			skip(fmt.Sprintf("#%d", i), "not a valid tool definition", err)
-			continue
+	for k := range numKinds {
+		seen := map[string]bool{}
+		for i, r := range raw[k] {
+			var w wireEntry
+			if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
+				skip(k, fmt.Sprintf("#%d", i), "not a valid definition", err)
+				continue
+			}
+			id := w.id(k)
+			if seen[id] {
+				skip(k, id+"#"+fmt.Sprint(i), "the server lists it twice; the first definition is kept", nil)
+				continue
+			}
+			seen[id] = true
+			if (k == kindTool || k == kindPrompt) && hide.Match(id) {
+				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+sanitize(id))
+				continue
+			}
+			e := &entry{kind: k, orig: id, child: c, def: r}
+			if k == kindTool {
+				why, err := m.checkTool(c, e, &w, readOnly.Match(id))
+				if why != "" {
+					skip(k, id, why, err)
+					continue
+				}
+			}
+			cat.entries[k] = append(cat.entries[k], e)
 		}
-		log := c.log.With().Str("child_tool", w.Name).Logger()
-		if seen[w.Name] {
-			skip(w.Name+"#"+fmt.Sprint(i), "the server lists this name twice; the first definition is kept", nil)
-			continue
-		}
-		seen[w.Name] = true
-		if hide.Match(w.Name) {
-			cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+sanitize(w.Name))
-			log.Debug().Msg("tool hidden by config")
-			continue
-		}
-		if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired {
-			skip(w.Name, "it can only run as a task, which mcpmux does not relay yet", nil)
-			continue
-		}
-		if len(bytes.TrimSpace(w.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(w.InputSchema), []byte("null")) {
-			w.InputSchema = json.RawMessage(`{"type":"object"}`)
-		}
-		in, err := objectSchema(w.InputSchema)
-		if err != nil {
-			skip(w.Name, "its inputSchema is not an object schema", err)
-			continue
-		}
-		w.InputSchema = in
-		args, err := newArgChecker(w.InputSchema, m.cfg.Limits)
-		if err != nil {
-			skip(w.Name, schemaRefusal(err), err)
-			continue
-		}
-		def := mcp.Tool{
-			Title:          w.Title,
-			Description:    w.Description,
-			RawInputSchema: w.InputSchema,
-			Annotations:    w.Annotations,
-			Meta:           w.Meta,
-			Icons:          w.Icons,
-		}
-		if len(w.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(w.OutputSchema), []byte("null")) {
-			if out, err := objectSchema(w.OutputSchema); err != nil {
-				// The tool still works; clients just cannot check its
-				// structured content.
-				log.Warn().Err(err).Msg("outputSchema left out: not an object schema")
-			} else {
-				def.RawOutputSchema = out
+	}
+	// Named once the whole list is known, so that no name depends on where
+	// the child listed it.
+	for _, k := range []kind{kindTool, kindPrompt} {
+		m.nameEntries(c, cat.entries[k])
+	}
+	for _, k := range []kind{kindResource, kindTemplate} {
+		for _, e := range cat.entries[k] {
+			e.name = c.exposeURI(k, e.orig)
+			if c.cfg.Prefix {
+				continue
+			}
+			e.prefixed = &entry{kind: k, name: exposeURI(c.alias, e.orig), orig: e.orig, child: c, def: e.def}
+			if k == kindTemplate {
+				e.prefixed.name = exposeTemplate(c.alias, e.orig)
+				t, err := compileTemplate(e.orig)
+				if err != nil {
+					c.log.Warn().Err(err).Str(kindWire[kindTemplate].logKey, e.orig).Msg("resource template cannot route reads: not an RFC 6570 template")
+				}
+				e.tmpl = t
 			}
 		}
-		if err := mcp.ValidateParamHeaderAnnotations(&def); err != nil {
-			skip(w.Name, "invalid x-mcp-header annotations", err)
-			continue
-		}
-		ro := readOnly.Match(w.Name) ||
-			c.cfg.TrustAnnotations && w.Annotations.ReadOnlyHint != nil && *w.Annotations.ReadOnlyHint
-		cat.tools = append(cat.tools, &tool{orig: w.Name, child: c, readOnly: ro, def: def, args: args})
 	}
-	// Named once the whole list is known, so that no tool's name depends on
-	// where the child listed it.
-	m.nameTools(c, cat.tools)
+	for k := range numKinds {
+		for _, e := range cat.entries[k] {
+			if err := e.rename(); err != nil {
+				c.log.Warn().Err(err).Str(kindWire[k].logKey, e.orig).Msg("definition could not be renamed")
+			}
+			if e.prefixed != nil {
+				_ = e.prefixed.rename()
+			}
+		}
+	}
 	return cat
 }
 
+// exposeURI is the form a resource URI or template of c takes upstream.
+func (c *child) exposeURI(k kind, uri string) string {
+	switch {
+	case !c.cfg.Prefix:
+		return uri
+	case k == kindTemplate:
+		return exposeTemplate(c.alias, uri)
+	}
+	return exposeURI(c.alias, uri)
+}
+
+// rename puts the exposed name into the definition.
+func (e *entry) rename() error {
+	v, _ := json.Marshal(e.name)
+	def, err := withField(e.def, kindWire[e.kind].key, v)
+	if err != nil {
+		return err
+	}
+	e.def = def
+	return nil
+}
+
+// checkTool checks a tool's definition and prepares its argument checker;
+// it returns why the tool must be left out, or "".
+func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool) (string, error) {
+	if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired {
+		return "it can only run as a task, which mcpmux does not relay yet", nil
+	}
+	in := w.InputSchema
+	if t := bytes.TrimSpace(in); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	norm, err := objectSchema(in)
+	if err != nil {
+		return "its inputSchema is not an object schema", err
+	}
+	if !bytes.Equal(norm, w.InputSchema) {
+		if e.def, err = withField(e.def, "inputSchema", norm); err != nil {
+			return "not a valid definition", err
+		}
+	}
+	if e.args, err = newArgChecker(norm, m.cfg.Limits); err != nil {
+		return schemaRefusal(err), err
+	}
+	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
+		fixed, err := objectSchema(out)
+		switch {
+		case bytes.Equal(out, []byte("null")) || err != nil:
+			// The tool still works; clients just cannot check its structured
+			// content.
+			c.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
+			e.def, err = withoutField(e.def, "outputSchema")
+		case !bytes.Equal(fixed, w.OutputSchema):
+			e.def, err = withField(e.def, "outputSchema", fixed)
+		}
+		if err != nil {
+			return "not a valid definition", err
+		}
+	}
+	var typed mcp.Tool
+	if err := json.Unmarshal(e.def, &typed); err != nil {
+		return "not a valid definition", err
+	}
+	if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
+		return "invalid x-mcp-header annotations", err
+	}
+	var ann struct {
+		ReadOnlyHint *bool `json:"readOnlyHint"`
+	}
+	_ = json.Unmarshal(w.Annotations, &ann)
+	e.readOnly = markedReadOnly || c.cfg.TrustAnnotations && ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
+	return "", nil
+}
+
 // rebuildCatalog merges what every child lists now and, if the result
-// differs from the current snapshot, publishes it. Upstream sessions then
-// get notifications/tools/list_changed from mcp-go.
+// differs from the current snapshot, publishes it and tells each upstream
+// session whose view changed.
 func (m *Mux) rebuildCatalog() {
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
-	next := &catalog{byName: map[string]*tool{}, hidden: map[string]string{}}
-	var wire bytes.Buffer
+	next := newCatalog()
+	owner := map[string]string{} // exposed name -> alias, per kind, for collisions
 	for _, c := range m.children {
 		listed := c.state.Load().listed
 		if listed == nil {
 			continue
 		}
+		mergeCaps(&next.caps, listed.caps)
 		for _, h := range listed.hidden {
 			next.hidden[h] = c.alias
 		}
-		for _, t := range listed.tools {
-			next.tools = append(next.tools, t)
-			next.byName[t.name] = t
-			b, err := json.Marshal(t.def)
-			if err != nil {
-				// Cannot happen for a definition built from decoded JSON; keep
-				// the change visible rather than silently equal.
-				b = []byte(fmt.Sprintf("%p", t))
+		for k := range numKinds {
+			sec := &next.kinds[k]
+			for _, e := range listed.entries[k] {
+				key := string(rune('0'+k)) + e.name
+				if first, taken := owner[key]; taken {
+					if e.prefixed == nil {
+						c.log.Warn().Str("kind", kindWire[k].label).Str("exposed", e.name).Str("kept_by", first).
+							Msg("left out: a server listed earlier exposes the same name")
+						continue
+					}
+					c.log.Info().Str("kind", kindWire[k].label).Str("exposed", e.prefixed.name).Str("bare_kept_by", first).
+						Msg("exposed under its prefixed name: a server listed earlier exposes the bare one")
+					e = e.prefixed
+					key = string(rune('0'+k)) + e.name
+					if _, taken := owner[key]; taken {
+						continue
+					}
+				}
+				owner[key] = c.alias
+				sec.list = append(sec.list, e)
+				sec.byName[e.name] = e
 			}
-			wire.Write(b)
-			fmt.Fprintf(&wire, "|%s|%t\n", t.orig, t.readOnly)
 		}
 	}
-	next.wire = wire.Bytes()
-	// The new snapshot is stored even when the tools are the same: it holds a
-	// new child generation's schemas and the current hidden names.
-	same := bytes.Equal(m.catalog.Load().wire, next.wire)
+	for k := range numKinds {
+		var wire bytes.Buffer
+		for _, e := range next.kinds[k].list {
+			wire.Write(e.def)
+			fmt.Fprintf(&wire, "|%s|%s|%t\n", e.child.alias, e.orig, e.readOnly)
+		}
+		next.wire[k] = wire.Bytes()
+	}
+	prev := m.catalog.Load()
+	// The new snapshot is stored even when nothing listed changed: it holds
+	// a new child generation's schemas and the current hidden names.
 	m.catalog.Store(next)
-	if same {
-		// mcp-go's SetTools always announces a change, and its handlers
-		// resolve the tool in the snapshot per call anyway.
+	var changed []kind
+	for k := range numKinds {
+		if !bytes.Equal(prev.wire[k], next.wire[k]) {
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 0 {
 		return
 	}
-	m.setServerTools(next)
-	m.log.Info().Int("tools", len(next.tools)).Msg("catalog changed")
+	m.registerWithServer(next)
+	m.log.Info().Int("tools", len(next.kinds[kindTool].list)).Int("prompts", len(next.kinds[kindPrompt].list)).
+		Int("resources", len(next.kinds[kindResource].list)).Int("resource_templates", len(next.kinds[kindTemplate].list)).
+		Msg("catalog changed")
+	m.notifyChanged(prev, next, m.policies.Current(), m.policies.Current(), changed)
 }
 
-// setServerTools registers the snapshot's tools with the upstream server,
-// which tells every session that the tool list changed.
-func (m *Mux) setServerTools(cat *catalog) {
-	entries := make([]server.ServerTool, 0, len(cat.tools))
-	for _, t := range cat.tools {
-		entries = append(entries, server.ServerTool{Tool: t.def, Handler: m.handleCall})
+// mergeCaps adds what one child declared to the union in into.
+func mergeCaps(into *mcp.ServerCapabilities, c mcp.ServerCapabilities) {
+	if c.Logging != nil {
+		into.Logging = &struct{}{}
 	}
-	m.srv.SetTools(entries...)
+	if c.Completions != nil {
+		into.Completions = &struct{}{}
+	}
+	if c.Prompts != nil && into.Prompts == nil {
+		into.Prompts = &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{}
+	}
+	if c.Resources != nil {
+		if into.Resources == nil {
+			into.Resources = &struct {
+				Subscribe   bool `json:"subscribe,omitempty"`
+				ListChanged bool `json:"listChanged,omitempty"`
+			}{}
+		}
+		into.Resources.Subscribe = into.Resources.Subscribe || c.Resources.Subscribe
+	}
+	if c.Tasks != nil && into.Tasks == nil {
+		into.Tasks = c.Tasks
+	}
+}
+
+// registerWithServer tells mcp-go the names of the snapshot's tools and
+// prompts, so that its dispatch reaches the mux's handlers. What it lists
+// and answers comes from the snapshot, never from these.
+func (m *Mux) registerWithServer(cat *catalog) {
+	tools := make([]server.ServerTool, 0, len(cat.kinds[kindTool].list))
+	for _, e := range cat.kinds[kindTool].list {
+		tools = append(tools, server.ServerTool{
+			Tool:    mcp.Tool{Name: e.name, InputSchema: mcp.ToolInputSchema{Type: "object"}},
+			Handler: m.handleCall,
+		})
+	}
+	m.srv.SetTools(tools...)
+	prompts := make([]server.ServerPrompt, 0, len(cat.kinds[kindPrompt].list))
+	for _, e := range cat.kinds[kindPrompt].list {
+		prompts = append(prompts, server.ServerPrompt{Prompt: mcp.Prompt{Name: e.name}, Handler: m.handlePrompt})
+	}
+	m.srv.SetPrompts(prompts...)
+}
+
+// match reports whether uri is an expansion of the template entry e.
+func (e *entry) match(uri string) bool {
+	return e.tmpl != nil && e.tmpl.Match(uri)
 }

@@ -54,14 +54,19 @@ func FuzzCatalog(f *testing.F) {
 		if len(page) > 4<<20 {
 			return // the catalog size limit has its own tests
 		}
-		var p listPage
-		if json.Unmarshal(page, &p) != nil {
+		p, err := decodePage(page, "tools")
+		if err != nil {
 			return // readCatalog refuses the page
 		}
-		cat := m.buildChildCatalog(c, p.Tools)
+		build := func(tools []json.RawMessage) *childCatalog {
+			var raw [numKinds][]json.RawMessage
+			raw[kindTool] = tools
+			return m.buildChildCatalog(c, raw, mcp.ServerCapabilities{})
+		}
+		cat := build(p.Items)
 		names := map[string]string{} // orig -> exposed
 		taken := map[string]bool{}
-		for _, tl := range cat.tools {
+		for _, tl := range cat.tools() {
 			if !validExposed.MatchString(tl.name) || len(tl.name) > m.cfg.Mux.MaxNameLength {
 				t.Fatalf("tool %q is exposed as %q", tl.orig, tl.name)
 			}
@@ -69,19 +74,23 @@ func FuzzCatalog(f *testing.F) {
 				t.Fatalf("tool %q: the name %q or the tool is exposed twice", tl.orig, tl.name)
 			}
 			taken[tl.name], names[tl.orig] = true, tl.name
-			if tl.def.Name != tl.name || tl.args == nil || tl.child != c {
-				t.Fatalf("tool %q is not set up: %+v", tl.orig, tl)
+			var def struct {
+				Name         string          `json:"name"`
+				InputSchema  json.RawMessage `json:"inputSchema"`
+				OutputSchema json.RawMessage `json:"outputSchema"`
 			}
-			checkObjectSchema(t, tl.orig, "inputSchema", tl.def.RawInputSchema)
-			if tl.def.RawOutputSchema != nil {
-				checkObjectSchema(t, tl.orig, "outputSchema", tl.def.RawOutputSchema)
+			if err := json.Unmarshal(tl.def, &def); err != nil || def.Name != tl.name || tl.args == nil || tl.child != c {
+				t.Fatalf("tool %q is not set up: %+v (%v)", tl.orig, tl, err)
+			}
+			checkObjectSchema(t, tl.orig, "inputSchema", def.InputSchema)
+			if def.OutputSchema != nil {
+				checkObjectSchema(t, tl.orig, "outputSchema", def.OutputSchema)
 			}
 			if tl.readOnly != (len(tl.orig) >= 4 && tl.orig[:4] == "read") {
 				t.Fatalf("tool %q: readOnly is %v", tl.orig, tl.readOnly)
 			}
-			b, err := json.Marshal(tl.def)
-			if err != nil || !json.Valid(b) {
-				t.Fatalf("tool %q: its definition does not encode: %v", tl.orig, err)
+			if !json.Valid(tl.def) {
+				t.Fatalf("tool %q: its definition is not valid JSON: %s", tl.orig, tl.def)
 			}
 			// Checking arguments never panics, whatever the schema.
 			args, _, levels, err := argumentsObject(json.RawMessage(`{"a":[1,"x",{"b":null}]}`))
@@ -90,15 +99,15 @@ func FuzzCatalog(f *testing.F) {
 			}
 			_ = tl.args.check(args, levels)
 		}
-		reversed := slices.Clone(p.Tools)
+		reversed := slices.Clone(p.Items)
 		slices.Reverse(reversed)
 		again := map[string]string{}
-		for _, tl := range m.buildChildCatalog(c, reversed).tools {
+		for _, tl := range build(reversed).tools() {
 			again[tl.orig] = tl.name
 		}
 		// With a name listed twice, the other definition is kept, and it may
 		// be refused where the first was not.
-		if hasDuplicateNames(p.Tools) {
+		if hasDuplicateNames(p.Items) {
 			return
 		}
 		if !maps.Equal(names, again) {

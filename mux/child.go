@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -162,7 +162,8 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			firstDone()
 		} else {
 			sv.listed, sv.withdraw = cat, nil
-			ready := c.log.Info().Int("tools", len(cat.tools))
+			ready := c.log.Info().Int("tools", len(cat.tools())).Int("prompts", len(cat.entries[kindPrompt])).
+				Int("resources", len(cat.entries[kindResource])+len(cat.entries[kindTemplate]))
 			if sess.proc != nil {
 				ready = ready.Int("pid", sess.proc.Pid())
 			}
@@ -314,45 +315,76 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 	}
 }
 
-// listPage is a tools/list result kept raw, so that no schema keyword is lost
-// on the way through.
+// listPage is one page of a list result, its items kept raw so that no
+// field is lost on the way through.
 type listPage struct {
-	Tools      []json.RawMessage `json:"tools"`
-	NextCursor string            `json:"nextCursor"`
+	Items      []json.RawMessage
+	NextCursor string `json:"nextCursor"`
 }
 
-// readCatalog reads the child's whole tool list and builds its catalog. It
-// fails once the list takes more than max_catalog_pages pages, or its pages
-// more than max_catalog_bytes together.
+// readCatalog reads each of the child's lists to its last page (those its
+// capabilities say it has) and builds its catalog. It fails once the lists
+// take more than max_catalog_pages pages, or more than max_catalog_bytes
+// together.
 func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
+	var raw [numKinds][]json.RawMessage
+	budget := catalogBudget{pages: c.deps.cfg.Limits.MaxCatalogPages, bytes: c.deps.cfg.Limits.MaxCatalogBytes}
+	caps := sess.caps
+	for k := range numKinds {
+		switch {
+		// A server that declares prompts or resources but no tools has none;
+		// one that declares nothing at all is asked for its tools anyway.
+		case k == kindTool && caps.Tools == nil && (caps.Prompts != nil || caps.Resources != nil),
+			k == kindPrompt && caps.Prompts == nil,
+			(k == kindResource || k == kindTemplate) && caps.Resources == nil:
+			continue
+		}
+		items, err := c.readList(ctx, sess, k, &budget)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kindWire[k].list, err)
+		}
+		raw[k] = items
+	}
+	return c.deps.buildChildCatalog(c, raw, caps), nil
+}
+
+// catalogBudget is what is left of max_catalog_pages and max_catalog_bytes
+// for one read of a child's lists.
+type catalogBudget struct {
+	pages int
+	bytes int64
+}
+
+// readList reads one list to its last page.
+func (c *child) readList(ctx context.Context, sess *session, k kind, budget *catalogBudget) ([]json.RawMessage, error) {
 	lim := c.deps.cfg.Limits
-	var raw []json.RawMessage
-	var size int64
+	var items []json.RawMessage
 	cursor := ""
 	seen := map[string]bool{}
 	for page := 0; ; page++ {
-		if page == lim.MaxCatalogPages {
-			return nil, fmt.Errorf("the tool list has more than max_catalog_pages (%d) pages", lim.MaxCatalogPages)
+		if budget.pages == 0 {
+			return nil, fmt.Errorf("the lists have more than max_catalog_pages (%d) pages", lim.MaxCatalogPages)
 		}
+		budget.pages--
 		params := map[string]any{}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		result, err := sess.rawRequest(ctx, string(mcp.MethodToolsList), params)
+		result, err := sess.rawRequest(ctx, kindWire[k].list, params)
 		if err != nil {
 			return nil, err
 		}
-		if size += int64(len(result)); size > lim.MaxCatalogBytes {
-			return nil, fmt.Errorf("the tool list is larger than max_catalog_bytes (%s) after %d pages",
+		if budget.bytes -= int64(len(result)); budget.bytes < 0 {
+			return nil, fmt.Errorf("the lists are larger than max_catalog_bytes (%s) after %d pages of this one",
 				config.FormatSize(lim.MaxCatalogBytes), page+1)
 		}
-		var p listPage
-		if err := json.Unmarshal(result, &p); err != nil {
+		p, err := decodePage(result, kindWire[k].member)
+		if err != nil {
 			return nil, fmt.Errorf("decode page %d: %w", page+1, err)
 		}
-		raw = append(raw, p.Tools...)
+		items = append(items, p.Items...)
 		if p.NextCursor == "" {
-			break
+			return items, nil
 		}
 		if seen[p.NextCursor] {
 			return nil, fmt.Errorf("cursor %q repeats", p.NextCursor)
@@ -360,5 +392,24 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		seen[p.NextCursor] = true
 		cursor = p.NextCursor
 	}
-	return c.deps.buildChildCatalog(c, raw), nil
+}
+
+// decodePage decodes one page of a list whose items are in member.
+func decodePage(result []byte, member string) (listPage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(result, &top); err != nil {
+		return listPage{}, err
+	}
+	var p listPage
+	if c, ok := top["nextCursor"]; ok && !bytes.Equal(c, []byte("null")) {
+		if err := json.Unmarshal(c, &p.NextCursor); err != nil {
+			return listPage{}, fmt.Errorf("nextCursor: %w", err)
+		}
+	}
+	if items, ok := top[member]; ok && !bytes.Equal(items, []byte("null")) {
+		if err := json.Unmarshal(items, &p.Items); err != nil {
+			return listPage{}, fmt.Errorf("%s: %w", member, err)
+		}
+	}
+	return p, nil
 }

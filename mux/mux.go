@@ -20,6 +20,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ type Mux struct {
 	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
 	srv       *server.MCPServer
 	sessions  sessions
+	subs      subscriptions
 
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
@@ -172,13 +174,13 @@ type ToolInfo struct {
 	Server    string // the alias of the server it comes from
 	ChildName string // the server's own name for it
 	ReadOnly  bool
-	Def       any // the definition as listed upstream (mcp.Tool)
+	Def       json.RawMessage // the definition as listed upstream
 }
 
 // Tools lists what identity may see, in catalog order.
 func (m *Mux) Tools(identity string) []ToolInfo {
 	var out []ToolInfo
-	for _, t := range m.visible(identity, m.catalog.Load()) {
+	for _, t := range m.catalog.Load().visible(kindTool, m.policies.Current().For(identity)) {
 		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
 	}
 	return out
@@ -214,25 +216,9 @@ func (m *Mux) Status() []ChildStatus {
 		st := c.state.Load()
 		n := 0
 		if st.listed != nil {
-			n = len(st.listed.tools)
+			n = len(st.listed.tools())
 		}
 		out = append(out, ChildStatus{Alias: c.alias, Phase: st.phase, Attempt: st.attempt, LastErr: st.lastErr, Tools: n})
-	}
-	return out
-}
-
-// visible returns the tools of cat that identity may see, in order.
-func (m *Mux) visible(identity string, cat *catalog) []*tool {
-	return visibleTo(m.policies.Current().For(identity), cat)
-}
-
-// visibleTo returns the tools of cat that p allows, in order.
-func visibleTo(p *policy.Policy, cat *catalog) []*tool {
-	var out []*tool
-	for _, t := range cat.tools {
-		if p.Allows(t.name, t.readOnly) {
-			out = append(out, t)
-		}
 	}
 	return out
 }

@@ -143,20 +143,33 @@ func fit(prefix string, maxLen int, base, suffix string) string {
 	return prefix + base[:min(room, len(base))] + suffix
 }
 
-// nameTools gives each of one child's tools its exposed name, as
-// exposeNames decides, and logs the names that had to take a hash.
-func (m *Mux) nameTools(c *child, tools []*tool) {
-	origs := make([]string, len(tools))
-	for i, t := range tools {
-		origs[i] = t.orig
+// nameEntries gives each of one child's tools or prompts (one kind) its
+// exposed name, as exposeNames decides, and logs the names that had to take
+// a hash. An entry of a child with prefix = false is named as the child
+// names it where that is a valid name, and gets its prefixed form as the
+// fallback for a name a server listed earlier also exposes.
+func (m *Mux) nameEntries(c *child, entries []*entry) {
+	origs := make([]string, len(entries))
+	for i, e := range entries {
+		origs[i] = e.orig
 	}
-	names := exposeNames(c.alias+m.cfg.Mux.Separator, m.cfg.Mux.MaxNameLength, origs)
-	for _, t := range tools {
-		n := names[t.orig]
-		if n.collided {
-			c.log.Warn().Str("child_tool", t.orig).Str("tool", n.name).
-				Msg("exposed name collided with another tool of this server; a hash was appended")
+	prefix := c.alias + m.cfg.Mux.Separator
+	names := exposeNames(prefix, m.cfg.Mux.MaxNameLength, origs)
+	var bare map[string]exposedName
+	if !c.cfg.Prefix {
+		bare = exposeNames("", m.cfg.Mux.MaxNameLength, origs)
+	}
+	for _, e := range entries {
+		n := names[e.orig]
+		if bare != nil {
+			e.prefixed = &entry{kind: e.kind, name: n.name, orig: e.orig, child: c, def: e.def,
+				readOnly: e.readOnly, args: e.args}
+			n = bare[e.orig]
 		}
-		t.name, t.def.Name = n.name, n.name
+		if n.collided {
+			c.log.Warn().Str(kindWire[e.kind].logKey, e.orig).Str(kindWire[e.kind].label, n.name).
+				Msg("exposed name collided with another of this server; a hash was appended")
+		}
+		e.name = n.name
 	}
 }

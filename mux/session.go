@@ -43,6 +43,8 @@ type session struct {
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
 	wg      sync.WaitGroup
 	ids     atomic.Uint64 // for mcpmux's own raw requests
+
+	caps mcp.ServerCapabilities // what the child declared in initialize
 }
 
 func newSession(limit int64) *session {
@@ -119,8 +121,10 @@ func (s *session) nextID() mcp.RequestId {
 
 // callTool sends tools/call under an id of mcpmux's own, so that a call
 // given up on is cancelled on every transport (mcp-go's client sends
-// notifications/cancelled over stdio only). args is sent as it is.
-func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+// notifications/cancelled over stdio only), and returns the raw result.
+// args is sent as it is. An answer over max_message_bytes is an error
+// wrapping errMessageTooLarge.
+func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	id := s.nextID()
 	sendCtx := ctx
 	if s.sse {
@@ -134,20 +138,23 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		defer stop()
 	}
 	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
-	if errors.Is(err, errMessageTooLarge) {
-		// The child did answer; the caller is told what became of it.
-		return mcp.NewToolResultError(fmt.Sprintf(
-			"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
-			name, config.FormatSize(s.limit))), nil
-	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
 		}
 		return nil, err
 	}
-	return mcp.ParseCallToolResult(&result)
+	// Relayed as it is, so it must be what a client can read: a strict
+	// client refuses the whole answer otherwise.
+	if _, err := mcp.ParseCallToolResult(&result); err != nil {
+		return nil, fmt.Errorf("%w: %v", errMalformedResult, err)
+	}
+	return result, nil
 }
+
+// errMalformedResult is wrapped by the error for a result a client could
+// not read, which is never relayed.
+var errMalformedResult = errors.New("a malformed result")
 
 // cancel tells the child to stop working on request id; best effort.
 func (s *session) cancel(id mcp.RequestId, why error) {
@@ -209,26 +216,35 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	})
 	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
 		// Runs on the transport's read goroutine: hand off, never block.
-		if n.Method == mcp.MethodNotificationToolsListChanged {
+		switch n.Method {
+		case mcp.MethodNotificationToolsListChanged, mcp.MethodNotificationPromptsListChanged,
+			mcp.MethodNotificationResourcesListChanged:
 			select {
 			case c.refresh <- struct{}{}:
 			default:
 			}
+		case mcp.MethodNotificationResourceUpdated:
+			c.deps.resourceUpdated(c, n)
 		}
 	})
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = childProtocolVersion
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
-	if _, err := sess.client.Initialize(sctx, init); err != nil {
+	res, err := sess.client.Initialize(sctx, init)
+	if err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
 		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
+	sess.caps = res.Capabilities
 	cat, err := c.readCatalog(sctx, sess)
 	if err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonToolsListFailed, fmt.Errorf("server %s: tools/list: %w", c.alias, err))
+		return nil, nil, stepFailure(ReasonToolsListFailed, fmt.Errorf("server %s: %w", c.alias, err))
+	}
+	if sess.caps.Resources != nil && sess.caps.Resources.Subscribe {
+		c.resubscribe(sctx, sess)
 	}
 	if c.cfg.URL != "" {
 		sess.wg.Go(func() { c.ping(sess) })

@@ -1,10 +1,12 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
-	"slices"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -30,16 +32,56 @@ func IdentityFrom(ctx context.Context) string {
 }
 
 // newServer builds the upstream MCP server. mcp-go owns the protocol; the
-// mux plugs in where it decides: which tools a caller sees (the filter), what
-// a call does (the handler), and what happens around lists and refusals
-// (hooks).
+// mux plugs in where it decides: which tools and prompts a caller may use
+// (the filters), what a call, a prompt, a read or a completion does (the
+// handlers), what every list holds (the after-list hooks, which relay the
+// mux's own pre-encoded lists) and what the handshake declares.
+//
+// mcp-go announces every registration to every session; those
+// announcements are dropped at the edge (see relay.go), and the mux tells
+// each session itself, and only those whose view changed (notifyChanged).
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
-	hooks.AddBeforeListTools(m.beforeListTools)
-	hooks.AddAfterListTools(m.afterListTools)
+	hooks.AddAfterInitialize(m.afterInitialize)
+	hooks.AddBeforeListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
+		m.beforeList(ctx, &req.Params.Cursor)
+	})
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		res.Tools = nil
+		m.relayList(ctx, kindTool, req.Params.Cursor, &res.Meta)
+	})
+	hooks.AddBeforeListPrompts(func(ctx context.Context, _ any, req *mcp.ListPromptsRequest) {
+		m.beforeList(ctx, &req.Params.Cursor)
+	})
+	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, req *mcp.ListPromptsRequest, res *mcp.ListPromptsResult) {
+		res.Prompts = nil
+		m.relayList(ctx, kindPrompt, req.Params.Cursor, &res.Meta)
+	})
+	hooks.AddBeforeListResources(func(ctx context.Context, _ any, req *mcp.ListResourcesRequest) {
+		m.beforeList(ctx, &req.Params.Cursor)
+	})
+	hooks.AddAfterListResources(func(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		res.Resources = nil
+		m.relayList(ctx, kindResource, req.Params.Cursor, &res.Meta)
+	})
+	hooks.AddBeforeListResourceTemplates(func(ctx context.Context, _ any, req *mcp.ListResourceTemplatesRequest) {
+		m.beforeList(ctx, &req.Params.Cursor)
+	})
+	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, req *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
+		res.ResourceTemplates = nil
+		m.relayList(ctx, kindTemplate, req.Params.Cursor, &res.Meta)
+	})
 	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest) {
 		_ = m.WaitReady(ctx)
 	})
+	hooks.AddBeforeGetPrompt(func(ctx context.Context, _ any, _ *mcp.GetPromptRequest) {
+		_ = m.WaitReady(ctx)
+	})
+	hooks.AddBeforeReadResource(func(ctx context.Context, _ any, _ *mcp.ReadResourceRequest) {
+		_ = m.WaitReady(ctx)
+	})
+	hooks.AddOnRequestInitialization(m.gateRequest)
+	addRelayHooks(hooks)
 	hooks.AddOnError(m.auditRefusal)
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
@@ -50,6 +92,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		m.sessions.unregistered(cs)
+		m.subs.dropSession(cs)
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
 	// mcp-go never registers; the hooks around the request mark its life.
@@ -63,31 +106,81 @@ func (m *Mux) newServer() *server.MCPServer {
 			m.sessions.unregistered(cs)
 		}
 	})
-	return server.NewMCPServer("mcpmux", Version,
+	srv := server.NewMCPServer("mcpmux", Version,
 		server.WithToolCapabilities(true),
+		server.WithPromptCapabilities(true),
+		server.WithResourceCapabilities(true, true),
+		server.WithLogging(),
+		server.WithCompletions(),
+		server.WithPromptCompletionProvider(completer{m}),
+		server.WithResourceCompletionProvider(completer{m}),
 		server.WithToolFilter(m.filterTools),
+		server.WithPromptFilter(m.filterPrompts),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 	)
+	// Every read reaches readResource, which routes it or answers that
+	// the resource is unknown; the URIs themselves are never registered.
+	srv.AddResourceTemplate(mcp.NewResourceTemplate("{+uri}", "any"), m.readResource)
+	return srv
 }
 
-// filterTools is the access check mcp-go applies to tools/list and to every
-// tools/call. It answers from the mux's own snapshot and in its order.
+// afterInitialize declares what the children together offer, once their
+// first start is over, and that every list may change.
+func (m *Mux) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+	_ = m.WaitReady(ctx)
+	m.declare(&res.Capabilities)
+}
+
+// declare sets caps to what the mux offers now.
+func (m *Mux) declare(caps *mcp.ServerCapabilities) {
+	offered := m.catalog.Load().caps
+	caps.Tools = &struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	}{ListChanged: true}
+	caps.Prompts, caps.Resources = nil, nil
+	if offered.Prompts != nil {
+		caps.Prompts = &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{ListChanged: true}
+	}
+	if offered.Resources != nil {
+		caps.Resources = &struct {
+			Subscribe   bool `json:"subscribe,omitempty"`
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{Subscribe: offered.Resources.Subscribe, ListChanged: true}
+	}
+	caps.Logging = offered.Logging
+	caps.Completions = offered.Completions
+}
+
+// policyFor returns the policy of the caller of ctx.
+func (m *Mux) policyFor(ctx context.Context) *policy.Policy {
+	return m.policies.Current().For(IdentityFrom(ctx))
+}
+
+// filterTools is the access check mcp-go applies to every tools/call (one
+// tool). Lists are answered from the mux's own snapshot (relayList), so
+// mcp-go's list is left empty.
 func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	identity := IdentityFrom(ctx)
-	p := m.policies.Current().For(identity)
-	cat := m.catalog.Load()
-	if len(tools) == 1 {
-		// A call-time check: one tool, no order to keep.
-		t, ok := cat.byName[tools[0].Name]
-		if ok && p.Allows(t.name, t.readOnly) {
-			return tools
-		}
+	if len(tools) != 1 {
 		return nil
 	}
-	out := make([]mcp.Tool, 0, len(cat.tools))
-	for _, t := range m.visible(identity, cat) {
-		out = append(out, t.def)
+	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.policyFor(ctx).Permits(e.item()) {
+		return tools
+	}
+	return nil
+}
+
+// filterPrompts is the access check mcp-go applies to prompts/get, over
+// every registered prompt.
+func (m *Mux) filterPrompts(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
+	p, cat := m.policyFor(ctx), m.catalog.Load()
+	out := prompts[:0:0]
+	for _, pr := range prompts {
+		if e, ok := cat.lookup(kindPrompt, pr.Name); ok && p.Permits(e.item()) {
+			out = append(out, pr)
+		}
 	}
 	return out
 }
@@ -99,12 +192,178 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		args = req.Params.RawArguments
 	}
 	r := m.CallTool(ctx, IdentityFrom(ctx), req.Params.Name, args)
-	if r.Tool == nil {
+	switch {
+	case r.Raw != nil:
+		return relayToolResult(r.Raw), nil
+	case r.Tool == nil:
 		// Only when the catalog or policy changed between mcp-go's check and
 		// this one.
 		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
 	return r.Tool, nil
+}
+
+// handlePrompt is the handler of every exposed prompt: mcp-go's filter has
+// checked the policy.
+func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	e, ok := m.catalog.Load().lookup(kindPrompt, req.Params.Name)
+	if !ok || !m.policyFor(ctx).Permits(e.item()) {
+		return nil, fmt.Errorf("prompt '%s' not found: %w", req.Params.Name, server.ErrPromptNotFound)
+	}
+	params := map[string]any{"name": e.orig}
+	if req.Params.Arguments != nil {
+		params["arguments"] = req.Params.Arguments
+	}
+	raw, err := m.request(ctx, e.child, string(mcp.MethodPromptsGet), params)
+	if err != nil {
+		return nil, err
+	}
+	if raw, err = rewriteURIs(raw, resultPromptGet, m.linkRewriter(e.child)); err != nil {
+		return nil, fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
+	}
+	return relayPromptResult(raw), nil
+}
+
+// request sends one request of a client's to c and returns the raw result.
+// It waits up to c's startup timeout for c to be ready, and gives up with
+// the call timeout.
+func (m *Mux) request(ctx context.Context, c *child, method string, params any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	defer cancel()
+	sess, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := sess.rawRequest(ctx, method, params)
+	if err != nil {
+		if sess.failed(ctx, err) {
+			return nil, fmt.Errorf("server %s went away during %s: %s", c.alias, method, sess.lostWhy)
+		}
+		return nil, fmt.Errorf("server %s: %s: %w", c.alias, method, err)
+	}
+	return raw, nil
+}
+
+// linkRewriter returns the rewrite of URIs that c put into a result: each
+// becomes the form under which the mux exposes c's resources.
+func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
+	if !c.cfg.Prefix {
+		return func(string) (string, bool) { return "", false }
+	}
+	return func(uri string) (string, bool) { return exposeURI(c.alias, uri), true }
+}
+
+// readResource routes a resources/read to the child that owns the URI and
+// relays its answer. A URI the caller may not read is refused exactly like
+// one no child has, and never reaches a child.
+func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	uri := req.Params.URI
+	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
+	if !ok || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+	}
+	raw, err := m.request(ctx, c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
+	if err != nil {
+		return nil, err
+	}
+	raw, err = rewriteURIs(raw, resultResourceRead, func(u string) (string, bool) {
+		if u == orig {
+			return uri, uri != orig
+		}
+		return m.linkRewriter(c)(u)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server %s: resources/read: %w", c.alias, err)
+	}
+	return relayResourceContents(raw), nil
+}
+
+// routeURI finds the child a resource URI, as a client gives it, belongs to
+// and the child's own URI for it: a listed resource; a URI in mcpmux's
+// scheme; a URI that one of the unprefixed children's templates matches
+// (first in config order); or, when exactly one unprefixed child offers
+// resources, any other URI.
+func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
+	if e, ok := cat.lookup(kindResource, uri); ok {
+		return e.child, e.orig, true
+	}
+	if alias, orig, ok := splitURI(uri); ok {
+		if c := m.child(alias); c != nil {
+			return c, orig, true
+		}
+	}
+	var only *child
+	n := 0
+	for _, e := range cat.kinds[kindTemplate].list {
+		if e.child.cfg.Prefix {
+			continue
+		}
+		if e.match(uri) {
+			return e.child, uri, true
+		}
+	}
+	for _, c := range m.children {
+		if !c.cfg.Prefix && c.state.Load().listed != nil && c.state.Load().listed.caps.Resources != nil {
+			only, n = c, n+1
+		}
+	}
+	if n == 1 {
+		return only, uri, true
+	}
+	return nil, "", false
+}
+
+// child returns the child of alias, or nil.
+func (m *Mux) child(alias string) *child {
+	for _, c := range m.children {
+		if c.alias == alias {
+			return c
+		}
+	}
+	return nil
+}
+
+// completer routes completion/complete to the child that owns the prompt or
+// resource template, under the child's own name for it.
+type completer struct{ m *Mux }
+
+func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	e, ok := cp.m.catalog.Load().lookup(kindPrompt, name)
+	if !ok || !cp.m.policyFor(ctx).Permits(e.item()) {
+		return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	}
+	return cp.complete(ctx, e.child, map[string]any{"type": "ref/prompt", "name": e.orig}, arg, cctx)
+}
+
+func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	m := cp.m
+	cat := m.catalog.Load()
+	var c *child
+	orig := uri
+	if e, ok := cat.lookup(kindTemplate, uri); ok {
+		c, orig = e.child, e.orig
+	} else if rc, o, ok := m.routeURI(cat, uri); ok {
+		c, orig = rc, o
+	}
+	if c == nil || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+	}
+	return cp.complete(ctx, c, map[string]any{"type": "ref/resource", "uri": orig}, arg, cctx)
+}
+
+func (cp completer) complete(ctx context.Context, c *child, ref map[string]any, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	params := map[string]any{"ref": ref, "argument": arg}
+	if len(cctx.Arguments) > 0 {
+		params["context"] = cctx
+	}
+	raw, err := cp.m.request(ctx, c, string(mcp.MethodCompletionComplete), params)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("server %s: completion/complete: a malformed result", c.alias)
+	}
+	return relayCompletion(raw), nil
 }
 
 // auditRefusal writes the audit line for calls mcp-go refused before they
@@ -130,15 +389,15 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
 	identity := IdentityFrom(ctx)
-	if t, ok := cat.byName[name]; ok {
+	if t, ok := cat.lookup(kindTool, name); ok {
 		m.done(CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}, time.Now())
 		return
 	}
 	m.refused(identity, name, cat, time.Now())
 }
 
-// Paging. mcp-go pages by name order; the mux keeps catalog order, so with
-// page_size set it cuts the pages itself after mcp-go built the full list.
+// Paging. The mux keeps catalog order; with page_size set it cuts the pages
+// itself.
 
 const cursorPrefix = "mcpmux:"
 
@@ -158,53 +417,123 @@ func decodeCursor(c string) (int, bool) {
 // invalidCursor is not base64, so mcp-go answers -32602 for it.
 const invalidCursor = "!"
 
-func (m *Mux) beforeListTools(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
+// beforeList waits for the children's first start and makes mcp-go refuse
+// a cursor the mux did not hand out.
+func (m *Mux) beforeList(ctx context.Context, cursor *mcp.Cursor) {
 	_ = m.WaitReady(ctx)
-	if c := req.Params.Cursor; c != "" {
+	if c := *cursor; c != "" {
 		if _, ok := decodeCursor(string(c)); !ok || m.cfg.Mux.PageSize == 0 {
-			req.Params.Cursor = invalidCursor
+			*cursor = invalidCursor
 		}
 	}
 }
 
-func (m *Mux) afterListTools(ctx context.Context, _ any, req *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+// relayList answers a list request of kind k with what the caller may see,
+// from the snapshot's pre-encoded lists; with page_size set, one page from
+// cursor.
+func (m *Mux) relayList(ctx context.Context, k kind, cursor mcp.Cursor, meta **mcp.Meta) {
+	cat, p := m.catalog.Load(), m.policyFor(ctx)
+	member, _ := json.Marshal(kindWire[k].member)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	b.Write(member)
+	b.WriteByte(':')
 	size := m.cfg.Mux.PageSize
-	if size == 0 || res == nil {
+	if size == 0 {
+		b.Write(cat.list(k, p))
+		b.WriteByte('}')
+		*meta = relayMeta(b.Bytes())
 		return
 	}
-	all := m.filterTools(ctx, nil)
-	start, _ := decodeCursor(string(req.Params.Cursor))
+	all := cat.visible(k, p)
+	start, _ := decodeCursor(string(cursor))
 	start = min(start, len(all))
 	end := min(start+size, len(all))
-	res.Tools = all[start:end]
-	res.NextCursor = ""
+	b.WriteByte('[')
+	for i, e := range all[start:end] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e.def)
+	}
+	b.WriteByte(']')
 	if end < len(all) {
-		res.NextCursor = mcp.Cursor(encodeCursor(end))
+		fmt.Fprintf(&b, `,"nextCursor":%q`, encodeCursor(end))
+	}
+	b.WriteByte('}')
+	*meta = relayMeta(b.Bytes())
+}
+
+// listChanged is the notification that tells a client a kind's list changed.
+var listChanged = [numKinds]mcp.MCPMethod{
+	kindTool:     mcp.MethodNotificationToolsListChanged,
+	kindPrompt:   mcp.MethodNotificationPromptsListChanged,
+	kindResource: mcp.MethodNotificationResourcesListChanged,
+	kindTemplate: mcp.MethodNotificationResourcesListChanged,
+}
+
+// PolicyChanged tells the sessions of every identity whose view changed
+// between old and new that the lists they see changed.
+func (m *Mux) PolicyChanged(old, new *policy.Set) {
+	cat := m.catalog.Load()
+	ids := map[string]bool{}
+	for _, id := range policy.Changed(old, new) {
+		ids[id] = true
+	}
+	m.notify(cat, cat, old, new, ids, []kind{kindTool, kindPrompt, kindResource, kindTemplate})
+}
+
+// notifyChanged tells every session whose view of the kinds changed
+// between the snapshots prev and next that its lists changed.
+func (m *Mux) notifyChanged(prev, next *catalog, oldSet, newSet *policy.Set, kinds []kind) {
+	m.notify(prev, next, oldSet, newSet, nil, kinds)
+}
+
+// notify sends each session of the identities in ids (every session, for
+// nil ids) one list_changed per list whose content it sees changed.
+func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[string]bool, kinds []kind) {
+	type view struct{ changed [numKinds]bool }
+	views := map[string]*view{}
+	for cs, identity := range m.sessions.all() {
+		if ids != nil && !ids[identity] {
+			continue
+		}
+		v, ok := views[identity]
+		if !ok {
+			v = &view{}
+			op, np := oldSet.For(identity), newSet.For(identity)
+			for _, k := range kinds {
+				v.changed[k] = !bytes.Equal(prev.list(k, op), next.list(k, np))
+			}
+			views[identity] = v
+		}
+		sent := map[mcp.MCPMethod]bool{}
+		for _, k := range kinds {
+			if !v.changed[k] || sent[listChanged[k]] {
+				continue
+			}
+			sent[listChanged[k]] = true
+			if f, ok := cs.(server.SessionWithSubscriptionFilter); ok {
+				if filter, active := f.SubscriptionFilter(); active && !wants(filter, k) {
+					continue // a listener that did not ask for these
+				}
+			}
+			ctx := m.srv.WithContext(context.Background(), cs)
+			if err := m.srv.SendNotificationToClient(ctx, string(listChanged[k]), nil); err != nil {
+				m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send " + string(listChanged[k]))
+			}
+		}
 	}
 }
 
-// PolicyChanged tells the sessions of every identity whose visible tools
-// changed between old and new that their tool list changed.
-func (m *Mux) PolicyChanged(old, new *policy.Set) {
-	cat := m.catalog.Load()
-	affected := map[string]bool{}
-	for _, id := range policy.Changed(old, new) {
-		if !slices.Equal(visibleTo(old.For(id), cat), visibleTo(new.For(id), cat)) {
-			affected[id] = true
-		}
+// wants reports whether a 2026-07-28 listener's filter asks for changes of
+// kind k.
+func wants(f mcp.SubscriptionFilter, k kind) bool {
+	switch k {
+	case kindTool:
+		return f.ToolsListChanged
+	case kindPrompt:
+		return f.PromptsListChanged
 	}
-	if len(affected) == 0 {
-		return
-	}
-	for _, cs := range m.sessions.of(affected) {
-		if f, ok := cs.(server.SessionWithSubscriptionFilter); ok {
-			if filter, active := f.SubscriptionFilter(); active && !filter.ToolsListChanged {
-				continue // a listener that did not ask for these
-			}
-		}
-		ctx := m.srv.WithContext(context.Background(), cs)
-		if err := m.srv.SendNotificationToClient(ctx, mcp.MethodNotificationToolsListChanged, nil); err != nil {
-			m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send tools/list_changed")
-		}
-	}
+	return f.ResourcesListChanged
 }

@@ -371,3 +371,15 @@ func (m idManager) Terminate(id string) (isNotAllowed bool, err error) {
 	m.s.endHTTP(id)
 	return false, nil
 }
+
+// all returns every session that receives notifications, with its
+// identity.
+func (s *sessions) all() map[server.ClientSession]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[server.ClientSession]string, len(s.listeners))
+	for cs, u := range s.listeners {
+		out[cs] = u.identity
+	}
+	return out
+}

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -303,7 +304,8 @@ func call(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	r := m.CallTool(context.Background(), *as, name, json.RawMessage(raw))
-	if r.Tool == nil {
+	res := r.ToolResult()
+	if res == nil {
 		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {
 			fmt.Fprintln(stderr, err)
 			return exitToolError
@@ -311,16 +313,28 @@ func call(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%v: %s\n", mux.ErrUnknownTool, name)
 		return exitRefused
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r.Tool); err != nil {
+	// The child's result is printed as it sent it.
+	var out bytes.Buffer
+	var err error
+	if r.Raw != nil {
+		err = json.Indent(&out, r.Raw, "", "  ")
+		out.WriteByte('\n')
+	} else {
+		enc := json.NewEncoder(&out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(res)
+	}
+	if err == nil {
+		_, err = stdout.Write(out.Bytes())
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	switch {
 	case r.Decision == mux.DecisionInvalid:
 		return exitRefused
-	case r.Tool.IsError:
+	case res.IsError:
 		return exitToolError
 	}
 	return exitOK

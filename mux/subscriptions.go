@@ -1,0 +1,160 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// subscriptions records which upstream sessions subscribed to which child
+// resource, and under which URI each knows it, so that a child's
+// notifications/resources/updated reaches exactly those sessions.
+type subscriptions struct {
+	mu      sync.Mutex // subscribing and updates only; never taken by a call
+	byChild map[subKey]map[server.ClientSession]string
+}
+
+// subKey names one resource of one child, by the child's own URI.
+type subKey struct{ alias, uri string }
+
+// add records that cs subscribed to the child resource k as exposed.
+func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byChild == nil {
+		s.byChild = map[subKey]map[server.ClientSession]string{}
+	}
+	if s.byChild[k] == nil {
+		s.byChild[k] = map[server.ClientSession]string{}
+	}
+	s.byChild[k][cs] = exposed
+}
+
+// remove forgets cs's subscription to k, and reports whether no session is
+// subscribed to k any more.
+func (s *subscriptions) remove(k subKey, cs server.ClientSession) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byChild[k], cs)
+	if len(s.byChild[k]) == 0 {
+		delete(s.byChild, k)
+		return true
+	}
+	return false
+}
+
+// dropSession forgets every subscription of a session that ended.
+func (s *subscriptions) dropSession(cs server.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, subs := range s.byChild {
+		delete(subs, cs)
+		if len(subs) == 0 {
+			delete(s.byChild, k)
+		}
+	}
+}
+
+// of returns the sessions subscribed to k, each with the URI it used.
+func (s *subscriptions) of(k subKey) map[server.ClientSession]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[server.ClientSession]string, len(s.byChild[k]))
+	for cs, u := range s.byChild[k] {
+		out[cs] = u
+	}
+	return out
+}
+
+// uris returns the child's own URIs of alias's resources that some session
+// is subscribed to.
+func (s *subscriptions) uris(alias string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.byChild {
+		if k.alias == alias {
+			out = append(out, k.uri)
+		}
+	}
+	return out
+}
+
+// gateRequest runs before mcp-go handles any request. It takes
+// resources/subscribe and resources/unsubscribe to the owning child first:
+// mcp-go then only records them on the session. A refusal becomes the
+// request's error.
+func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
+	raw, ok := message.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(`resources/`)) {
+		return nil
+	}
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &req) != nil {
+		return nil // mcp-go answers what it cannot parse
+	}
+	subscribe := req.Method == string(mcp.MethodResourcesSubscribe)
+	if !subscribe && req.Method != string(mcp.MethodResourcesUnsubscribe) {
+		return nil
+	}
+	cs := server.ClientSessionFromContext(ctx)
+	uri := req.Params.URI
+	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
+	if !ok || cs == nil || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		return fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+	}
+	k := subKey{c.alias, orig}
+	if !subscribe {
+		if m.subs.remove(k, cs) {
+			if _, err := m.request(ctx, c, req.Method, map[string]any{"uri": orig}); err != nil {
+				c.log.Warn().Err(err).Str("child_uri", orig).Msg("unsubscribing at the server failed")
+			}
+		}
+		return nil
+	}
+	if _, err := m.request(ctx, c, req.Method, map[string]any{"uri": orig}); err != nil {
+		return err
+	}
+	m.subs.add(k, cs, uri)
+	return nil
+}
+
+// resourceUpdated relays a child's notifications/resources/updated to
+// every session subscribed to that resource, under the URI it used.
+// It runs on the child's read goroutine and never blocks.
+func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
+	orig, _ := n.Params.AdditionalFields["uri"].(string)
+	for cs, exposed := range m.subs.of(subKey{c.alias, orig}) {
+		params := map[string]any{}
+		for k, v := range n.Params.AdditionalFields {
+			params[k] = v
+		}
+		params["uri"] = exposed
+		ctx := m.srv.WithContext(context.Background(), cs)
+		if err := m.srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
+			m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send resources/updated")
+		}
+	}
+}
+
+// resubscribe renews, on a child's new session, the subscriptions sessions
+// hold to its resources.
+func (c *child) resubscribe(ctx context.Context, sess *session) {
+	for _, uri := range c.deps.subs.uris(c.alias) {
+		if _, err := sess.rawRequest(ctx, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
+			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
+		}
+	}
+}

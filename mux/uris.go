@@ -281,9 +281,9 @@ func (r *uriRewriter) contentItem() error {
 	}
 	switch string(name) {
 	case "resource_link":
-		return r.splice(uri)
+		r.splice(uri)
 	case "resource":
-		return r.splice(inner)
+		r.splice(inner)
 	}
 	return nil
 }
@@ -294,7 +294,8 @@ func (r *uriRewriter) uriValue() error {
 	if err := r.stringSpan(&s); err != nil {
 		return err
 	}
-	return r.splice(s)
+	r.splice(s)
+	return nil
 }
 
 // stringSpan skips the value at the cursor, recording it in s if it is a
@@ -314,14 +315,14 @@ func (r *uriRewriter) stringSpan(s *span) error {
 
 // splice replaces the string at s with rewrite's answer, if it has one
 // that differs.
-func (r *uriRewriter) splice(s span) error {
+func (r *uriRewriter) splice(s span) {
 	if s.end == 0 {
-		return nil
+		return
 	}
 	old := r.text(s)
 	repl, ok := r.rewrite(old)
 	if !ok || repl == old {
-		return nil
+		return
 	}
 	if r.out == nil {
 		// Room for the rewrites to come: a list may have every
@@ -331,7 +332,6 @@ func (r *uriRewriter) splice(s span) error {
 	r.out = append(r.out, r.in[r.copied:s.start]...)
 	r.out = appendJSONString(r.out, repl)
 	r.copied = s.end
-	return nil
 }
 
 // text decodes the valid JSON string at s.

@@ -476,12 +476,20 @@ func (s *recorder) extend() {
 	}
 }
 
+// Write puts relayed results in their placeholders' place (swapFramed):
+// mcp-go writes each JSON body (json.Encoder) and each event
+// (writeSSEEvent) with one Write, and sets no Content-Length on them.
 func (s *recorder) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.WriteHeader(http.StatusOK)
 	}
 	s.extend()
-	return s.ResponseWriter.Write(b)
+	out, swapped := swapFramed(b)
+	n, err := s.ResponseWriter.Write(out)
+	if swapped && err == nil {
+		n = len(b)
+	}
+	return n, err
 }
 
 // Flush keeps server-sent events flowing through the recorder.

@@ -350,7 +350,9 @@ func idKey(id any) (string, bool) {
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among
-// them. mcp-go writes each message with one Write; mu keeps mcpmux's own
+// them and putting relayed results in their placeholders' place
+// (swapRelayed). mcp-go writes each message with one Write (writeResponse's
+// Fprintf, and one Write for each request it sends); mu keeps mcpmux's own
 // messages from landing inside one of them.
 type answerWriter struct {
 	h  *halfClose
@@ -366,9 +368,13 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
+	out, swapped := swapRelayed(p)
 	aw.mu.Lock()
-	n, err := aw.w.Write(p)
+	n, err := aw.w.Write(out)
 	aw.mu.Unlock()
+	if swapped && err == nil {
+		n = len(p)
+	}
 	if id, ok := answerID(p); ok && aw.h.answered(id) {
 		select {
 		case aw.h.idle <- struct{}{}:

@@ -1,0 +1,448 @@
+package mux
+
+// The relay: mcp-go carries, mcpmux answers. A result mcpmux relays is made
+// by mcpmux as raw JSON and handed to mcp-go inside a typed placeholder whose
+// _meta holds it under relayKey; at the upstream edge (answerWriter for
+// stdio, recorder for HTTP) swapRelayed puts the raw result in the
+// placeholder's place before the bytes leave. mcp-go's typed results would
+// drop what must pass unchanged (unknown fields, annotations as the child
+// wrote them, numbers beyond float64), and this way every protocol mechanism
+// stays mcp-go's.
+//
+// The payload is carried as a JSON string, not as raw JSON: decoding the
+// string gives back the exact bytes mcpmux put in (encoding/json would
+// otherwise compact the raw JSON and escape <, > and & in it), marshalling a
+// string never fails, and nothing inside the payload can be mistaken for
+// the key, since its quotes are escaped.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// relayKey is the _meta key of a placeholder's payload.
+const relayKey = "io.mcpmux/relay"
+
+// relayNeedle is the key as mcp-go writes it: no message without it is
+// decoded by swapRelayed.
+var relayNeedle = []byte(`"` + relayKey + `"`)
+
+// relayDecoration is what mcp-go's decoration for protocol 2026-07-28
+// (server/response.go, decorateResult) puts at the top of a result:
+// resultType on every result, ttlMs and cacheScope on list and read results.
+// It also puts serverInfo in _meta; every _meta entry of the placeholder but
+// the payload is kept the same way.
+var relayDecoration = [...]string{"resultType", "ttlMs", "cacheScope"}
+
+// relayCompletionTotal marks a Completion that carries a payload (see
+// relayCompletion): no provider reports a negative total.
+const relayCompletionTotal = -1
+
+// relayMeta is the _meta of a placeholder carrying raw, which must be one
+// JSON object (the whole result).
+func relayMeta(raw json.RawMessage) *mcp.Meta {
+	return &mcp.Meta{AdditionalFields: map[string]any{relayKey: string(raw)}}
+}
+
+// relayInto makes res a placeholder carrying raw, for the after-hooks of
+// the list methods (tools/list, prompts/list, resources/list,
+// resources/templates/list) and anything else that has the result in hand;
+// the caller empties res's typed fields, which the payload replaces.
+func relayInto(res mcp.ResultMetadata, raw json.RawMessage) {
+	if res != nil {
+		res.SetResultMeta(relayMeta(raw))
+	}
+}
+
+// relayToolResult is what a tools/call handler returns to answer with raw.
+func relayToolResult(raw json.RawMessage) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Result: mcp.Result{Meta: relayMeta(raw)}, Content: []mcp.Content{}}
+}
+
+// relayPromptResult is what a prompts/get handler returns to answer with
+// raw.
+func relayPromptResult(raw json.RawMessage) *mcp.GetPromptResult {
+	return &mcp.GetPromptResult{Result: mcp.Result{Meta: relayMeta(raw)}, Messages: []mcp.PromptMessage{}}
+}
+
+// relayResourceContents is what a resources/read handler returns to answer
+// with raw. A handler returns contents, not a result, so the payload rides
+// in one contents item, which the after-read hook that addRelayHooks adds
+// moves into the result's _meta before mcp-go encodes the result.
+func relayResourceContents(raw json.RawMessage) []mcp.ResourceContents {
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: relayKey, Meta: map[string]any{relayKey: string(raw)}}}
+}
+
+// relayCompletion is what a PromptCompletionProvider or
+// ResourceCompletionProvider returns to answer completion/complete with
+// raw. A provider returns the completion, not the result, so the payload
+// rides in its values, which the after-complete hook that addRelayHooks adds
+// moves into the result's _meta.
+func relayCompletion(raw json.RawMessage) *mcp.Completion {
+	return &mcp.Completion{Values: []string{relayKey, string(raw)}, Total: relayCompletionTotal}
+}
+
+// addRelayHooks adds the hooks that relayResourceContents and
+// relayCompletion need. mcp-go runs after-hooks on the very result it then
+// encodes (server/request_handler.go), so what they change is what is
+// written.
+func addRelayHooks(h *server.Hooks) {
+	h.AddAfterReadResource(func(_ context.Context, _ any, _ *mcp.ReadResourceRequest, res *mcp.ReadResourceResult) {
+		relayReadResult(res)
+	})
+	h.AddAfterComplete(func(_ context.Context, _ any, _ *mcp.CompleteRequest, res *mcp.CompleteResult) {
+		relayCompleteResult(res)
+	})
+}
+
+// relayReadResult moves the payload of relayResourceContents from its
+// contents item into res's _meta; any other result is left alone.
+func relayReadResult(res *mcp.ReadResourceResult) {
+	if res == nil || len(res.Contents) != 1 {
+		return
+	}
+	c, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok || c.URI != relayKey {
+		return
+	}
+	if raw, ok := c.Meta[relayKey].(string); ok {
+		res.Meta = relayMeta(json.RawMessage(raw))
+		res.Contents = []mcp.ResourceContents{}
+	}
+}
+
+// relayCompleteResult moves the payload of relayCompletion from the
+// completion's values into res's _meta; any other result is left alone.
+func relayCompleteResult(res *mcp.CompleteResult) {
+	if res == nil || res.Completion.Total != relayCompletionTotal || len(res.Completion.Values) != 2 ||
+		res.Completion.Values[0] != relayKey {
+		return
+	}
+	res.Meta = relayMeta(json.RawMessage(res.Completion.Values[1]))
+	res.Completion = mcp.Completion{Values: []string{}}
+}
+
+// swapRelayed returns msg, one JSON-RPC message (surrounding whitespace
+// allowed), with the result of a placeholder replaced by its payload, and
+// whether it did. What mcp-go's 2026-07-28 decoration put on the placeholder
+// (relayDecoration at the top, the other entries of _meta) is added to the
+// payload where the payload has no such key; the payload's own keys win.
+// Every byte outside the result (id, jsonrpc) stays as mcp-go wrote it. A
+// message that is not a response with such a placeholder, or whose payload
+// is not a JSON object, comes back unchanged. It never panics, and a message
+// without the key costs one bytes.Contains.
+func swapRelayed(msg []byte) ([]byte, bool) {
+	if !bytes.Contains(msg, relayNeedle) || !json.Valid(msg) {
+		return msg, false
+	}
+	top, ok := members(msg)
+	if !ok {
+		return msg, false
+	}
+	if top.only("jsonrpc") == nil || top.only("id") == nil || top.last("method") != nil || top.last("error") != nil {
+		return msg, false
+	}
+	result := top.only("result")
+	if result == nil {
+		return msg, false
+	}
+	res := msg[result.start:result.end]
+	holder, ok := members(res)
+	if !ok {
+		return msg, false
+	}
+	meta := holder.only("_meta")
+	if meta == nil {
+		return msg, false
+	}
+	metaObj, ok := members(res[meta.start:meta.end])
+	if !ok {
+		return msg, false
+	}
+	carried := metaObj.only(relayKey)
+	if carried == nil {
+		return msg, false
+	}
+	metaBytes := res[meta.start:meta.end]
+	var payload string
+	if json.Unmarshal(metaBytes[carried.start:carried.end], &payload) != nil || !json.Valid([]byte(payload)) {
+		return msg, false
+	}
+	p := []byte(payload)
+	pObj, ok := members(p)
+	if !ok {
+		return msg, false
+	}
+
+	// What the decoration added that the payload lacks, as "key":value
+	// spans of the placeholder.
+	var addTop, addMeta [][]byte
+	for _, k := range relayDecoration {
+		if m := holder.last(k); m != nil && pObj.last(k) == nil {
+			addTop = append(addTop, res[m.keyStart:m.end])
+		}
+	}
+	pMeta := pObj.last("_meta")
+	var pMetaObj object
+	if pMeta != nil {
+		if pMetaObj, ok = members(p[pMeta.start:pMeta.end]); !ok {
+			pMeta = nil // not an object: nothing can be added to it
+		}
+	}
+	for i := range metaObj.m {
+		m := &metaObj.m[i]
+		if m.key != relayKey && (pMeta == nil || pMetaObj.last(m.key) == nil) {
+			addMeta = append(addMeta, metaBytes[m.keyStart:m.end])
+		}
+	}
+	if pMeta == nil && pObj.last("_meta") != nil {
+		addMeta = nil
+	}
+
+	out := make([]byte, 0, len(msg)-len(res)+len(p)+64*(len(addTop)+len(addMeta)))
+	out = append(out, msg[:result.start]...)
+	rest := p[:pObj.close]
+	if pMeta != nil && len(addMeta) > 0 {
+		at := pMeta.start + pMetaObj.close
+		out = append(out, p[:at]...)
+		out = appendMembers(out, len(pMetaObj.m) > 0, addMeta)
+		rest = p[at:pObj.close]
+		addMeta = nil
+	}
+	out = append(out, rest...)
+	out = appendMembers(out, len(pObj.m) > 0, addTop)
+	if len(addMeta) > 0 {
+		if len(pObj.m) > 0 || len(addTop) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `"_meta":{`...)
+		out = appendMembers(out, false, addMeta)
+		out = append(out, '}')
+	}
+	out = append(out, p[pObj.close:]...)
+	out = append(out, msg[result.end:]...)
+	return out, true
+}
+
+// appendMembers appends the "key":value spans ms, after a comma when the
+// object already has members.
+func appendMembers(out []byte, comma bool, ms [][]byte) []byte {
+	for _, m := range ms {
+		if comma {
+			out = append(out, ',')
+		}
+		out = append(out, m...)
+		comma = true
+	}
+	return out
+}
+
+// sseData opens the data field of the one event mcp-go writes per Write
+// ("event: message\ndata: <message>\n\n", after an "id:" line with an
+// event store).
+var sseData = []byte("data: ")
+
+// swapFramed is swapRelayed for one Write of mcp-go's streamable HTTP
+// transport: a JSON body (json.Encoder: the message and a newline) or one
+// server-sent event whose data is one line.
+func swapFramed(b []byte) ([]byte, bool) {
+	if !bytes.Contains(b, relayNeedle) {
+		return b, false
+	}
+	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {
+		return swapRelayed(b)
+	}
+	start := -1
+	switch {
+	case bytes.HasPrefix(b, sseData):
+		start = len(sseData)
+	default:
+		if i := bytes.Index(b, append([]byte{'\n'}, sseData...)); i >= 0 {
+			start = i + 1 + len(sseData)
+		}
+	}
+	if start < 0 {
+		return b, false
+	}
+	end := bytes.IndexByte(b[start:], '\n')
+	if end < 0 {
+		end = len(b)
+	} else {
+		end += start
+	}
+	swapped, ok := swapRelayed(b[start:end])
+	if !ok {
+		return b, false
+	}
+	out := make([]byte, 0, start+len(swapped)+len(b)-end)
+	out = append(out, b[:start]...)
+	out = append(out, swapped...)
+	return append(out, b[end:]...), true
+}
+
+// member is one key and value of a JSON object, as offsets into the bytes
+// the object was read from.
+type member struct {
+	key        string // decoded
+	keyStart   int    // the key's opening quote
+	start, end int    // the value
+}
+
+// object is a JSON object's members in the order written, and the offset
+// of its closing brace.
+type object struct {
+	m     []member
+	close int
+}
+
+// only returns the member named key, or nil if there is none or more than
+// one.
+func (o object) only(key string) *member {
+	var found *member
+	for i := range o.m {
+		if o.m[i].key == key {
+			if found != nil {
+				return nil
+			}
+			found = &o.m[i]
+		}
+	}
+	return found
+}
+
+// last returns the last member named key (the one a JSON decoder keeps), or
+// nil.
+func (o object) last(key string) *member {
+	for i := len(o.m) - 1; i >= 0; i-- {
+		if o.m[i].key == key {
+			return &o.m[i]
+		}
+	}
+	return nil
+}
+
+// members reads the top level of b, which must be valid JSON (json.Valid),
+// and reports whether it is an object. Values are skipped, not decoded;
+// offsets are b's.
+func members(b []byte) (object, bool) {
+	var o object
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return o, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		o.close = i
+		return o, true
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return o, false
+		}
+		keyEnd := skipString(b, i)
+		if keyEnd < 0 {
+			return o, false
+		}
+		key, ok := decodeKey(b[i:keyEnd])
+		if !ok {
+			return o, false
+		}
+		j := skipSpace(b, keyEnd)
+		if j >= len(b) || b[j] != ':' {
+			return o, false
+		}
+		start := skipSpace(b, j+1)
+		end := skipValue(b, start)
+		if end < 0 {
+			return o, false
+		}
+		o.m = append(o.m, member{key: key, keyStart: i, start: start, end: end})
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return o, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			o.close = i
+			return o, true
+		default:
+			return o, false
+		}
+	}
+	return o, false
+}
+
+// decodeKey decodes a JSON string, sparing the allocation-free common case
+// of one without escapes the decoder.
+func decodeKey(s []byte) (string, bool) {
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s[1 : len(s)-1]), true
+	}
+	var k string
+	return k, json.Unmarshal(s, &k) == nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset just past the string that opens at b[i],
+// or -1.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the offset just past the value that starts at b[i], or
+// -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				i--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}

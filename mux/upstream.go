@@ -205,11 +205,22 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 
 // handlePrompt is the handler of every exposed prompt: mcp-go's filter has
 // checked the policy.
-func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	e, ok := m.catalog.Load().lookup(kindPrompt, req.Params.Name)
+func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *mcp.GetPromptResult, err error) {
+	begun := time.Now()
+	cat := m.catalog.Load()
+	e, ok := cat.lookup(kindPrompt, req.Params.Name)
 	if !ok || !m.policyFor(ctx).Permits(e.item()) {
+		d := DecisionDenied
+		if !ok {
+			d = DecisionUnknown
+			if _, hidden := cat.hidden[req.Params.Name]; hidden {
+				d = DecisionHidden
+			}
+		}
+		m.auditAccess(ctx, "prompt", req.Params.Name, "", d, nil, begun)
 		return nil, fmt.Errorf("prompt '%s' not found: %w", req.Params.Name, server.ErrPromptNotFound)
 	}
+	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, DecisionAllowed, err, begun) }()
 	params := map[string]any{"name": e.orig}
 	if req.Params.Arguments != nil {
 		params["arguments"] = req.Params.Arguments
@@ -256,12 +267,19 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 // readResource routes a resources/read to the child that owns the URI and
 // relays its answer. A URI the caller may not read is refused exactly like
 // one no child has, and never reaches a child.
-func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ []mcp.ResourceContents, err error) {
+	begun := time.Now()
 	uri := req.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
 	if !ok || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		d := DecisionDenied
+		if !ok {
+			d = DecisionUnknown
+		}
+		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
 		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
+	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
 	raw, err := m.request(ctx, c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return nil, err
@@ -364,6 +382,28 @@ func (cp completer) complete(ctx context.Context, c *child, ref map[string]any, 
 		return nil, fmt.Errorf("server %s: completion/complete: a malformed result", c.alias)
 	}
 	return relayCompletion(raw), nil
+}
+
+// auditAccess writes the audit line of a prompts/get or a resources/read:
+// what was asked for (the exposed name or URI), of which server, whether it
+// was let through and how it ended. A refusal names no server, as for a
+// call, so that the log alone does not tell what exists.
+func (m *Mux) auditAccess(ctx context.Context, what, name, alias string, d Decision, err error, begun time.Time) {
+	outcome := OutcomeOK
+	switch {
+	case d != DecisionAllowed:
+		outcome = OutcomeRefused
+	case err != nil:
+		outcome = OutcomeToolError
+	}
+	m.audit.Info().
+		Str("identity", IdentityFrom(ctx)).
+		Str(what, name).
+		Str("server", alias).
+		Str("decision", string(d)).
+		Str("outcome", string(outcome)).
+		Int64("duration_ms", time.Since(begun).Milliseconds()).
+		Msg(what)
 }
 
 // auditRefusal writes the audit line for calls mcp-go refused before they

@@ -207,17 +207,10 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 // checked the policy.
 func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *mcp.GetPromptResult, err error) {
 	begun := time.Now()
-	cat := m.catalog.Load()
-	e, ok := cat.lookup(kindPrompt, req.Params.Name)
+	e, ok := m.catalog.Load().lookup(kindPrompt, req.Params.Name)
 	if !ok || !m.policyFor(ctx).Permits(e.item()) {
-		d := DecisionDenied
-		if !ok {
-			d = DecisionUnknown
-			if _, hidden := cat.hidden[req.Params.Name]; hidden {
-				d = DecisionHidden
-			}
-		}
-		m.auditAccess(ctx, "prompt", req.Params.Name, "", d, nil, begun)
+		// The policy changed since mcp-go's filter ran; its error hook
+		// writes the audit line.
 		return nil, fmt.Errorf("prompt '%s' not found: %w", req.Params.Name, server.ErrPromptNotFound)
 	}
 	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, DecisionAllowed, err, begun) }()
@@ -384,6 +377,20 @@ func (cp completer) complete(ctx context.Context, c *child, ref map[string]any, 
 	return relayCompletion(raw), nil
 }
 
+// promptRefused writes the audit line of a prompts/get refused as unknown,
+// hidden or denied.
+func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
+	cat := m.catalog.Load()
+	d := DecisionDenied
+	if _, ok := cat.lookup(kindPrompt, name); !ok {
+		d = DecisionUnknown
+		if _, hidden := cat.hidden[name]; hidden {
+			d = DecisionHidden
+		}
+	}
+	m.auditAccess(ctx, "prompt", name, "", d, nil, begun)
+}
+
 // auditAccess writes the audit line of a prompts/get or a resources/read:
 // what was asked for (the exposed name or URI), of which server, whether it
 // was let through and how it ended. A refusal names no server, as for a
@@ -412,6 +419,12 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.unregistered(cs)
+		}
+		return
+	}
+	if method == mcp.MethodPromptsGet && errors.Is(err, server.ErrPromptNotFound) {
+		if req, ok := message.(*mcp.GetPromptRequest); ok {
+			m.promptRefused(ctx, req.Params.Name, time.Now())
 		}
 		return
 	}

@@ -169,17 +169,22 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 	}
 	metaBytes := res[meta.start:meta.end]
 	var payload string
-	if json.Unmarshal(metaBytes[carried.start:carried.end], &payload) != nil || !json.Valid([]byte(payload)) {
+	if json.Unmarshal(metaBytes[carried.start:carried.end], &payload) != nil {
 		return msg, false
 	}
 	p := []byte(payload)
+	if !json.Valid(p) {
+		return msg, false
+	}
 	pObj, ok := members(p)
 	if !ok {
 		return msg, false
 	}
 
 	// What the decoration added that the payload lacks, as "key":value
-	// spans of the placeholder.
+	// spans of the placeholder: keys at the top, and entries of _meta,
+	// which go into the payload's _meta (or make one; a _meta that is not
+	// an object gets none).
 	var addTop, addMeta [][]byte
 	for _, k := range relayDecoration {
 		if m := holder.last(k); m != nil && pObj.last(k) == nil {
@@ -188,19 +193,14 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 	}
 	pMeta := pObj.last("_meta")
 	var pMetaObj object
+	metaOK := true
 	if pMeta != nil {
-		if pMetaObj, ok = members(p[pMeta.start:pMeta.end]); !ok {
-			pMeta = nil // not an object: nothing can be added to it
-		}
+		pMetaObj, metaOK = members(p[pMeta.start:pMeta.end])
 	}
 	for i := range metaObj.m {
-		m := &metaObj.m[i]
-		if m.key != relayKey && (pMeta == nil || pMetaObj.last(m.key) == nil) {
+		if m := &metaObj.m[i]; metaOK && m.key != relayKey && pMetaObj.last(m.key) == nil {
 			addMeta = append(addMeta, metaBytes[m.keyStart:m.end])
 		}
-	}
-	if pMeta == nil && pObj.last("_meta") != nil {
-		addMeta = nil
 	}
 
 	out := make([]byte, 0, len(msg)-len(res)+len(p)+64*(len(addTop)+len(addMeta)))

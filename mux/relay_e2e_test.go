@@ -366,3 +366,45 @@ func TestRelayDecoration(t *testing.T) {
 		}
 	}
 }
+
+// A placeholder returned by a tool run as a task (2025-11-25 tasks) comes
+// back through tasks/result, where mcp-go adds the related-task entry to its
+// _meta: the swap keeps that entry, which the payload lacks.
+func TestRelayTaskResult(t *testing.T) {
+	srv := server.NewMCPServer("mcpmux", "test", server.WithToolCapabilities(false), server.WithTaskCapabilities(true, true, true))
+	srv.AddTool(mcp.NewTool("relay-task", mcp.WithTaskSupport(mcp.TaskSupportOptional)), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return relayToolResult(json.RawMessage(relayToolPayload)), nil
+	})
+	ask := func(id int, method mcp.MCPMethod, params string) []byte {
+		b, err := json.Marshal(srv.HandleMessage(context.Background(), json.RawMessage(requestLine(id, method, params))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var created struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	b := ask(1, mcp.MethodToolsCall, `{"name":"relay-task","arguments":{},"task":{"ttl":60000}}`)
+	if err := json.Unmarshal(b, &created); err != nil || created.Result.Task.TaskID == "" {
+		t.Fatalf("no task: %s", b)
+	}
+	out, ok := swapRelayed(ask(2, mcp.MethodTasksResult, fmt.Sprintf(`{"taskId":%q}`, created.Result.Task.TaskID)))
+	if !ok {
+		t.Fatalf("not swapped: %s", out)
+	}
+	res := splitMessage(t, splitMessage(t, out)["result"])
+	for k, v := range splitMessage(t, []byte(relayToolPayload)) {
+		if k != "_meta" && string(res[k]) != string(v) {
+			t.Errorf("%s is %s, want %s", k, res[k], v)
+		}
+	}
+	meta := splitMessage(t, res["_meta"])
+	if meta[mcp.RelatedTaskMetaKey] == nil || string(meta["big"]) != "12345678901234567890" || meta[relayKey] != nil {
+		t.Errorf("_meta %s", res["_meta"])
+	}
+}

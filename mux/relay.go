@@ -244,7 +244,7 @@ func appendMembers(out []byte, comma bool, ms [][]byte) []byte {
 // sseData opens the data field of the one event mcp-go writes per Write
 // ("event: message\ndata: <message>\n\n", after an "id:" line with an
 // event store).
-var sseData = []byte("data: ")
+var sseData = []byte("\ndata: ")
 
 // swapFramed is swapRelayed for one Write of mcp-go's streamable HTTP
 // transport: a JSON body (json.Encoder: the message and a newline) or one
@@ -256,16 +256,12 @@ func swapFramed(b []byte) ([]byte, bool) {
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {
 		return swapRelayed(b)
 	}
-	start := -1
-	switch {
-	case bytes.HasPrefix(b, sseData):
-		start = len(sseData)
-	default:
-		if i := bytes.Index(b, append([]byte{'\n'}, sseData...)); i >= 0 {
-			start = i + 1 + len(sseData)
-		}
-	}
-	if start < 0 {
+	var start int
+	if bytes.HasPrefix(b, sseData[1:]) {
+		start = len(sseData) - 1
+	} else if i := bytes.Index(b, sseData); i >= 0 {
+		start = i + len(sseData)
+	} else {
 		return b, false
 	}
 	end := bytes.IndexByte(b[start:], '\n')

@@ -31,6 +31,9 @@
 //	LAB_HTTP_TRANSPORT "sse" for the legacy SSE transport (default streamable)
 //	LAB_ADDR_FILE      where to write the address bound, for LAB_HTTP_ADDR=...:0
 //	LAB_SILENT=1       read stdin but never answer; exit 0 when stdin closes
+//	LAB_FIDELITY=1     also offer prompts, resources, templates, completion and
+//	                   the tools of fidelity.go
+//	LAB_REQUESTS       file every request received is appended to (fidelity.go)
 package main
 
 import (
@@ -96,8 +99,24 @@ func main() {
 		}
 		opts = append(opts, server.WithPaginationLimit(n))
 	}
-	s := server.NewMCPServer("labserver", "0.1.0", opts...)
+	fidelity := os.Getenv("LAB_FIDELITY") == "1"
+	hooks := &server.Hooks{}
+	subs := &subscribed{uris: map[string]bool{}}
+	if fidelity {
+		opts = append(opts, fidelityOptions()...)
+		trackSubscriptions(hooks, subs)
+	}
+	if path := os.Getenv("LAB_REQUESTS"); path != "" {
+		if err := recordRequests(hooks, path); err != nil {
+			fmt.Fprintf(os.Stderr, "labserver: LAB_REQUESTS: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	s := server.NewMCPServer("labserver", "0.1.0", append(opts, server.WithHooks(hooks))...)
 	register(s, source)
+	if fidelity {
+		registerFidelity(s, source, subs)
+	}
 	if dir := os.Getenv("LAB_RECORDS_DIR"); dir != "" {
 		if err := registerRecorded(s, source, pid, dir); err != nil {
 			fmt.Fprintf(os.Stderr, "labserver: LAB_RECORDS_DIR: %v\n", err)
@@ -111,9 +130,7 @@ func main() {
 	}
 
 	fmt.Fprintf(os.Stderr, "labserver %s pid %d ready\n", source, pid)
-	// The default stdio worker pool runs only 5 tool calls at a time; raise it
-	// to the maximum so concurrency limits seen in tests are mcpmux's own.
-	if err := server.ServeStdio(s, server.WithWorkerPoolSize(100)); err != nil {
+	if err := serveStdio(s); err != nil {
 		fmt.Fprintf(os.Stderr, "labserver: serve: %v\n", err)
 		os.Exit(1)
 	}

@@ -136,6 +136,9 @@ func relayCompleteResult(res *mcp.CompleteResult) {
 // is not a JSON object, comes back unchanged. It never panics, and a message
 // without the key costs one bytes.Contains.
 func swapRelayed(msg []byte) ([]byte, bool) {
+	if out, ok := announcement(msg); ok {
+		return out, true
+	}
 	if !bytes.Contains(msg, relayNeedle) || !json.Valid(msg) {
 		return msg, false
 	}
@@ -250,7 +253,7 @@ var sseData = []byte("\ndata: ")
 // transport: a JSON body (json.Encoder: the message and a newline) or one
 // server-sent event whose data is one line.
 func swapFramed(b []byte) ([]byte, bool) {
-	if !bytes.Contains(b, relayNeedle) {
+	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) {
 		return b, false
 	}
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {
@@ -273,6 +276,9 @@ func swapFramed(b []byte) ([]byte, bool) {
 	swapped, ok := swapRelayed(b[start:end])
 	if !ok {
 		return b, false
+	}
+	if len(swapped) == 0 { // an announcement of mcp-go's: no event at all
+		return nil, true
 	}
 	out := make([]byte, 0, start+len(swapped)+len(b)-end)
 	out = append(out, b[:start]...)

@@ -83,6 +83,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddOnRequestInitialization(m.gateRequest)
 	addRelayHooks(hooks)
 	hooks.AddOnError(m.auditRefusal)
+	m.addChildTraffic(hooks)
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
 	m.sessions.observe = m.observe.Session
@@ -122,6 +123,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	// Every read reaches readResource, which routes it or answers that
 	// the resource is unknown; the URIs themselves are never registered.
 	srv.AddResourceTemplate(mcp.NewResourceTemplate("{+uri}", "any"), m.readResource)
+	m.addClientNotifications(srv)
 	return srv
 }
 
@@ -191,7 +193,7 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
 	}
-	r := m.CallTool(ctx, IdentityFrom(ctx), req.Params.Name, args)
+	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, args)
 	switch {
 	case r.Raw != nil:
 		return relayToolResult(r.Raw), nil
@@ -218,7 +220,7 @@ func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *
 	if req.Params.Arguments != nil {
 		params["arguments"] = req.Params.Arguments
 	}
-	raw, err := m.request(ctx, e.child, string(mcp.MethodPromptsGet), params)
+	raw, err := m.request(withProgressToken(ctx, req.Params.Meta), e.child, string(mcp.MethodPromptsGet), params)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +275,7 @@ func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ 
 		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
 	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
-	raw, err := m.request(ctx, c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
+	raw, err := m.request(withProgressToken(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return nil, err
 	}
@@ -572,7 +574,7 @@ func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[st
 				}
 			}
 			ctx := m.srv.WithContext(context.Background(), cs)
-			if err := m.srv.SendNotificationToClient(ctx, string(listChanged[k]), nil); err != nil {
+			if err := m.srv.SendNotificationToClient(ctx, string(listChanged[k]), ownParams); err != nil {
 				m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send " + string(listChanged[k]))
 			}
 		}

@@ -1,0 +1,51 @@
+package mux
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// mcp-go announces every change of its registered tools, prompts and
+// resources to every session. mcpmux registers names only so that mcp-go's
+// dispatch reaches it, and tells each session itself, only when the lists
+// that session sees changed (notify); so at the edge mcp-go's announcements
+// are dropped and mcpmux's own, which carry ownMark, pass without it.
+
+// ownMark is the parameter that marks a list_changed mcpmux sends.
+const ownMark = "io.mcpmux/own"
+
+var ownParams = map[string]any{ownMark: true}
+
+var listChangedNeedle = []byte(`/list_changed"`)
+
+// announcement handles msg if it is a list_changed notification: one of
+// mcpmux's is returned without its mark, one of mcp-go's as nothing. ok is
+// false for any other message, which the caller leaves as it is.
+func announcement(msg []byte) (out []byte, ok bool) {
+	if !bytes.Contains(msg, listChangedNeedle) || !json.Valid(msg) {
+		return msg, false
+	}
+	top, ok := members(msg)
+	if !ok || top.only("id") != nil {
+		return msg, false
+	}
+	method := top.only("method")
+	var name string
+	if method == nil || json.Unmarshal(msg[method.start:method.end], &name) != nil ||
+		!strings.HasPrefix(name, "notifications/") || !strings.HasSuffix(name, "/list_changed") {
+		return msg, false
+	}
+	params := top.only("params")
+	if params == nil || !bytes.Contains(msg[params.start:params.end], []byte(`"`+ownMark+`"`)) {
+		return nil, true
+	}
+	rest, err := withoutField(msg[params.start:params.end], ownMark)
+	if err != nil {
+		return nil, true
+	}
+	out = make([]byte, 0, len(msg))
+	out = append(out, msg[:params.start]...)
+	out = append(out, rest...)
+	return append(out, msg[params.end:]...), true
+}

@@ -43,6 +43,10 @@ func IdentityFrom(ctx context.Context) string {
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
+	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
+		_ = m.WaitReady(ctx)
+		m.declare(&res.Capabilities)
+	})
 	hooks.AddBeforeListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
 	})
@@ -128,7 +132,8 @@ func (m *Mux) newServer() *server.MCPServer {
 }
 
 // afterInitialize declares what the children together offer, once their
-// first start is over, and that every list may change.
+// first start is over, and that every list may change; server/discover
+// (2026-07-28) declares the same.
 func (m *Mux) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	_ = m.WaitReady(ctx)
 	m.declare(&res.Capabilities)

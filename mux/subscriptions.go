@@ -131,6 +131,25 @@ func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
 	return nil
 }
 
+// listenSubscriptions subscribes a 2026-07-28 listener to the resources its
+// subscriptions/listen names (it has no resources/subscribe): each at its
+// child, where the caller may read it. What cannot be subscribed is logged
+// and left out; the stream itself stays.
+func (m *Mux) listenSubscriptions(ctx context.Context, cs server.ClientSession, uris []string) {
+	cat, p := m.catalog.Load(), m.policyFor(ctx)
+	for _, uri := range uris {
+		c, orig, ok := m.routeURI(cat, uri)
+		if !ok || !p.Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+			continue
+		}
+		if _, err := m.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+			c.log.Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
+			continue
+		}
+		m.subs.add(subKey{c.alias, orig}, cs, uri)
+	}
+}
+
 // resourceUpdated relays a child's notifications/resources/updated to
 // every session subscribed to that resource, under the URI it used.
 // It runs on the child's read goroutine and never blocks.

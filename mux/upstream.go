@@ -101,14 +101,16 @@ func (m *Mux) newServer() *server.MCPServer {
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
 	// mcp-go never registers; the hooks around the request mark its life.
-	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest) {
+	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, req *mcp.SubscriptionsListenRequest) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.addLocal(cs, IdentityFrom(ctx), kindListen)
+			m.listenSubscriptions(ctx, cs, req.Params.Notifications.ResourceSubscriptions)
 		}
 	})
 	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.unregistered(cs)
+			m.subs.dropSession(cs)
 		}
 	})
 	srv := server.NewMCPServer("mcpmux", Version,
@@ -426,6 +428,7 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.unregistered(cs)
+			m.subs.dropSession(cs)
 		}
 		return
 	}

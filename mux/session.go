@@ -44,6 +44,9 @@ type session struct {
 	wg      sync.WaitGroup
 	ids     atomic.Uint64 // for mcpmux's own raw requests
 
+	// inflight maps the requests sent for clients to their calls.
+	inflight inflight
+
 	caps mcp.ServerCapabilities // what the child declared in initialize
 }
 
@@ -108,9 +111,18 @@ func (s *session) failed(ctx context.Context, err error) bool {
 	return true
 }
 
-// rawRequest sends a request and returns its raw result.
+// rawRequest sends a request and returns its raw result. A request made
+// for a client (ctx holds its upstream session) is in the in-flight table
+// while it lasts; with params a map, the client's progress token, if it gave
+// one, is sent as mcpmux's request id.
 func (s *session) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	return s.send(ctx, s.nextID(), method, params)
+	id := s.nextID()
+	call, ctx := s.inflight.add(ctx, id)
+	defer s.inflight.remove(call)
+	if p, ok := params.(map[string]any); ok && call != nil && call.token != nil {
+		p["_meta"] = map[string]any{"progressToken": id}
+	}
+	return s.send(ctx, id, method, params)
 }
 
 // nextID returns an id for a request of mcpmux's own. String ids keep them
@@ -123,9 +135,18 @@ func (s *session) nextID() mcp.RequestId {
 // given up on is cancelled on every transport (mcp-go's client sends
 // notifications/cancelled over stdio only), and returns the raw result.
 // args is sent as it is. An answer over max_message_bytes is an error
-// wrapping errMessageTooLarge.
+// wrapping errMessageTooLarge. While the call lasts it is in the in-flight
+// table; the client's progress token, if it gave one, is sent as the id,
+// and the progress that came before the answer is written upstream before
+// callTool returns.
 func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	id := s.nextID()
+	call, ctx := s.inflight.add(ctx, id)
+	defer s.inflight.remove(call)
+	params := mcp.CallToolParams{Name: name, Arguments: args}
+	if call != nil && call.token != nil {
+		params.Meta = &mcp.Meta{ProgressToken: id}
+	}
 	sendCtx := ctx
 	if s.sse {
 		// mcp-go's SSE transport starts its own timer from the deadline and
@@ -137,7 +158,7 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		defer stop()
 	}
-	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), mcp.CallToolParams{Name: name, Arguments: args})
+	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), params)
 	if err != nil {
 		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
@@ -204,12 +225,25 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	if err != nil {
 		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
-	sess.client = client.NewClient(sess.tr, client.WithProtocolVersion(childProtocolVersion))
+	opts := []client.ClientOption{client.WithProtocolVersion(childProtocolVersion)}
+	bidi, relays := sess.tr.(transport.BidirectionalInterface)
+	if relays {
+		// What mcpmux can pass on to the clients (childrequests.go). The
+		// legacy SSE transport cannot carry a child's requests at all.
+		opts = append(opts, client.WithClientCapabilities(relayedCapabilities()))
+	}
+	sess.client = client.NewClient(sess.tr, opts...)
 	// The transport keeps this context for requests the child sends us; it
 	// must live as long as the session, not the start-up.
 	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
 		c.abort(sess)
 		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
+	}
+	if relays {
+		// Replaces the handler Start set: requests are relayed, not answered.
+		bidi.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+			return c.deps.childRequest(ctx, c, sess, req), nil
+		})
 	}
 	sess.client.OnConnectionLost(func(err error) {
 		sess.markLost(lostReason(err), "connection lost: "+err.Error())
@@ -225,6 +259,10 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 			}
 		case mcp.MethodNotificationResourceUpdated:
 			c.deps.resourceUpdated(c, n)
+		case string(mcp.MethodNotificationProgress):
+			c.deps.progress(sess, n)
+		case string(mcp.MethodNotificationMessage):
+			c.deps.childLog(c, sess, n)
 		}
 	})
 	init := mcp.InitializeRequest{}
@@ -237,6 +275,9 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
 	sess.caps = res.Capabilities
+	if sess.caps.Logging != nil {
+		c.deps.applyLogLevel(sctx, c, sess)
+	}
 	cat, err := c.readCatalog(sctx, sess)
 	if err != nil {
 		err = c.startErr(sctx, sess, err)

@@ -45,7 +45,9 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	w := drain.writer(out) // first: the reader answers oversized messages through it
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for list_changed to find the session.
-	return s.Listen(WithIdentity(ctx, identity), drain.reader(in), w)
+	// Progress for a call is written through w at once (inflight.go), so
+	// that it comes before the call's answer.
+	return s.Listen(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.reader(in), w)
 }
 
 func (m *Mux) maxStartupTimeout() time.Duration {

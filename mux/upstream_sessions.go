@@ -383,3 +383,16 @@ func (s *sessions) all() map[server.ClientSession]string {
 	}
 	return out
 }
+
+// stdio returns the stdio client's session and identity, or nil if mcpmux
+// serves none.
+func (s *sessions) stdio() (server.ClientSession, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cs, u := range s.listeners {
+		if u.kind == kindStdio {
+			return cs, u.identity
+		}
+	}
+	return nil, ""
+}

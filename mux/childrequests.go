@@ -1,0 +1,232 @@
+package mux
+
+// Requests a child makes of its client (sampling/createMessage,
+// elicitation/create, roots/list) are relayed to the client of the call
+// they belong to, through mcp-go's RequestSampling, RequestElicitation and
+// RequestRoots, and the answer goes back to the child.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// relayedCapabilities are the client capabilities mcpmux declares to a
+// child whose transport can carry the child's requests (stdio and
+// streamable HTTP; not the legacy SSE transport).
+func relayedCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{
+		Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{ListChanged: true},
+		Sampling:    &mcp.SamplingCapability{},
+		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
+	}
+}
+
+// errAmbiguousCall is wrapped by attribute's error when the calls in flight
+// on a child session belong to more than one identity.
+var errAmbiguousCall = errors.New("calls of more than one identity are in flight on it")
+
+// attribute finds the call that something a child sent on sess belongs to,
+// and returns nil when no call is in flight. ctx is the context the child
+// transport gave the request's handler: mcp-go's streamable HTTP client
+// makes it from the context of the call whose response stream the request
+// arrived on, which names the call exactly. Otherwise (a stdio child, a
+// remote child's standalone stream, a notification) the calls in flight
+// decide: if they all come from one identity, the most recent one; calls
+// of several identities are an error, so that nothing of one identity's
+// ever reaches another's session.
+func attribute(ctx context.Context, sess *session) (*inCall, error) {
+	if c := callFrom(ctx); c != nil && sess.inflight.lookup(c.key) == c {
+		return c, nil
+	}
+	var latest *inCall
+	for _, c := range sess.inflight.snapshot() {
+		if latest != nil && c.identity != latest.identity {
+			return nil, errAmbiguousCall
+		}
+		if latest == nil || c.seq > latest.seq {
+			latest = c
+		}
+	}
+	return latest, nil
+}
+
+// childRequest answers a request c's session sess sent: ping itself, the
+// three client requests by relaying them, anything else with "method not
+// found".
+func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
+		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
+	}
+	switch mcp.MCPMethod(req.Method) {
+	case mcp.MethodPing:
+		return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`))
+	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate, mcp.MethodListRoots:
+	default:
+		return fail(mcp.METHOD_NOT_FOUND, "mcpmux does not relay %s from a server", req.Method)
+	}
+	call, err := attribute(ctx, sess)
+	if err != nil {
+		return fail(mcp.INVALID_REQUEST, "mcpmux cannot tell which client %s is for: %v", req.Method, err)
+	}
+	var target context.Context
+	switch {
+	case call != nil:
+		target = call.ctx
+	default:
+		// Outside any call: the stdio client is the one client there is.
+		if cs, identity := m.sessions.stdio(); cs != nil && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
+			target = m.srv.WithContext(WithIdentity(context.Background(), identity), cs)
+			break
+		}
+		if req.Method == string(mcp.MethodListRoots) {
+			return m.configuredRoots(req.ID, c)
+		}
+		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
+	}
+	// The request lasts while both the call and the child's wait for it do,
+	// and at most the call timeout.
+	rctx, cancel := context.WithTimeout(target, m.cfg.Mux.CallTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	if missing := missingCapability(rctx, mcp.MCPMethod(req.Method)); missing != "" {
+		return fail(mcp.METHOD_NOT_FOUND, "the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method)
+	}
+	result, err := m.relayClientRequest(rctx, mcp.MCPMethod(req.Method), req.Params)
+	switch {
+	case errors.Is(err, server.ErrServerInitiatedRequestUnsupported):
+		return fail(mcp.INVALID_REQUEST, "the client speaks protocol 2026-07-28, which has no requests from a server; mcpmux cannot relay %s to it", req.Method)
+	case errors.Is(err, errBadChildParams):
+		return fail(mcp.INVALID_PARAMS, "%v", err)
+	case err != nil:
+		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, err)
+	}
+	return transport.NewJSONRPCResultResponse(req.ID, result)
+}
+
+// errBadChildParams is wrapped by the error for a child's request whose
+// params mcpmux cannot read.
+var errBadChildParams = errors.New("malformed params")
+
+// relayClientRequest sends the request to the client of ctx's session and
+// returns its answer as JSON.
+func (m *Mux) relayClientRequest(ctx context.Context, method mcp.MCPMethod, params any) (json.RawMessage, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
+	}
+	var result any
+	switch method {
+	case mcp.MethodSamplingCreateMessage:
+		var p mcp.CreateMessageParams
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
+		}
+		for i := range p.Messages {
+			if p.Messages[i].Content, err = mcp.ParseSamplingContent(p.Messages[i].Content); err != nil {
+				return nil, fmt.Errorf("%w: message %d: %v", errBadChildParams, i, err)
+			}
+		}
+		result, err = m.srv.RequestSampling(ctx, mcp.CreateMessageRequest{
+			Request: mcp.Request{Method: string(method)}, CreateMessageParams: p})
+	case mcp.MethodElicitationCreate:
+		var p mcp.ElicitationParams
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
+		}
+		result, err = m.srv.RequestElicitation(ctx, mcp.ElicitationRequest{Request: mcp.Request{Method: string(method)}, Params: p})
+	default:
+		var roots *mcp.ListRootsResult
+		roots, err = m.srv.RequestRoots(ctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(method)}})
+		if err == nil && roots.Roots == nil {
+			roots.Roots = []mcp.Root{}
+		}
+		result = roots
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(result)
+}
+
+// missingCapability names the capability the client of ctx lacks for a
+// request of method, or returns "". A 2026-07-28 request declares its
+// client's capabilities itself; an earlier client declared them in
+// initialize, and mcp-go keeps them on the session.
+func missingCapability(ctx context.Context, method mcp.MCPMethod) string {
+	var caps mcp.ClientCapabilities
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		if info.ClientCapabilities != nil {
+			caps = *info.ClientCapabilities
+		}
+	} else if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		caps = ci.GetClientCapabilities()
+	}
+	switch {
+	case method == mcp.MethodSamplingCreateMessage && caps.Sampling == nil:
+		return "sampling"
+	case method == mcp.MethodElicitationCreate && caps.Elicitation == nil:
+		return "elicitation"
+	case method == mcp.MethodListRoots && caps.Roots == nil:
+		return "roots"
+	}
+	return ""
+}
+
+// configuredRoots answers roots/list from [servers.X] roots.
+func (m *Mux) configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
+	roots := make([]mcp.Root, 0, len(c.cfg.Roots))
+	for _, r := range c.cfg.Roots {
+		roots = append(roots, mcp.Root{URI: r})
+	}
+	raw, _ := json.Marshal(mcp.ListRootsResult{Roots: roots})
+	return transport.NewJSONRPCResultResponse(id, raw)
+}
+
+// rootsChanged passes a client's notifications/roots/list_changed on to
+// every ready child that was told mcpmux relays roots, each within a
+// second.
+func (m *Mux) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range m.children {
+		sess := c.state.Load().sess
+		if sess == nil || sess.isLost() {
+			continue
+		}
+		if _, ok := sess.tr.(transport.BidirectionalInterface); !ok {
+			continue
+		}
+		wg.Go(func() {
+			err := sess.tr.SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+				Notification: mcp.Notification{Method: string(mcp.MethodNotificationRootsListChanged)}})
+			if err != nil {
+				c.log.Warn().Err(err).Msg("could not pass on notifications/roots/list_changed")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// addChildTraffic adds what relays traffic between children and clients:
+// logging/setLevel to the children and the roots notification.
+func (m *Mux) addChildTraffic(hooks *server.Hooks) {
+	hooks.AddAfterSetLevel(m.afterSetLevel)
+}
+
+// addClientNotifications registers the client notifications relayed to
+// children.
+func (m *Mux) addClientNotifications(srv *server.MCPServer) {
+	srv.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), m.rootsChanged)
+}

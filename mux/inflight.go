@@ -1,0 +1,202 @@
+package mux
+
+// The in-flight table: one per child session, it maps the id of each
+// request mcpmux sent the child for a client (which is also the progress
+// token the child was given) to that client's call: its upstream session,
+// identity, own progress token and context. Progress, logging and the
+// requests a child makes find their call here. Each table is its child
+// session's alone; nothing in it is shared by the calls of other children.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// inflight is one child session's table of requests in flight for clients.
+type inflight struct {
+	calls sync.Map      // request id (canonical JSON) -> *inCall
+	seq   atomic.Uint64 // orders calls by when they were sent
+}
+
+// inCall is one request in flight on a child session for a client.
+type inCall struct {
+	key      string // the request id as canonical JSON, the table's key
+	cs       server.ClientSession
+	identity string
+	token    mcp.ProgressToken // the client's own; nil if it asked for none
+	ctx      context.Context   // the upstream request's: its session, era and deadline
+	seq      uint64
+	write    func([]byte) // the stdio client's writer; nil over HTTP
+
+	mu      sync.Mutex
+	queue   []map[string]any // progress params not yet written upstream
+	writing bool             // a writer goroutine owns the queue
+	ended   bool             // the call has its answer: progress is dropped
+	wg      sync.WaitGroup   // the writer goroutine
+}
+
+type callKey struct{}
+
+// callFrom returns the call whose request a context was made for: the
+// context mcp-go's streamable HTTP client hands the handler of a request the
+// child sent on that call's response stream.
+func callFrom(ctx context.Context) *inCall {
+	c, _ := ctx.Value(callKey{}).(*inCall)
+	return c
+}
+
+type progressTokenKey struct{}
+
+// withProgressToken returns ctx carrying the client's progress token from a
+// request's _meta, if it gave one.
+func withProgressToken(ctx context.Context, meta *mcp.Meta) context.Context {
+	if meta == nil || meta.ProgressToken == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, progressTokenKey{}, meta.ProgressToken)
+}
+
+type directWriterKey struct{}
+
+// withDirectWriter returns ctx carrying the stdio client's writer, which
+// writes one whole message synchronously (answerWriter.writeOwn).
+func withDirectWriter(ctx context.Context, write func([]byte)) context.Context {
+	return context.WithValue(ctx, directWriterKey{}, write)
+}
+
+// add registers the request id, about to be sent for the upstream request
+// of ctx, and returns its entry and ctx carrying it; nil and ctx unchanged
+// for a request of mcpmux's own (no upstream session in ctx).
+func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.Context) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return nil, ctx
+	}
+	key, err := json.Marshal(id)
+	if err != nil {
+		return nil, ctx
+	}
+	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), token: ctx.Value(progressTokenKey{}),
+		ctx: ctx, seq: t.seq.Add(1)}
+	c.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	t.calls.Store(c.key, c)
+	return c, context.WithValue(ctx, callKey{}, c)
+}
+
+// remove ends c: it leaves the table, progress that arrives from now on is
+// dropped, and what came before is written upstream before remove returns,
+// so that it precedes the call's answer.
+func (t *inflight) remove(c *inCall) {
+	if c == nil {
+		return
+	}
+	t.calls.CompareAndDelete(c.key, c)
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// lookup returns the call in flight under the JSON id key, or nil.
+func (t *inflight) lookup(key string) *inCall {
+	if v, ok := t.calls.Load(key); ok {
+		return v.(*inCall)
+	}
+	return nil
+}
+
+// snapshot returns every call in flight.
+func (t *inflight) snapshot() []*inCall {
+	var out []*inCall
+	t.calls.Range(func(_, v any) bool {
+		out = append(out, v.(*inCall))
+		return true
+	})
+	return out
+}
+
+// progress relays a child's notifications/progress to the call it names,
+// under the client's own token; progress for a call that has ended, that
+// is not in the table or whose client asked for none is dropped. It never
+// blocks: it runs on the child transport's read goroutine.
+func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
+	fields := n.Params.AdditionalFields
+	key, err := json.Marshal(fields["progressToken"])
+	if err != nil {
+		return
+	}
+	c := sess.inflight.lookup(string(key))
+	if c == nil || c.token == nil {
+		return
+	}
+	params := make(map[string]any, len(fields))
+	for k, v := range fields {
+		params[k] = v
+	}
+	params["progressToken"] = c.token
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return
+	}
+	c.queue = append(c.queue, params)
+	if !c.writing {
+		c.writing = true
+		c.wg.Add(1)
+		go m.writeProgress(c)
+	}
+}
+
+// writeProgress writes c's queued progress upstream in order until the
+// queue is empty.
+func (m *Mux) writeProgress(c *inCall) {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		params := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		m.notifyCall(c, string(mcp.MethodNotificationProgress), params)
+	}
+}
+
+// notifyCall sends a notification to c's client. The stdio client's is
+// written at once, so that it is out before the call's answer (mcp-go
+// writes its own notifications from another goroutine than its answers).
+// Over HTTP mcp-go writes what the call's context queues on the request's
+// stream before its answer; a full queue is waited on while the call lasts.
+func (m *Mux) notifyCall(c *inCall, method string, params map[string]any) {
+	if c.write != nil {
+		line, err := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+			Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
+		if err == nil {
+			c.write(append(line, '\n'))
+		}
+		return
+	}
+	for {
+		err := m.srv.SendNotificationToClient(c.ctx, method, params)
+		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
+			return
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package mux
+
+// Logging: a child's notifications/message reaches the clients tagged with
+// the child's alias, and a client's logging/setLevel reaches every child
+// that declared logging.
+
+import (
+	"context"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// childLog relays a child's log message: logger becomes the alias, or
+// "alias/logger" when the child named one. It goes to the call it can be
+// attributed to (attribute's rule), otherwise to every session whose
+// identity may see anything of the child. mcp-go drops what is below a
+// session's level (logging/setLevel; for a 2026-07-28 request, the level in
+// its _meta). It runs on the child transport's read goroutine: mcp-go's
+// sending never blocks.
+func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
+	fields := n.Params.AdditionalFields
+	level, _ := fields["level"].(string)
+	note := mcp.LoggingMessageNotification{}
+	note.Params.Level = mcp.LoggingLevel(level)
+	note.Params.Logger = c.alias
+	if l, ok := fields["logger"].(string); ok && l != "" {
+		note.Params.Logger = c.alias + "/" + l
+	}
+	note.Params.Data = fields["data"]
+	if call, err := attribute(context.Background(), sess); err == nil && call != nil {
+		_ = m.srv.SendLogMessageToClient(call.ctx, note)
+		return
+	}
+	cat, set := m.catalog.Load(), m.policies.Current()
+	sees := map[string]bool{}
+	for cs, identity := range m.sessions.all() {
+		ok, known := sees[identity]
+		if !known {
+			ok = seesAlias(set.For(identity), cat, c.alias)
+			sees[identity] = ok
+		}
+		if ok {
+			_ = m.srv.SendLogMessageToClient(m.srv.WithContext(context.Background(), cs), note)
+		}
+	}
+}
+
+// seesAlias reports whether policy p lets its identity see anything of the
+// child alias: a tool, a prompt, a resource or a template.
+func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
+	if p.Permits(policy.Item{Kind: policy.Resource, Server: alias}) {
+		for _, k := range []kind{kindResource, kindTemplate} {
+			for _, e := range cat.kinds[k].list {
+				if e.child.alias == alias {
+					return true
+				}
+			}
+		}
+	}
+	for _, k := range []kind{kindTool, kindPrompt} {
+		for _, e := range cat.kinds[k].list {
+			if e.child.alias == alias && p.Permits(e.item()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// logLevels orders the levels from the most verbose.
+var logLevels = []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelInfo, mcp.LoggingLevelNotice,
+	mcp.LoggingLevelWarning, mcp.LoggingLevelError, mcp.LoggingLevelCritical, mcp.LoggingLevelAlert,
+	mcp.LoggingLevelEmergency}
+
+// childLogLevel is the level the children are asked for: the most verbose
+// any upstream session asked for, since mcp-go filters each session's own;
+// "" while no client has set one.
+func (m *Mux) childLogLevel() mcp.LoggingLevel {
+	if !m.levelSet.Load() {
+		return ""
+	}
+	best := len(logLevels)
+	for cs := range m.sessions.all() {
+		if l, ok := cs.(server.SessionWithLogging); ok {
+			for i, lv := range logLevels {
+				if lv == l.GetLogLevel() && i < best {
+					best = i
+				}
+			}
+		}
+	}
+	if best == len(logLevels) {
+		return ""
+	}
+	return logLevels[best]
+}
+
+// afterSetLevel passes a client's logging/setLevel on to every ready child
+// that declared logging, and waits for them (each within the call timeout).
+func (m *Mux) afterSetLevel(ctx context.Context, _ any, _ *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+	m.levelSet.Store(true)
+	ctx = context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range m.children {
+		sess := c.state.Load().sess
+		if sess == nil || sess.isLost() || sess.caps.Logging == nil {
+			continue
+		}
+		wg.Go(func() { m.applyLogLevel(ctx, c, sess) })
+	}
+	wg.Wait()
+}
+
+// applyLogLevel asks sess of c for the level the clients want, if any
+// client set one.
+func (m *Mux) applyLogLevel(ctx context.Context, c *child, sess *session) {
+	level := m.childLogLevel()
+	if level == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	defer cancel()
+	// Sent as mcpmux's own request, never attributed to the client's.
+	if _, err := sess.send(ctx, sess.nextID(), string(mcp.MethodSetLogLevel), map[string]any{"level": level}); err != nil {
+		c.log.Warn().Err(err).Str("level", string(level)).Msg("logging/setLevel failed")
+	}
+}

@@ -398,6 +398,13 @@ export async function assertElicitationRoundTrip(mux, seen) {
   assert.match(text(r), /- Agreed to terms: true/);
 }
 
+/** The text of get-roots-list through mcpmux. */
+export async function allRoots(mux) {
+  const r = await withTimeout(mux.callTool({ name: `${P}get-roots-list`, arguments: {} }), CALL_MS, 'get-roots-list');
+  assert.ok(!r.isError, JSON.stringify(r));
+  return text(r);
+}
+
 /** get-roots-list: the child lists the client's own roots. */
 export async function assertRootsRoundTrip(mux, roots) {
   const r = await withTimeout(mux.callTool({ name: `${P}get-roots-list`, arguments: {} }), CALL_MS, 'get-roots-list');

@@ -219,8 +219,8 @@ func (m *Mux) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 	wg.Wait()
 }
 
-// addChildTraffic adds what relays traffic between children and clients:
-// logging/setLevel to the children and the roots notification.
+// addChildTraffic adds the hook that passes logging/setLevel on to the
+// children.
 func (m *Mux) addChildTraffic(hooks *server.Hooks) {
 	hooks.AddAfterSetLevel(m.afterSetLevel)
 }

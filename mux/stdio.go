@@ -70,8 +70,12 @@ type halfClose struct {
 	// reader and writer take mu.
 	mu      sync.Mutex
 	waiting map[string]int
-	ctx     context.Context
-	limit   time.Duration
+	// dropping counts, per id, the answers not to write: the client
+	// cancelled those requests, and the protocol has a cancelled request
+	// go unanswered.
+	dropping map[string]int
+	ctx      context.Context
+	limit    time.Duration
 	// maxMessage bounds one line from the client (max_message_bytes; 0
 	// means the default).
 	maxMessage int64
@@ -101,6 +105,33 @@ func (h *halfClose) expect(id string) {
 	}
 	h.waiting[id]++
 	h.pending.Add(1)
+}
+
+// cancelled records that the client cancelled its request id, if that is
+// still waiting for its answer.
+func (h *halfClose) cancelled(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting[id] > h.dropping[id] {
+		if h.dropping == nil {
+			h.dropping = map[string]int{}
+		}
+		h.dropping[id]++
+	}
+}
+
+// dropAnswer reports whether the answer under id is to be dropped, its
+// request having been cancelled, and records that it was.
+func (h *halfClose) dropAnswer(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dropping[id] == 0 {
+		return false
+	}
+	if h.dropping[id]--; h.dropping[id] == 0 {
+		delete(h.dropping, id)
+	}
+	return true
 }
 
 // answered records an answer under id, and reports whether no request is
@@ -161,6 +192,8 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 		line, err := rr.readLine()
 		if id, ok := requestID(line); ok {
 			rr.h.expect(id)
+		} else if id, ok := cancelledID(line); ok {
+			rr.h.cancelled(id)
 		}
 		if len(line) > 0 && line[len(line)-1] != '\n' {
 			// mcp-go drops a last line that has no newline.
@@ -370,20 +403,44 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
-	out, swapped := swapRelayed(p)
-	aw.mu.Lock()
-	n, err := aw.w.Write(out)
-	aw.mu.Unlock()
-	if swapped && err == nil {
-		n = len(p)
+	id, isAnswer := answerID(p)
+	n, err := len(p), error(nil)
+	if !isAnswer || !aw.h.dropAnswer(id) {
+		out, swapped := swapRelayed(p)
+		aw.mu.Lock()
+		n, err = aw.w.Write(out)
+		aw.mu.Unlock()
+		if swapped && err == nil {
+			n = len(p)
+		}
 	}
-	if id, ok := answerID(p); ok && aw.h.answered(id) {
+	if isAnswer && aw.h.answered(id) {
 		select {
 		case aw.h.idle <- struct{}{}:
 		default:
 		}
 	}
 	return n, err
+}
+
+// cancelledID returns the id, in canonical form, of the request a
+// notifications/cancelled from the client names.
+func cancelledID(line []byte) (string, bool) {
+	if !bytes.Contains(line, []byte(mcp.MethodNotificationCancelled)) {
+		return "", false
+	}
+	var msg struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			RequestID any `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &msg) != nil || msg.ID != nil || msg.Method != string(mcp.MethodNotificationCancelled) ||
+		msg.Params.RequestID == nil {
+		return "", false
+	}
+	return idKey(msg.Params.RequestID)
 }
 
 // answerID returns the id, in canonical form, of a response with an id. It

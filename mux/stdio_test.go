@@ -238,3 +238,66 @@ func TestAnswerWriterWholeMessages(t *testing.T) {
 		}
 	}
 }
+
+// A request the stdio client cancels is cancelled at the child and never
+// answered, as the protocol has it; later requests are.
+func TestStdioCancelledRequestGoesUnanswered(t *testing.T) {
+	l := startCallLab(t, "", "")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- l.m.ServeStdio(context.Background(), "reader", inR, outW) }()
+	lines := make(chan map[string]json.RawMessage, 16)
+	go func() {
+		defer close(lines)
+		dec := json.NewDecoder(outR)
+		for {
+			var msg map[string]json.RawMessage
+			if dec.Decode(&msg) != nil {
+				return
+			}
+			lines <- msg
+		}
+	}()
+	send := func(msg string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(id string) map[string]json.RawMessage {
+		t.Helper()
+		for msg := range lines {
+			if string(msg["id"]) == "7" {
+				t.Fatalf("the cancelled request was answered: %s", msg["result"])
+			}
+			if string(msg["id"]) == id {
+				return msg
+			}
+		}
+		t.Fatalf("no answer to %s", id)
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	answer("1")
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lab__hold","arguments":{"tag":"c"}}}`)
+	if tag := <-l.started; tag != "c" {
+		t.Fatalf("started %q", tag)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`)
+	// The call ends at mcpmux and at the child; mcpmux's audit line says so.
+	testsupport.WaitFor(t, "the cancelled call to end", func() bool { return strings.Contains(l.log.String(), `"outcome":"cancelled"`) })
+	send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	answer("8")
+	_ = inW.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	_ = outW.Close()
+	for msg := range lines {
+		if string(msg["id"]) == "7" {
+			t.Fatalf("the cancelled request was answered: %s", msg["result"])
+		}
+	}
+}

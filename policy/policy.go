@@ -133,14 +133,6 @@ func (p *Policy) Permits(it Item) bool {
 	return false
 }
 
-// Allows reports whether the policy lets its identity see and call the tool
-// with the given exposed name; it is Permits of a Tool.
-//
-// Deprecated: kept while package mux moves to Permits.
-func (p *Policy) Allows(name string, readOnly bool) bool {
-	return p.Permits(Item{Kind: Tool, Name: name, ReadOnly: readOnly})
-}
-
 // sameRules reports whether p and q grant exactly the same access. Two nil
 // policies have the same rules; a nil and a non-nil policy do not, since
 // having no policy file differs from having an empty one only in being

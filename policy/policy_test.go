@@ -358,11 +358,6 @@ allow_resources = ["docs", "tick*"]
 		if got := p.Permits(tt.it); got != tt.want {
 			t.Errorf("Permits(%+v) = %v; want %v", tt.it, got, tt.want)
 		}
-		if tt.it.Kind == Tool {
-			if got := p.Allows(tt.it.Name, tt.it.ReadOnly); got != tt.want {
-				t.Errorf("Allows(%q, %v) = %v; want %v", tt.it.Name, tt.it.ReadOnly, got, tt.want)
-			}
-		}
 	}
 
 	var nilPolicy *Policy
@@ -427,9 +422,6 @@ allow_resources = ["do?s", "tick*", "*-files"]
 		if n := testing.AllocsPerRun(100, func() { p.Permits(it) }); n != 0 {
 			t.Errorf("Permits(%+v) allocates %v times per call", it, n)
 		}
-	}
-	if n := testing.AllocsPerRun(100, func() { p.Allows(names[0], true) }); n != 0 {
-		t.Errorf("Allows allocates %v times per call", n)
 	}
 }
 

@@ -184,6 +184,9 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
 		return
 	}
+	if r.Method == http.MethodPost {
+		ctx = withDirectWriter(ctx, rec.writeEvent)
+	}
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -434,17 +437,65 @@ type recorder struct {
 	rc      *http.ResponseController
 	write   time.Duration
 	h       *HTTPUpstream
-	status  int
 	pending *upstreamSession // admitted for this initialize, not yet handed out
 	orphan  string           // an id mcp-go handed out that the registry does not hold
+
+	// mu serialises mcp-go's writes (from its forwarder and its handler)
+	// with mcpmux's own (writeEvent).
+	mu     sync.Mutex
+	status int
+	// events is set once the response is an event stream; own, once
+	// mcpmux made it one, so that mcp-go's answer must go as an event too.
+	events, own bool
+}
+
+// writeEvent writes one message of mcpmux's own (a JSON line) at once, as
+// an event of the response's stream: the notifications of a call, which
+// must precede its answer, and mcp-go writes its own from another goroutine
+// than its answer. The first turns a response not yet begun into an event
+// stream. It is the direct writer of a request's calls (withDirectWriter).
+func (s *recorder) writeEvent(line []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status == 0 {
+		h := s.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		s.writeHeader(http.StatusOK)
+		s.own = true
+	}
+	if !s.events {
+		return // the answer is being written as one JSON body: too late
+	}
+	s.extend()
+	_, _ = s.ResponseWriter.Write(sseEvent(line))
+	_ = s.rc.Flush()
+}
+
+// sseEvent frames one JSON message as a server-sent event, as mcp-go does.
+func sseEvent(msg []byte) []byte {
+	msg = bytes.TrimRight(msg, "\r\n")
+	out := make([]byte, 0, len(msg)+len("event: message\ndata: \n\n"))
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, msg...)
+	return append(out, "\n\n"...)
 }
 
 func (s *recorder) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeHeader(code)
+}
+
+func (s *recorder) writeHeader(code int) {
 	if s.status != 0 {
-		s.ResponseWriter.WriteHeader(code)
+		if !s.own {
+			s.ResponseWriter.WriteHeader(code)
+		}
 		return
 	}
 	s.status = code
+	s.events = strings.HasPrefix(s.Header().Get("Content-Type"), "text/event-stream")
 	if sid := s.Header().Get(server.HeaderKeySessionID); sid != "" {
 		switch {
 		case s.pending != nil && code < 300:
@@ -480,11 +531,17 @@ func (s *recorder) extend() {
 // mcp-go writes each JSON body (json.Encoder) and each event
 // (writeSSEEvent) with one Write, and sets no Content-Length on them.
 func (s *recorder) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.status == 0 {
-		s.WriteHeader(http.StatusOK)
+		s.writeHeader(http.StatusOK)
 	}
 	s.extend()
 	out, swapped := swapFramed(b)
+	if s.own && len(out) > 0 && out[0] == '{' {
+		// mcp-go's answer as a JSON body, to a response mcpmux made a stream.
+		out, swapped = sseEvent(out), true
+	}
 	n, err := s.ResponseWriter.Write(out)
 	if swapped && err == nil {
 		n = len(b)
@@ -494,6 +551,8 @@ func (s *recorder) Write(b []byte) (int, error) {
 
 // Flush keeps server-sent events flowing through the recorder.
 func (s *recorder) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.extend()
 	_ = s.rc.Flush()
 }

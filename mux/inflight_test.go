@@ -212,14 +212,16 @@ func progressOf(u *upstreamClient, token string) []string {
 
 // TestProgressBeforeAnswer: a child that sends 50 progress notifications
 // and then answers has every one of them at the client, in order and under
-// the client's own token, before the answer, repeatedly. The upstream is
-// stdio: mcp-go's HTTP server can drop a notification its forwarder holds
-// when the answer is written, and the child is the stdio one, since an
-// mcp-go HTTP child, to which mcpmux keeps a standalone stream open,
-// delivers some of a call's progress on that stream.
+// the client's own token, before the answer, repeatedly, over both
+// upstreams: mcpmux writes them itself at the edge (mcp-go writes its own
+// notifications from another goroutine than its answers, and its HTTP
+// server can drop one its forwarder holds when the answer is written). The
+// child is the stdio one: an mcp-go HTTP child sends part of a call's
+// progress on its standalone stream, after its answer, as it would to any
+// client.
 func TestProgressBeforeAnswer(t *testing.T) {
 	m := startTraffic(t)
-	ups := map[string]*upstreamClient{"stdio": stdioUpstream(t, m, "alice")}
+	ups := map[string]*upstreamClient{"stdio": stdioUpstream(t, m, "alice"), "http": httpUpstream(t, m, false)("alice")}
 	for name, u := range ups {
 		for _, alias := range []string{"st"} {
 			t.Run(name+"/"+alias, func(t *testing.T) {

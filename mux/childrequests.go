@@ -229,4 +229,17 @@ func (m *Mux) addChildTraffic(hooks *server.Hooks) {
 // children.
 func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 	srv.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), m.rootsChanged)
+	srv.AddNotificationHandler(string(mcp.MethodNotificationInitialized), m.clientInitialized)
+}
+
+// clientInitialized tells the children that the roots changed once the
+// stdio client, which declared roots, has finished its handshake: a child
+// that asked for roots/list while no client was there (mcpmux starts the
+// children first) then asks again, and gets the client's.
+func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
+	cs := server.ClientSessionFromContext(ctx)
+	if stdio, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
+		return
+	}
+	m.rootsChanged(ctx, n)
 }

@@ -409,14 +409,19 @@ func registerFidelity(s *server.MCPServer, source string, subs *subscribed) {
 	})
 }
 
-// serveStdio serves s on stdin and stdout, through rawWriter, until stdin
-// ends or SIGTERM or SIGINT arrives (as server.ServeStdio does).
-func serveStdio(s *server.MCPServer) error {
+// serveStdio serves s on stdin and stdout, through rawWriter when raw is
+// set, until stdin ends or SIGTERM or SIGINT arrives (as server.ServeStdio
+// does).
+func serveStdio(s *server.MCPServer, raw bool) error {
 	ss := server.NewStdioServer(s)
 	// The default stdio worker pool runs only 5 tool calls at a time; raise it
 	// to the maximum so concurrency limits seen in tests are mcpmux's own.
 	server.WithWorkerPoolSize(100)(ss)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return ss.Listen(ctx, os.Stdin, rawWriter{os.Stdout})
+	var out io.Writer = os.Stdout
+	if raw {
+		out = rawWriter{os.Stdout}
+	}
+	return ss.Listen(ctx, os.Stdin, out)
 }

@@ -130,7 +130,7 @@ func main() {
 	}
 
 	fmt.Fprintf(os.Stderr, "labserver %s pid %d ready\n", source, pid)
-	if err := serveStdio(s); err != nil {
+	if err := serveStdio(s, fidelity); err != nil {
 		fmt.Fprintf(os.Stderr, "labserver: serve: %v\n", err)
 		os.Exit(1)
 	}

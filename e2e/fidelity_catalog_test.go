@@ -165,17 +165,15 @@ func (s *fSess) call(t *testing.T, name string, args map[string]any) json.RawMes
 // callText calls a tool and returns its text.
 func (s *fSess) callText(t *testing.T, name string, args map[string]any) string {
 	t.Helper()
-	var res mcp.CallToolResult
 	raw := s.call(t, name, args)
-	r, err := mcp.ParseCallToolResult(&raw)
+	res, err := mcp.ParseCallToolResult(&raw)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	res = *r
 	if res.IsError {
 		t.Fatalf("%s: error result %s", name, raw)
 	}
-	return ts.Text(&res)
+	return ts.Text(res)
 }
 
 // readContents reads uri and returns its contents.

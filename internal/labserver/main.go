@@ -23,7 +23,7 @@
 //	LAB_STARTED_DIR    directory where slow drops a file named after its tag
 //	LAB_RECORDS_DIR    directory for probe's and record's records (the tools
 //	                   are offered only when it is set)
-//	LAB_PAGE_SIZE      tools/list page size (pagination off when unset)
+//	LAB_PAGE_SIZE      page size of every list (pagination off when unset)
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
 //	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
 //	LAB_START_DELAY_MS wait this long before serving (a slow start)

@@ -11,6 +11,21 @@
 //	fixtureserver -listen 127.0.0.1:0   the first line of stdout is the URL bound
 //	fixtureserver -stdio
 //
+// Over HTTP, mcp-go v1.2.1 makes two behaviours exclusive, so the fixture
+// picks one with -standalone-stream:
+//   - It sends sampling/createMessage (and roots/list) only on the
+//     standalone GET stream; elicitation goes on the call's POST stream.
+//   - It puts all of a session's notifications on one channel that the POST
+//     stream of each call in flight and the GET stream read alike, so with a
+//     GET stream open a call's progress can leave on the GET stream and reach
+//     the client after the call's answer, when the client no longer wants it.
+//
+// By default GET is answered 405, so every call's notifications travel on
+// its own POST stream, ahead of its answer, and sampling cannot be asked for.
+// With -standalone-stream, GET opens the stream: sampling works, and progress
+// may arrive late. interop/conformance.mjs runs tools-call-sampling against a
+// fixture started with the flag and every other scenario against one without.
+//
 // Over HTTP it keeps mcp-go's DNS rebinding protection (a loopback listener
 // refuses a non-loopback Host header), which the dns-rebinding-protection
 // scenario checks.
@@ -105,6 +120,7 @@ const sep1330Schema = `{
 func main() {
 	listen := flag.String("listen", "", "serve streamable HTTP at /mcp on this address (host:port; port 0 picks one) and print its URL")
 	stdio := flag.Bool("stdio", false, "serve MCP over stdin and stdout")
+	standaloneStream := flag.Bool("standalone-stream", false, "with -listen, answer GET with the standalone SSE stream (needed for sampling; lets a call's notifications leave on it)")
 	flag.Parse()
 	if (*listen == "") == !*stdio {
 		fmt.Fprintln(os.Stderr, "fixtureserver: give exactly one of -listen ADDR and -stdio")
@@ -116,7 +132,7 @@ func main() {
 	if *stdio {
 		err = server.ServeStdio(s, server.WithWorkerPoolSize(100))
 	} else {
-		err = serveHTTP(s, *listen)
+		err = serveHTTP(s, *listen, *standaloneStream)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fixtureserver: %v\n", err)
@@ -125,24 +141,20 @@ func main() {
 }
 
 // serveHTTP serves s at /mcp on addr until SIGINT or SIGTERM, after printing
-// the endpoint's URL as the first line of stdout.
-func serveHTTP(s *server.MCPServer, addr string) error {
+// the endpoint's URL as the first line of stdout. GET opens the standalone
+// stream only when standaloneStream is set (see the package comment).
+func serveHTTP(s *server.MCPServer, addr string, standaloneStream bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	// mcp-go v1.2.1 puts every notification of a session on one channel,
-	// read by the POST stream of each call in flight and by the GET stream
-	// alike, so a call's progress can leave on the GET stream and reach the
-	// client after the call's answer, when it is no longer wanted. With no
-	// GET stream (405), a call's notifications leave on its own POST stream.
-	// And without an event store, a notification sent just before the tool
-	// returns can be taken off the channel by the POST stream's forwarder
-	// after the response path has drained it, and dropped; with one, the
-	// forwarder still records and delivers it ahead of the response.
+	// Without an event store, a notification sent just before a tool
+	// returns can be taken off the session's channel by the POST stream's
+	// forwarder after the response path has drained that channel, and be
+	// dropped; with one, the forwarder still delivers it ahead of the answer.
 	mux.Handle("/mcp", server.NewStreamableHTTPServer(s,
-		server.WithDisableStreaming(true),
+		server.WithDisableStreaming(!standaloneStream),
 		server.WithEventStore(server.NewInMemoryEventStore()),
 		server.WithSessionIdleTTL(10*time.Minute)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

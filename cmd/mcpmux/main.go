@@ -196,6 +196,7 @@ func servers(cfg *config.Config) policy.Servers {
 	out := policy.Servers{Separator: cfg.Mux.Separator, Aliases: make([]string, len(cfg.Servers))}
 	for i, s := range cfg.Servers {
 		out.Aliases[i] = s.Alias
+		out.Unprefixed = out.Unprefixed || !s.Prefix
 	}
 	return out
 }

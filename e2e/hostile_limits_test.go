@@ -360,8 +360,8 @@ func TestHostileCatalogOverLimitOnReread(t *testing.T) {
 		args map[string]any
 		err  string
 	}{
-		{"pages", map[string]any{"pages": 6}, "the tool list has more than max_catalog_pages (5) pages"},
-		{"bytes", map[string]any{"pages": 5, "pad": 5000}, "the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
+		{"pages", map[string]any{"pages": 6}, "tools/list: the tool list has more than max_catalog_pages (5) pages"},
+		{"bytes", map[string]any{"pages": 5, "pad": 5000}, "tools/list: the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			limits := "call_timeout = \"10s\"\n\n[limits]\nmax_catalog_pages = 5\nmax_catalog_bytes = \"16KiB\""

@@ -260,7 +260,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
-				t.name, config.FormatSize(sess.limit)))), OutcomeToolError
+				t.orig, config.FormatSize(sess.limit)))), OutcomeToolError
 		}
 		if err == nil {
 			return m.relayResult(t, raw, retried)

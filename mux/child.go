@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -361,9 +362,14 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 	var items []json.RawMessage
 	cursor := ""
 	seen := map[string]bool{}
+	// The limits bound all of a child's lists together.
+	what := "the " + kindWire[k].label + " list"
+	if budget.pages < lim.MaxCatalogPages {
+		what += " and the lists before it"
+	}
 	for page := 0; ; page++ {
 		if budget.pages == 0 {
-			return nil, fmt.Errorf("the lists have more than max_catalog_pages (%d) pages", lim.MaxCatalogPages)
+			return nil, fmt.Errorf("%s %s more than max_catalog_pages (%d) pages", what, verbHave(what), lim.MaxCatalogPages)
 		}
 		budget.pages--
 		params := map[string]any{}
@@ -375,8 +381,8 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 			return nil, err
 		}
 		if budget.bytes -= int64(len(result)); budget.bytes < 0 {
-			return nil, fmt.Errorf("the lists are larger than max_catalog_bytes (%s) after %d pages of this one",
-				config.FormatSize(lim.MaxCatalogBytes), page+1)
+			return nil, fmt.Errorf("%s %s larger than max_catalog_bytes (%s) after %d pages",
+				what, verb(what), config.FormatSize(lim.MaxCatalogBytes), page+1)
 		}
 		p, err := decodePage(result, kindWire[k].member)
 		if err != nil {
@@ -392,6 +398,21 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 		seen[p.NextCursor] = true
 		cursor = p.NextCursor
 	}
+}
+
+// verb and verbHave agree with what readList names: one list, or several.
+func verb(what string) string {
+	if strings.HasSuffix(what, "before it") {
+		return "are"
+	}
+	return "is"
+}
+
+func verbHave(what string) string {
+	if strings.HasSuffix(what, "before it") {
+		return "have"
+	}
+	return "has"
 }
 
 // decodePage decodes one page of a list whose items are in member.

@@ -197,7 +197,7 @@ func TestStartFailureReasons(t *testing.T) {
 				}) + `"`
 			}},
 		{name: "too many pages", want: ReasonToolsListFailed, limits: "max_catalog_pages = 2",
-			wantPrefix: "server x: tools/list: the lists have more than max_catalog_pages (2) pages",
+			wantPrefix: "server x: tools/list: the tool list has more than max_catalog_pages (2) pages",
 			server: func(t *testing.T) string {
 				var pages atomic.Int32
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {

@@ -160,7 +160,7 @@ prefix = false
       });
       p.exited.then(({ code, signal }) => {
         const log = p.stderr.join('\n');
-        if (/prefix/.test(log)) reject(new NotYetSupported(`prefix=false not supported yet: mcpmux refused the config:\n${log}`));
+        if (/prefix/.test(log)) reject(new NotYetSupported(`prefix=false not supported yet (mcpmux refused the config: ${p.stderr.at(-1)})`));
         else reject(new Error(`mcpmux exited (${code ?? signal}) before serving HTTP:\n${log}`));
       });
     }),

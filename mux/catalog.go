@@ -29,11 +29,11 @@ const (
 // kindWire says how a kind appears on the wire (the list method, the member
 // of its result that holds the list, the member of each item that names it)
 // and in the log.
-var kindWire = [numKinds]struct{ list, member, key, label, logKey string }{
-	kindTool:     {string(mcp.MethodToolsList), "tools", "name", "tool", "child_tool"},
-	kindPrompt:   {string(mcp.MethodPromptsList), "prompts", "name", "prompt", "child_prompt"},
-	kindResource: {string(mcp.MethodResourcesList), "resources", "uri", "resource", "child_uri"},
-	kindTemplate: {string(mcp.MethodResourcesTemplatesList), "resourceTemplates", "uriTemplate", "resource template", "child_uri_template"},
+var kindWire = [numKinds]struct{ list, member, key, label, logKey, noun string }{
+	kindTool:     {string(mcp.MethodToolsList), "tools", "name", "tool", "child_tool", "name"},
+	kindPrompt:   {string(mcp.MethodPromptsList), "prompts", "name", "prompt", "child_prompt", "name"},
+	kindResource: {string(mcp.MethodResourcesList), "resources", "uri", "resource", "child_uri", "URI"},
+	kindTemplate: {string(mcp.MethodResourcesTemplatesList), "resourceTemplates", "uriTemplate", "resource template", "child_uri_template", "template"},
 }
 
 // entry is one exposed thing: what it is called upstream, where it goes, and
@@ -46,6 +46,9 @@ type entry struct {
 	def      json.RawMessage // the child's definition under the exposed name, otherwise as sent
 	readOnly bool            // tools: safe to re-run
 	args     *argChecker     // tools: checks arguments
+	// task is how a tool runs as a task upstream: optional or required
+	// when the child offers tasks for tools/call, "" otherwise.
+	task mcp.TaskSupport
 	// bare is the form of an entry of a child with prefix = false; prefixed
 	// is its fallback, used when a server listed earlier exposes the same
 	// name. Both are nil for a prefixed child.
@@ -197,12 +200,12 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 		for i, r := range raw[k] {
 			var w wireEntry
 			if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
-				skip(k, fmt.Sprintf("#%d", i), "not a valid definition", err)
+				skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
 				continue
 			}
 			id := w.id(k)
 			if seen[id] {
-				skip(k, id+"#"+fmt.Sprint(i), "the server lists it twice; the first definition is kept", nil)
+				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+kindWire[k].noun+" twice; the first definition is kept", nil)
 				continue
 			}
 			seen[id] = true
@@ -212,7 +215,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			e := &entry{kind: k, orig: id, child: c, def: r}
 			if k == kindTool {
-				why, err := m.checkTool(c, e, &w, readOnly.Match(id))
+				why, err := m.checkTool(c, e, &w, readOnly.Match(id), caps)
 				if why != "" {
 					skip(k, id, why, err)
 					continue
@@ -280,9 +283,13 @@ func (e *entry) rename() error {
 
 // checkTool checks a tool's definition and prepares its argument checker;
 // it returns why the tool must be left out, or "".
-func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool) (string, error) {
-	if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired {
-		return "it can only run as a task, which mcpmux does not relay yet", nil
+func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, caps mcp.ServerCapabilities) (string, error) {
+	if w.Execution != nil && (w.Execution.TaskSupport == mcp.TaskSupportOptional || w.Execution.TaskSupport == mcp.TaskSupportRequired) &&
+		toolTasks(caps) != nil {
+		e.task = w.Execution.TaskSupport
+	}
+	if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired && e.task == "" {
+		return "it can only run as a task, and the server does not declare tasks for tools/call", nil
 	}
 	in := w.InputSchema
 	if t := bytes.TrimSpace(in); len(t) == 0 || bytes.Equal(t, []byte("null")) {
@@ -375,7 +382,7 @@ func (m *Mux) rebuildCatalog() {
 		var wire bytes.Buffer
 		for _, e := range next.kinds[k].list {
 			wire.Write(e.def)
-			fmt.Fprintf(&wire, "|%s|%s|%t\n", e.child.alias, e.orig, e.readOnly)
+			fmt.Fprintf(&wire, "|%s|%s|%t|%s\n", e.child.alias, e.orig, e.readOnly, e.task)
 		}
 		next.wire[k] = wire.Bytes()
 	}
@@ -421,8 +428,8 @@ func mergeCaps(into *mcp.ServerCapabilities, c mcp.ServerCapabilities) {
 		}
 		into.Resources.Subscribe = into.Resources.Subscribe || c.Resources.Subscribe
 	}
-	if c.Tasks != nil && into.Tasks == nil {
-		into.Tasks = c.Tasks
+	if t := toolTasks(c); t != nil {
+		into.Tasks = t
 	}
 }
 
@@ -433,7 +440,7 @@ func (m *Mux) registerWithServer(cat *catalog) {
 	tools := make([]server.ServerTool, 0, len(cat.kinds[kindTool].list))
 	for _, e := range cat.kinds[kindTool].list {
 		tools = append(tools, server.ServerTool{
-			Tool:    mcp.Tool{Name: e.name, InputSchema: mcp.ToolInputSchema{Type: "object"}},
+			Tool:    mcp.Tool{Name: e.name, InputSchema: mcp.ToolInputSchema{Type: "object"}, Execution: execution(e.task)},
 			Handler: m.handleCall,
 		})
 	}
@@ -448,4 +455,27 @@ func (m *Mux) registerWithServer(cat *catalog) {
 // match reports whether uri is an expansion of the template entry e.
 func (e *entry) match(uri string) bool {
 	return e.tmpl != nil && e.tmpl.Match(uri)
+}
+
+// toolTasks is what the mux declares of tasks for a child that declared
+// caps: tasks for tools/call, with tasks/list and tasks/cancel (mcp-go's
+// store answers those), when the child runs tools/call as tasks; nil
+// otherwise. No other request crosses as a task.
+func toolTasks(caps mcp.ServerCapabilities) *mcp.TasksCapability {
+	t := caps.Tasks
+	if t == nil || t.Requests == nil || t.Requests.Tools == nil || t.Requests.Tools.Call == nil {
+		return nil
+	}
+	out := mcp.NewTasksCapabilityWithToolsOnly()
+	out.List, out.Cancel = &struct{}{}, &struct{}{}
+	return out
+}
+
+// execution is the Execution of a tool's stub registered with mcp-go,
+// which decides whether a task-augmented call runs as a task.
+func execution(task mcp.TaskSupport) *mcp.ToolExecution {
+	if task == "" {
+		return nil
+	}
+	return &mcp.ToolExecution{TaskSupport: task}
 }

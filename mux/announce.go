@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // mcp-go announces every change of its registered tools, prompts and
@@ -19,11 +21,15 @@ var ownParams = map[string]any{ownMark: true}
 
 var listChangedNeedle = []byte(`/list_changed"`)
 
+// taskStatusNeedle finds notifications/tasks/status, which mcp-go sends to
+// every session and mcpmux only to the task's (tasks.go), the same way.
+var taskStatusNeedle = []byte(`"` + mcp.MethodNotificationTasksStatus + `"`)
+
 // announcement handles msg if it is a list_changed notification: one of
 // mcpmux's is returned without its mark, one of mcp-go's as nothing. ok is
 // false for any other message, which the caller leaves as it is.
 func announcement(msg []byte) (out []byte, ok bool) {
-	if !bytes.Contains(msg, listChangedNeedle) || !json.Valid(msg) {
+	if !bytes.Contains(msg, listChangedNeedle) && !bytes.Contains(msg, taskStatusNeedle) || !json.Valid(msg) {
 		return msg, false
 	}
 	top, ok := members(msg)
@@ -33,7 +39,7 @@ func announcement(msg []byte) (out []byte, ok bool) {
 	method := top.only("method")
 	var name string
 	if method == nil || json.Unmarshal(msg[method.start:method.end], &name) != nil ||
-		!strings.HasPrefix(name, "notifications/") || !strings.HasSuffix(name, "/list_changed") {
+		!strings.HasPrefix(name, "notifications/") || !strings.HasSuffix(name, "/list_changed") && name != mcp.MethodNotificationTasksStatus {
 		return msg, false
 	}
 	params := top.only("params")

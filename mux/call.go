@@ -218,7 +218,7 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res c
 	defer cut(nil)
 	stop := context.AfterFunc(m.cut, func() { cut(context.Cause(m.cut)) })
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(ctx))
 	defer cancel()
 	g := m.admit.gate(t.child)
 	if err := g.acquire(ctx); err != nil {
@@ -342,15 +342,15 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolRes
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.name, m.cfg.Mux.CallTimeout, t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
+				t.name, m.taskTimeout(ctx), t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout
+				t.name, m.taskTimeout(ctx), t.child.alias)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.name, m.cfg.Mux.CallTimeout, t.child.alias)), OutcomeTimeout
+			t.name, m.taskTimeout(ctx), t.child.alias)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

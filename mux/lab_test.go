@@ -28,6 +28,10 @@ import (
 // labSpec is what a lab is made of.
 type labSpec struct {
 	tools []server.ServerTool
+	// childOpts are more options of the child's server; onChild is given
+	// the child's HTTP server once it runs.
+	childOpts []server.ServerOption
+	onChild   func(*httptest.Server)
 	// allow are the identities whose policy allows every tool.
 	allow []string
 	// muxLines, limitLines and serverLines are raw TOML for the [mux],
@@ -48,10 +52,13 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 		// Registered first, so run after the lab is stopped.
 		tb.Cleanup(func() { checkGoroutines(tb, before) })
 	}
-	child := server.NewMCPServer("lab", "1", server.WithToolCapabilities(true))
+	child := server.NewMCPServer("lab", "1", append([]server.ServerOption{server.WithToolCapabilities(true)}, s.childOpts...)...)
 	child.AddTools(s.tools...)
 	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
 	hs := httptest.NewServer(childHTTP)
+	if s.onChild != nil {
+		s.onChild(hs)
+	}
 	tb.Cleanup(func() {
 		_ = childHTTP.Shutdown(context.Background())
 		hs.CloseClientConnections()

@@ -55,6 +55,7 @@ type Mux struct {
 	srv       *server.MCPServer
 	sessions  sessions
 	subs      subscriptions
+	tasks     taskTable   // upstream tasks mcp-go hosts (tasks.go)
 	levelSet  atomic.Bool // a client has sent logging/setLevel (logging.go)
 
 	initial     chan struct{} // closed once every child's first start is over

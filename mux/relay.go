@@ -253,7 +253,7 @@ var sseData = []byte("\ndata: ")
 // transport: a JSON body (json.Encoder: the message and a newline) or one
 // server-sent event whose data is one line.
 func swapFramed(b []byte) ([]byte, bool) {
-	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) {
+	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) && !bytes.Contains(b, taskStatusNeedle) {
 		return b, false
 	}
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {

@@ -143,7 +143,8 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 	id := s.nextID()
 	call, ctx := s.inflight.add(ctx, id)
 	defer s.inflight.remove(call)
-	params := mcp.CallToolParams{Name: name, Arguments: args}
+	tc := taskCallFrom(ctx)
+	params := mcp.CallToolParams{Name: name, Arguments: args, Task: tc.taskParams()}
 	if call != nil && call.token != nil {
 		params.Meta = &mcp.Meta{ProgressToken: id}
 	}
@@ -158,7 +159,13 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		defer stop()
 	}
-	result, err := s.send(sendCtx, id, string(mcp.MethodToolsCall), params)
+	var result json.RawMessage
+	var err error
+	if tc != nil { // a task: its result comes from tasks/result (tasks.go)
+		result, err = s.callTask(sendCtx, id, tc, params)
+	} else {
+		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), params)
+	}
 	if err != nil {
 		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))

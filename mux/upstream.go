@@ -43,6 +43,7 @@ func IdentityFrom(ctx context.Context) string {
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
+	m.addTaskHooks(hooks)
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		_ = m.WaitReady(ctx)
 		m.declare(&res.Capabilities)
@@ -98,6 +99,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		m.sessions.unregistered(cs)
 		m.subs.dropSession(cs)
+		m.tasks.dropSession(cs)
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
 	// mcp-go never registers; the hooks around the request mark its life.
@@ -119,6 +121,10 @@ func (m *Mux) newServer() *server.MCPServer {
 		server.WithResourceCapabilities(true, true),
 		server.WithLogging(),
 		server.WithCompletions(),
+		// What initialize declares of tasks is declare's; mcp-go answers
+		// tasks/* only with the option set.
+		server.WithTaskCapabilities(true, true, true),
+		server.WithTaskHooks(m.taskHooks()),
 		server.WithPromptCompletionProvider(completer{m}),
 		server.WithResourceCompletionProvider(completer{m}),
 		server.WithToolFilter(m.filterTools),
@@ -139,6 +145,7 @@ func (m *Mux) newServer() *server.MCPServer {
 func (m *Mux) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	_ = m.WaitReady(ctx)
 	m.declare(&res.Capabilities)
+	res.Capabilities.Tasks = m.catalog.Load().caps.Tasks
 }
 
 // declare sets caps to what the mux offers now.
@@ -161,6 +168,9 @@ func (m *Mux) declare(caps *mcp.ServerCapabilities) {
 	}
 	caps.Logging = offered.Logging
 	caps.Completions = offered.Completions
+	// Tasks cross in 2025-11-25 only (see tasks.go): afterInitialize
+	// declares them.
+	caps.Tasks = nil
 }
 
 // policyFor returns the policy of the caller of ctx.
@@ -196,20 +206,33 @@ func (m *Mux) filterPrompts(ctx context.Context, prompts []mcp.Prompt) []mcp.Pro
 
 // handleCall is the handler of every exposed tool.
 func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args any = req.Params.Arguments
-	if len(req.Params.RawArguments) > 0 {
-		args = req.Params.RawArguments
+	if t := m.tasks.begin(ctx); t != nil {
+		return m.runTask(t, req)
 	}
-	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, args)
+	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
+	return toolAnswer(r, req.Params.Name), nil
+}
+
+// callArguments returns a call's arguments as CallTool takes them: as the
+// client sent them when mcp-go kept the bytes.
+func callArguments(req mcp.CallToolRequest) any {
+	if len(req.Params.RawArguments) > 0 {
+		return req.Params.RawArguments
+	}
+	return req.Params.Arguments
+}
+
+// toolAnswer is what a tools/call handler returns for r.
+func toolAnswer(r Result, name string) *mcp.CallToolResult {
 	switch {
 	case r.Raw != nil:
-		return relayToolResult(r.Raw), nil
+		return relayToolResult(r.Raw)
 	case r.Tool == nil:
 		// Only when the catalog or policy changed between mcp-go's check and
 		// this one.
-		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + name)
 	}
-	return r.Tool, nil
+	return r.Tool
 }
 
 // handlePrompt is the handler of every exposed prompt: mcp-go's filter has

@@ -1,0 +1,441 @@
+package mux
+
+// Tasks (protocol 2025-11-25): mcp-go hosts every upstream task, the mux
+// runs it. A child tool whose execution.taskSupport is optional or required
+// is registered with mcp-go under that Execution, so a task-augmented
+// tools/call makes mcp-go create a task in its store, answer the client at
+// once and run handleCall on its own goroutine. That run calls the child
+// with the same augmentation, follows the child's task to its end and
+// returns the child's tasks/result, relayed as the child sent it; tasks/get,
+// tasks/result, tasks/list and tasks/cancel are answered by mcp-go's store,
+// the task ids the client sees are mcp-go's, and the child's never leave the
+// mux.
+//
+// What mcp-go v1.2.1 does not do, the mux does here:
+//   - it cancels a task handler's context as soon as the task is created
+//     (HandleMessage's own cancel), so the run is detached from it and ends
+//     instead on tasks/cancel (OnTaskCancelled), on the session's end, or on
+//     the call's own time;
+//   - it scopes its store by session ID, and a 2026-07-28 request has none:
+//     such a request may neither create a task nor read one, and every
+//     session sees only the tasks it created;
+//   - it sends notifications/tasks/status to every session: those are
+//     dropped at the edge, and the mux sends its own to the owner alone.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// upTask is one task mcp-go hosts for a call of the mux's.
+type upTask struct {
+	id        string
+	cs        server.ClientSession
+	sessionID string
+	// ctx has the values of the tools/call's context (session, identity,
+	// writer) but not its end; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	ttl    *int64 // as the client asked
+
+	mu      sync.Mutex
+	created string // the task's createdAt as mcp-go answered it
+}
+
+// taskTable holds the mux's upstream tasks.
+type taskTable struct {
+	// starting maps the tools/call request (its RequestProtocolInfo, which
+	// mcp-go allocates once per request and hands both the task hook and
+	// the handler) to the task mcp-go just created for it.
+	starting sync.Map // *server.RequestProtocolInfo -> *upTask
+	owned    sync.Map // task id -> *upTask
+}
+
+// errTaskCancelled ends a task's run when the client cancels the task.
+var errTaskCancelled = errors.New("the task was cancelled by the client")
+
+// errSessionGone ends a task's run when its session ends.
+var errSessionGone = errors.New("the session that created the task ended")
+
+// taskHooks are the hooks that tie mcp-go's tasks to the mux's runs.
+func (m *Mux) taskHooks() *server.TaskHooks {
+	h := &server.TaskHooks{}
+	h.AddOnTaskCreated(m.tasks.created)
+	h.AddOnTaskCancelled(func(_ context.Context, tm server.TaskMetrics) {
+		if t := m.tasks.lookup(tm.TaskID); t != nil {
+			t.cancel(errTaskCancelled)
+		}
+	})
+	h.AddOnTaskStatusChanged(m.taskStatus)
+	return h
+}
+
+// created records a task mcp-go made for a tools/call. It runs under
+// mcp-go's task lock, before the handler starts.
+func (tt *taskTable) created(ctx context.Context, tm server.TaskMetrics) {
+	cs := server.ClientSessionFromContext(ctx)
+	info := server.RequestProtocolInfoFromContext(ctx)
+	if cs == nil || info == nil {
+		return
+	}
+	t := &upTask{id: tm.TaskID, cs: cs, sessionID: tm.SessionID}
+	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	tt.starting.Store(info, t)
+	tt.owned.Store(t.id, t)
+}
+
+// begin returns the task mcp-go created for the tools/call whose handler
+// runs in ctx, or nil for a call that is not one; it hands each task out
+// once.
+func (tt *taskTable) begin(ctx context.Context) *upTask {
+	info := server.RequestProtocolInfoFromContext(ctx)
+	if info == nil {
+		return nil
+	}
+	if v, ok := tt.starting.LoadAndDelete(info); ok {
+		return v.(*upTask)
+	}
+	return nil
+}
+
+func (tt *taskTable) lookup(id string) *upTask {
+	if v, ok := tt.owned.Load(id); ok {
+		return v.(*upTask)
+	}
+	return nil
+}
+
+// dropSession ends the runs of a session's tasks and forgets them: nobody
+// can ask for them any more.
+func (tt *taskTable) dropSession(cs server.ClientSession) {
+	tt.owned.Range(func(k, v any) bool {
+		if t := v.(*upTask); t.cs == cs {
+			t.cancel(errSessionGone)
+			tt.owned.Delete(k)
+		}
+		return true
+	})
+}
+
+// expire forgets t once mcp-go has dropped it (its ttl after creation).
+func (tt *taskTable) expire(t *upTask) {
+	if t.ttl == nil || *t.ttl <= 0 {
+		return
+	}
+	time.AfterFunc(time.Duration(*t.ttl)*time.Millisecond+time.Second, func() {
+		t.cancel(context.DeadlineExceeded)
+		tt.owned.CompareAndDelete(t.id, t)
+	})
+}
+
+// visibleTo reports whether the session of ctx may see the task id: only
+// the session that created it, and no 2026-07-28 request.
+func (tt *taskTable) visibleTo(ctx context.Context, id string) bool {
+	t := tt.lookup(id)
+	cs := server.ClientSessionFromContext(ctx)
+	return t != nil && cs != nil && !server.IsModernRequest(ctx) && t.sessionID != "" && cs.SessionID() == t.sessionID
+}
+
+// guardTask makes mcp-go answer "task not found" for a task the caller may
+// not see, exactly as for one that does not exist.
+func (m *Mux) guardTask(ctx context.Context, id *string) {
+	if !m.tasks.visibleTo(ctx, *id) {
+		*id = ""
+	}
+}
+
+// addTaskHooks adds the request hooks of tasks to h.
+func (m *Mux) addTaskHooks(h *server.Hooks) {
+	h.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
+		// mcp-go would keep a 2026-07-28 request's task in no session, where
+		// every session could see it, and that era cannot fetch its result
+		// (tasks/result is gone): the call runs as a plain call, and a
+		// task-required tool is refused by mcp-go.
+		if req.Params.Task != nil && server.IsModernRequest(ctx) {
+			req.Params.Task = nil
+		}
+	})
+	h.AddAfterCallTool(func(_ context.Context, _ any, _ *mcp.CallToolRequest, res any) {
+		if ct, ok := res.(*mcp.CreateTaskResult); ok {
+			if t := m.tasks.lookup(ct.Task.TaskId); t != nil {
+				t.mu.Lock()
+				t.created = ct.Task.CreatedAt
+				t.mu.Unlock()
+			}
+		}
+	})
+	h.AddBeforeGetTask(func(ctx context.Context, _ any, req *mcp.GetTaskRequest) { m.guardTask(ctx, &req.Params.TaskId) })
+	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
+		m.guardTask(ctx, &req.Params.TaskId)
+	})
+	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
+		m.guardTask(ctx, &req.Params.TaskId)
+	})
+	h.AddAfterListTasks(func(ctx context.Context, _ any, _ *mcp.ListTasksRequest, res *mcp.ListTasksResult) {
+		if res == nil {
+			return
+		}
+		mine := res.Tasks[:0]
+		for _, t := range res.Tasks {
+			if m.tasks.visibleTo(ctx, t.TaskId) {
+				mine = append(mine, t)
+			}
+		}
+		res.Tasks = mine
+	})
+}
+
+// taskStatus tells the owner of a task that it ended, as mcp-go would have
+// told every session (sendTaskStatusNotification); the edge drops mcp-go's
+// own. It runs under mcp-go's task lock: it only queues the notification.
+func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
+	t := m.tasks.lookup(tm.TaskID)
+	if t == nil || tm.CompletedAt == nil {
+		return
+	}
+	t.mu.Lock()
+	created := t.created
+	t.mu.Unlock()
+	if created == "" { // the task ended before its creation was answered
+		created = tm.CreatedAt.UTC().Format(time.RFC3339)
+	}
+	params := map[string]any{
+		"taskId":        tm.TaskID,
+		"status":        tm.Status,
+		"createdAt":     created,
+		"lastUpdatedAt": tm.CompletedAt.UTC().Format(time.RFC3339),
+		ownMark:         true,
+	}
+	if tm.StatusMessage != "" {
+		params["statusMessage"] = tm.StatusMessage
+	}
+	if t.ttl != nil {
+		params["ttl"] = *t.ttl
+	}
+	ctx := m.srv.WithContext(context.Background(), t.cs)
+	if err := m.srv.SendNotificationToClient(ctx, mcp.MethodNotificationTasksStatus, params); err != nil {
+		m.log.Debug().Err(err).Str("session", t.sessionID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
+	}
+}
+
+// taskCall is what a call run as a task carries in its context: the
+// augmentation to send the child, and how the child's task ended.
+type taskCall struct {
+	params *mcp.TaskParams
+	// failed is set when the child's task failed or was cancelled at the
+	// child: the upstream task then fails with it.
+	failed error
+}
+
+type taskCallKey struct{}
+
+// taskCallFrom returns the task call of ctx, or nil.
+func taskCallFrom(ctx context.Context) *taskCall {
+	tc, _ := ctx.Value(taskCallKey{}).(*taskCall)
+	return tc
+}
+
+// taskParams is the augmentation of a tools/call sent for tc; nil for a
+// plain call.
+func (tc *taskCall) taskParams() *mcp.TaskParams {
+	if tc == nil {
+		return nil
+	}
+	return tc.params
+}
+
+// runTask runs a call as the upstream task t until it ends, and returns
+// what mcp-go keeps as the task's outcome: a result (completed), or an
+// error (failed) for a call whose child task failed, or that was
+// interrupted, timed out or cut off by shutdown.
+func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	defer t.cancel(nil)
+	t.ttl = req.Params.Task.TTL
+	m.tasks.expire(t)
+	params := *req.Params.Task
+	tc := &taskCall{params: &params}
+	ctx := context.WithValue(t.ctx, taskCallKey{}, tc)
+	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
+	switch {
+	case r.Outcome == OutcomeCancelled:
+		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
+	case tc.failed != nil:
+		return nil, tc.failed
+	case r.Outcome == OutcomeInterrupted || r.Outcome == OutcomeTimeout:
+		return nil, errors.New(resultText(r.Tool))
+	}
+	return toolAnswer(r, req.Params.Name), nil
+}
+
+// resultText is the text of one of mcpmux's own results.
+func resultText(r *mcp.CallToolResult) string {
+	if r != nil && len(r.Content) > 0 {
+		if tx, ok := r.Content[0].(mcp.TextContent); ok {
+			return tx.Text
+		}
+	}
+	return "the call failed"
+}
+
+// taskTimeout is how long a call may take: the call timeout, or for a
+// call run as a task the ttl its client asked for, when that is longer.
+func (m *Mux) taskTimeout(ctx context.Context) time.Duration {
+	d := m.cfg.Mux.CallTimeout
+	if tc := taskCallFrom(ctx); tc != nil && tc.params.TTL != nil {
+		d = max(d, time.Duration(*tc.params.TTL)*time.Millisecond)
+	}
+	return d
+}
+
+// childTaskPoll is how often a child's task is polled when its tasks/result
+// does not wait for the end and the child suggests no pollInterval.
+const childTaskPoll = time.Second
+
+// callTask sends a task-augmented tools/call and follows the task the
+// child creates to its end. The creation is waited for even when ctx ends
+// meanwhile (up to ctx's deadline, or createWait), so that the child's task
+// is known and can be cancelled.
+func (s *session) callTask(ctx context.Context, id mcp.RequestId, tc *taskCall, params mcp.CallToolParams) (json.RawMessage, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(createWait)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	created, err := s.send(cctx, id, string(mcp.MethodToolsCall), params)
+	if err != nil {
+		return nil, err
+	}
+	return s.followTask(ctx, tc, created)
+}
+
+// createWait bounds the wait for a child's answer to a task-augmented call
+// whose context has no deadline.
+const createWait = time.Minute
+
+// followTask follows the child's task that created (the child's answer to
+// a task-augmented tools/call) names to its end and returns the child's
+// tasks/result, with the child's related-task _meta left out (mcp-go puts
+// in the upstream task's). A child that answered with a plain result is
+// taken at its word. When ctx ends first, the child is told to cancel its
+// task. The spec has tasks/result wait until the task ends; for a child
+// whose does not, tasks/get is polled at its pollInterval.
+func (s *session) followTask(ctx context.Context, tc *taskCall, created json.RawMessage) (json.RawMessage, error) {
+	var ct struct {
+		Task *mcp.Task `json:"task"`
+	}
+	if err := json.Unmarshal(created, &ct); err != nil || ct.Task == nil || ct.Task.TaskId == "" {
+		return created, nil
+	}
+	id := ct.Task.TaskId
+	ref := map[string]any{"taskId": id}
+	defer func() {
+		if ctx.Err() != nil {
+			s.cancelTask(id)
+		}
+	}()
+	for {
+		res, err := s.send(ctx, s.nextID(), string(mcp.MethodTasksResult), ref)
+		if err == nil {
+			return withoutRelatedTask(res), nil
+		}
+		if err = followed(err); isTransport(err) || errors.Is(err, errMessageTooLarge) {
+			return nil, err
+		}
+		// The child refused tasks/result: its task failed, was cancelled,
+		// or (a child that does not wait) is not over yet.
+		raw, gerr := s.send(ctx, s.nextID(), string(mcp.MethodTasksGet), ref)
+		if gerr != nil {
+			return nil, followed(gerr)
+		}
+		var st mcp.Task
+		if jerr := json.Unmarshal(raw, &st); jerr != nil {
+			return nil, fmt.Errorf("%w: tasks/get: %v", errMalformedResult, jerr)
+		}
+		switch st.Status {
+		case mcp.TaskStatusFailed, mcp.TaskStatusCancelled:
+			why := st.StatusMessage
+			if why == "" {
+				why = err.Error()
+			}
+			tc.failed = fmt.Errorf("the server's task %s: %s", st.Status, why)
+			return nil, tc.failed
+		case mcp.TaskStatusCompleted:
+			return nil, err
+		}
+		wait := childTaskPoll
+		if st.PollInterval != nil && *st.PollInterval > 0 {
+			wait = min(time.Duration(*st.PollInterval)*time.Millisecond, time.Minute)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, transport.NewError(context.Cause(ctx))
+		case <-timer.C:
+		}
+	}
+}
+
+// delivered is a failure while following a task: the call reached the
+// child, so nothing about the failure may read as proof that it never did
+// (neverDelivered) and make it safe to send again; it still reads as the
+// session's failure.
+type delivered struct{ err error }
+
+func (d delivered) Error() string { return d.err.Error() }
+
+// followed hides from neverDelivered what a transport error of the follow
+// wraps.
+func followed(err error) error {
+	if isTransport(err) {
+		return transport.NewError(delivered{err})
+	}
+	return err
+}
+
+func isTransport(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+}
+
+// cancelTask tells the child to cancel its task id; best effort.
+func (s *session) cancelTask(id string) {
+	ctx, stop := context.WithTimeout(context.Background(), time.Second)
+	defer stop()
+	_, _ = s.send(ctx, s.nextID(), string(mcp.MethodTasksCancel), map[string]any{"taskId": id})
+}
+
+// withoutRelatedTask returns a result without the related-task entry of its
+// _meta; anything that is not an object with an object _meta as it is.
+func withoutRelatedTask(res json.RawMessage) json.RawMessage {
+	if !bytes.Contains(res, []byte(mcp.RelatedTaskMetaKey)) {
+		return res
+	}
+	fields, err := objectFields(res)
+	if err != nil {
+		return res
+	}
+	for _, f := range fields {
+		if f.key != "_meta" {
+			continue
+		}
+		meta, err := withoutField(res[f.start:f.end], mcp.RelatedTaskMetaKey)
+		if err != nil {
+			return res
+		}
+		if out, err := withField(res, "_meta", meta); err == nil {
+			return out
+		}
+	}
+	return res
+}

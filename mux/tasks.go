@@ -45,9 +45,9 @@ type upTask struct {
 	// writer) but not its end; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	ttl    *int64 // as the client asked
 
 	mu      sync.Mutex
+	ttl     *int64 // as the client asked
 	created string // the task's createdAt as mcp-go answered it
 }
 
@@ -127,11 +127,11 @@ func (tt *taskTable) dropSession(cs server.ClientSession) {
 }
 
 // expire forgets t once mcp-go has dropped it (its ttl after creation).
-func (tt *taskTable) expire(t *upTask) {
-	if t.ttl == nil || *t.ttl <= 0 {
+func (tt *taskTable) expire(t *upTask, ttl *int64) {
+	if ttl == nil || *ttl <= 0 {
 		return
 	}
-	time.AfterFunc(time.Duration(*t.ttl)*time.Millisecond+time.Second, func() {
+	time.AfterFunc(time.Duration(*ttl)*time.Millisecond+time.Second, func() {
 		t.cancel(context.DeadlineExceeded)
 		tt.owned.CompareAndDelete(t.id, t)
 	})
@@ -203,7 +203,7 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 		return
 	}
 	t.mu.Lock()
-	created := t.created
+	created, ttl := t.created, t.ttl
 	t.mu.Unlock()
 	if created == "" { // the task ended before its creation was answered
 		created = tm.CreatedAt.UTC().Format(time.RFC3339)
@@ -218,8 +218,8 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	if tm.StatusMessage != "" {
 		params["statusMessage"] = tm.StatusMessage
 	}
-	if t.ttl != nil {
-		params["ttl"] = *t.ttl
+	if ttl != nil {
+		params["ttl"] = *ttl
 	}
 	ctx := m.srv.WithContext(context.Background(), t.cs)
 	if err := m.srv.SendNotificationToClient(ctx, mcp.MethodNotificationTasksStatus, params); err != nil {
@@ -259,8 +259,10 @@ func (tc *taskCall) taskParams() *mcp.TaskParams {
 // interrupted, timed out or cut off by shutdown.
 func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	defer t.cancel(nil)
+	t.mu.Lock()
 	t.ttl = req.Params.Task.TTL
-	m.tasks.expire(t)
+	t.mu.Unlock()
+	m.tasks.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
 	tc := &taskCall{params: &params}
 	ctx := context.WithValue(t.ctx, taskCallKey{}, tc)

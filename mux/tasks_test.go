@@ -304,3 +304,26 @@ func TestTaskInterruptedByChildLoss(t *testing.T) {
 	}
 	close(tc.release)
 }
+
+// A 2026-07-28 request asking for a task gets a plain call: mcp-go could
+// keep its task in no session, and that era has no tasks/result.
+func TestTaskModernEraRunsPlain(t *testing.T) {
+	tc, url := startTaskLab(t)
+	modern := testsupport.ConnectHTTP(t, url, testsupport.HTTPClient{Version: mcp.ProtocolVersion20260728})
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	call := func(name string) (*mcp.CallToolResult, error) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Task = name, &mcp.TaskParams{}
+		return modern.Client.CallTool(ctx, req)
+	}
+	if res, err := call("lab__quick"); err != nil || len(res.Content) != 1 {
+		t.Fatalf("optional-task tool asked for a task over 2026-07-28: %+v, %v; want its plain result", res, err)
+	}
+	if _, err := call("lab__slow"); err == nil {
+		t.Fatal("a task-required tool ran for a 2026-07-28 request")
+	}
+	if n := len(tc.childTasks()); n != 0 {
+		t.Fatalf("the child got %d tasks", n)
+	}
+}

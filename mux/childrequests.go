@@ -82,6 +82,9 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	switch {
 	case call != nil:
 		target = call.ctx
+		// What the child sent before the request goes first; and mcpmux's
+		// writes to an HTTP response are then done before mcp-go's begin.
+		call.flush()
 	default:
 		// Outside any call: the stdio client is the one client there is.
 		if cs, identity := m.sessions.stdio(); cs != nil && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {

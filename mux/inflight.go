@@ -36,10 +36,18 @@ type inCall struct {
 	write    func([]byte) // the stdio client's writer; nil over HTTP
 
 	mu      sync.Mutex
-	queue   []map[string]any // progress params not yet written upstream
-	writing bool             // a writer goroutine owns the queue
-	ended   bool             // the call has its answer: progress is dropped
-	wg      sync.WaitGroup   // the writer goroutine
+	queue   []queued       // notifications not yet written upstream
+	writing bool           // a writer goroutine owns the queue
+	idle    sync.Cond      // on mu: broadcast when writing turns false
+	ended   bool           // the call has its answer: notifications are dropped
+	wg      sync.WaitGroup // the writer goroutine
+}
+
+// queued is a notification for a call's client, in the order the child
+// sent it: progress and log messages.
+type queued struct {
+	method string
+	params map[string]any
 }
 
 type callKey struct{}
@@ -86,6 +94,7 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), token: ctx.Value(progressTokenKey{}),
 		ctx: ctx, seq: t.seq.Add(1)}
 	c.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	c.idle.L = &c.mu
 	t.calls.Store(c.key, c)
 	return c, context.WithValue(ctx, callKey{}, c)
 }
@@ -141,34 +150,51 @@ func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
 		params[k] = v
 	}
 	params["progressToken"] = c.token
+	m.enqueue(c, string(mcp.MethodNotificationProgress), params)
+}
+
+// enqueue has a notification written to c's client, after those queued
+// before it and before c's answer; once c has ended it is dropped. It never
+// blocks.
+func (m *Mux) enqueue(c *inCall, method string, params map[string]any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
 		return
 	}
-	c.queue = append(c.queue, params)
+	c.queue = append(c.queue, queued{method, params})
 	if !c.writing {
 		c.writing = true
 		c.wg.Add(1)
-		go m.writeProgress(c)
+		go m.writeQueued(c)
 	}
 }
 
-// writeProgress writes c's queued progress upstream in order until the
+// flush returns once what was queued for c so far has been written.
+func (c *inCall) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.writing {
+		c.idle.Wait()
+	}
+}
+
+// writeQueued writes c's queued notifications upstream in order until the
 // queue is empty.
-func (m *Mux) writeProgress(c *inCall) {
+func (m *Mux) writeQueued(c *inCall) {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
 			c.writing = false
+			c.idle.Broadcast()
 			c.mu.Unlock()
 			return
 		}
-		params := c.queue[0]
+		n := c.queue[0]
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
-		m.notifyCall(c, string(mcp.MethodNotificationProgress), params)
+		m.notifyCall(c, n.method, n.params)
 	}
 }
 

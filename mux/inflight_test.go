@@ -33,11 +33,32 @@ var trafficChildren = []string{"st", "ht"}
 
 func startTraffic(t *testing.T) *Mux {
 	t.Helper()
+	return startTrafficLab(t, trafficOptions{}).m
+}
+
+// trafficOptions change the traffic lab: policies replace the identities'
+// policy files (identity -> body), st adds lines to [servers.st].
+type trafficOptions struct {
+	policies map[string]string
+	st       string
+}
+
+// trafficLab is the traffic lab's Mux, its in-process child ht, the file
+// the child st records in (trafficchild.ReadRecord) and mcpmux's log.
+type trafficLab struct {
+	m      *Mux
+	ht     *trafficchild.Child
+	record string
+	log    *testsupport.SyncBuffer
+}
+
+func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
+	t.Helper()
 	_, before := goroutines()
 	t.Cleanup(func() { checkGoroutines(t, before) })
 	ht := trafficchild.New(nil)
 	htHTTP := server.NewStreamableHTTPServer(ht.Server, server.WithStateful(true))
-	hs := httptest.NewServer(htHTTP)
+	hs := httptest.NewServer(ht.Handler(htHTTP))
 	t.Cleanup(func() {
 		_ = htHTTP.Shutdown(context.Background())
 		hs.CloseClientConnections()
@@ -48,13 +69,18 @@ func startTraffic(t *testing.T) *Mux {
 	if err := os.Mkdir(policies, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for id, body := range map[string]string{"alice": `allow = ["*"]`, "bob": `allow = ["*"]`, "carol": `allow = []`} {
+	bodies := map[string]string{"alice": `allow = ["*"]`, "bob": `allow = ["*"]`, "carol": `allow = []`}
+	for id, body := range o.policies {
+		bodies[id] = body
+	}
+	for id, body := range bodies {
 		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(body+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.st]\ncommand = %q\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
-		policies, testsupport.TrafficBinary(t), hs.URL+"/mcp")
+	record := filepath.Join(root, "st.record")
+	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
+		policies, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
 	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +89,8 @@ func startTraffic(t *testing.T) *Mux {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(cfg, store, Options{Log: zerolog.Nop()})
+	log := &testsupport.SyncBuffer{}
+	m := New(cfg, store, Options{Log: zerolog.New(log)})
 	m.Start(context.Background())
 	t.Cleanup(m.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
@@ -71,7 +98,7 @@ func startTraffic(t *testing.T) *Mux {
 	if err := m.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return &trafficLab{m: m, ht: ht, record: record, log: log}
 }
 
 // upstreamClient is a real client of the Mux and what it was sent.

@@ -15,26 +15,34 @@ import (
 )
 
 // childLog relays a child's log message: logger becomes the alias, or
-// "alias/logger" when the child named one. It goes to the call it can be
-// attributed to (attribute's rule), otherwise to every session whose
-// identity may see anything of the child. mcp-go drops what is below a
-// session's level (logging/setLevel; for a 2026-07-28 request, the level in
-// its _meta). It runs on the child transport's read goroutine: mcp-go's
-// sending never blocks.
+// "alias/logger" when the child named one. A message that can be
+// attributed to a call (attribute's rule) goes to that call's client, in
+// order with the call's progress and before its answer; one sent while
+// calls of several identities are in flight on the session is dropped, as
+// it cannot be told whose it is; any other goes to every session whose
+// identity may see anything of the child. What is below a session's level
+// (logging/setLevel; for a 2026-07-28 request, the level in its _meta) is
+// dropped. It runs on the child transport's read goroutine and never
+// blocks.
 func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	level, _ := fields["level"].(string)
-	note := mcp.LoggingMessageNotification{}
-	note.Params.Level = mcp.LoggingLevel(level)
-	note.Params.Logger = c.alias
+	logger := c.alias
 	if l, ok := fields["logger"].(string); ok && l != "" {
-		note.Params.Logger = c.alias + "/" + l
+		logger = c.alias + "/" + l
 	}
-	note.Params.Data = fields["data"]
-	if call, err := attribute(context.Background(), sess); err == nil && call != nil {
-		_ = m.srv.SendLogMessageToClient(call.ctx, note)
+	call, err := attribute(context.Background(), sess)
+	switch {
+	case err != nil:
+		c.log.Debug().Err(err).Msg("a log message from the server was dropped: it names no call")
+		return
+	case call != nil:
+		if logWanted(call.ctx, mcp.LoggingLevel(level)) {
+			m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]})
+		}
 		return
 	}
+	note := mcp.NewLoggingMessageNotification(mcp.LoggingLevel(level), logger, fields["data"])
 	cat, set := m.catalog.Load(), m.policies.Current()
 	sees := map[string]bool{}
 	for cs, identity := range m.sessions.all() {
@@ -47,6 +55,16 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			_ = m.srv.SendLogMessageToClient(m.srv.WithContext(context.Background(), cs), note)
 		}
 	}
+}
+
+// logWanted reports whether the client of the request of ctx wants a log
+// message at level, as mcp-go's SendLogMessageToClient decides.
+func logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
+	}
+	l, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging)
+	return ok && level.ShouldSendTo(l.GetLogLevel())
 }
 
 // seesAlias reports whether policy p lets its identity see anything of the

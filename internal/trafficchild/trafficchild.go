@@ -1,15 +1,22 @@
 // Package trafficchild is a test child server for the traffic mcpmux relays
 // during a call: progress, log messages, and requests to the client
-// (sampling, elicitation, roots). The same server runs over stdio (the
-// trafficchild command) and, in process, over streamable HTTP.
+// (sampling, elicitation, roots), and what a client sends a child outside
+// calls (cancellation, roots/list_changed), which it records. The same
+// server runs over stdio (the trafficchild command) and, in process, over
+// streamable HTTP.
 package trafficchild
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -23,6 +30,25 @@ type Child struct {
 	mu    sync.Mutex
 	got   string // what the last request made after an answer got back
 	flush *Flusher
+
+	// RecordFile, when set, gets every line of the record as well, so that
+	// it outlives the process (the command sets it from TRAFFICCHILD_RECORD).
+	RecordFile string
+	// Exit, when set, ends the process: hold calls it once cancelled if
+	// asked to.
+	Exit func()
+
+	recMu  sync.Mutex
+	record []string
+
+	meetMu sync.Mutex
+	meets  map[string]*meeting
+}
+
+// meeting is a barrier: its calls go on once n of them have arrived.
+type meeting struct {
+	n   int
+	all chan struct{}
 }
 
 // New returns a child. flush, when not nil, is the writer of a stdio
@@ -30,9 +56,17 @@ type Child struct {
 // child itself never lets its answer overtake its progress (mcp-go's stdio
 // server writes notifications from another goroutine than answers).
 func New(flush *Flusher) *Child {
-	c := &Child{flush: flush}
-	s := server.NewMCPServer("traffic", "1", server.WithToolCapabilities(true), server.WithLogging())
+	c := &Child{flush: flush, meets: map[string]*meeting{}}
+	hooks := &server.Hooks{}
+	hooks.AddBeforeCallTool(func(_ context.Context, id any, req *mcp.CallToolRequest) {
+		c.note("call %s %s %s", req.Params.Name, req.GetString("tag", ""), jsonOf(id))
+	})
+	s := server.NewMCPServer("traffic", "1", server.WithToolCapabilities(true), server.WithLogging(), server.WithHooks(hooks))
 	c.Server = s
+	s.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), c.rootsChanged)
+	s.AddTool(mcp.NewTool("traffic", mcp.WithString("tag"), mcp.WithString("meet"), mcp.WithNumber("n"),
+		mcp.WithString("request")), c.traffic)
+	s.AddTool(mcp.NewTool("hold", mcp.WithString("tag"), mcp.WithBoolean("exit"), mcp.WithReadOnlyHintAnnotation(true)), c.hold)
 	s.AddTool(mcp.NewTool("progress", mcp.WithNumber("count"), mcp.WithString("tag"), mcp.WithBoolean("late")), c.progress)
 	s.AddTool(mcp.NewTool("ask", mcp.WithString("what"), mcp.WithBoolean("later")), c.ask)
 	s.AddTool(mcp.NewTool("asked", mcp.WithString("what")), c.asked)
@@ -88,6 +122,7 @@ func (c *Child) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 		c.later.Go(func() {
 			after()
 			got := request(srv.WithContext(context.Background(), cs), srv, what)
+			c.note("asked %s %s", what, got)
 			c.mu.Lock()
 			c.got = got
 			c.mu.Unlock()
@@ -149,6 +184,186 @@ func (c *Child) log(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 	}
 	send(ctx)
 	return mcp.NewToolResultText("logged"), nil
+}
+
+// traffic is a call that does everything at once: once n calls naming the
+// same meet have arrived (so that they are all in flight together), it
+// sends progress (if the client asked for it) and a log message naming its
+// tag, makes the request named by request of the client if told to, waits
+// for the n calls to have got that far, and answers with its tag and what
+// the request got.
+func (c *Child) traffic(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tag, meet, n := req.GetString("tag", ""), req.GetString("meet", ""), req.GetInt("n", 1)
+	if meet != "" {
+		if err := c.meet(ctx, meet, n); err != nil {
+			return nil, err
+		}
+	}
+	srv := server.ServerFromContext(ctx)
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		c.flush.wait(func() {
+			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+				"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": tag})
+		}, 1)
+	}
+	c.flush.wait(func() {
+		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
+			"level": "error", "logger": "traffic", "data": "log of " + tag})
+	}, 1)
+	answer := tag
+	if what := req.GetString("request", ""); what != "" {
+		answer += ": " + request(ctx, srv, what)
+	}
+	if meet != "" {
+		if err := c.meet(ctx, meet+"/done", n); err != nil {
+			return nil, err
+		}
+	}
+	return mcp.NewToolResultText(answer), nil
+}
+
+// meet waits until n calls have met under name.
+func (c *Child) meet(ctx context.Context, name string, n int) error {
+	c.meetMu.Lock()
+	m := c.meets[name]
+	if m == nil {
+		m = &meeting{all: make(chan struct{})}
+		c.meets[name] = m
+	}
+	m.n++
+	if m.n == n {
+		close(m.all)
+	}
+	c.meetMu.Unlock()
+	select {
+	case <-m.all:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hold records that it started and waits to be cancelled; with exit, the
+// process then ends (when Exit is set), as a child that dies of it would.
+func (c *Child) hold(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tag := req.GetString("tag", "")
+	c.note("hold %s started", tag)
+	<-ctx.Done()
+	c.note("hold %s ended", tag)
+	if req.GetBool("exit", false) && c.Exit != nil {
+		c.Exit()
+	}
+	return nil, ctx.Err()
+}
+
+// rootsChanged records a notifications/roots/list_changed and asks the
+// client for its roots, outside any call, recording what it got.
+func (c *Child) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
+	c.note("roots-changed")
+	srv, cs := server.ServerFromContext(ctx), server.ClientSessionFromContext(ctx)
+	if srv == nil || cs == nil {
+		return
+	}
+	// Not on the goroutine that reads the client's messages: the answer
+	// comes in through it.
+	c.later.Go(func() {
+		ctx, cancel := context.WithTimeout(srv.WithContext(context.Background(), cs), 30*time.Second)
+		defer cancel()
+		c.note("roots %s", request(ctx, srv, "roots"))
+	})
+}
+
+// note adds a line to the record.
+func (c *Child) note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	c.record = append(c.record, line)
+	if c.RecordFile != "" {
+		if f, err := os.OpenFile(c.RecordFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, _ = f.WriteString(line + "\n")
+			_ = f.Close()
+		}
+	}
+}
+
+// Record returns the lines recorded so far: "call <tool> <tag> <id>" for
+// each tools/call (id as JSON), "cancelled <id>" for each
+// notifications/cancelled, "hold <tag> started|ended", "asked <what>
+// <answer>", "roots-changed" and "roots <answer>".
+func (c *Child) Record() []string {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	return append([]string(nil), c.record...)
+}
+
+// ReadRecord returns the lines a child recorded in the file path.
+func ReadRecord(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// Saw records what the child needs to know of a message a client sent it
+// that mcp-go keeps from its handlers: a notifications/cancelled.
+func (c *Child) Saw(msg []byte) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &m) == nil && m.Method == string(mcp.MethodNotificationCancelled) {
+		c.note("cancelled %s", m.Params.RequestID)
+	}
+}
+
+// Tap returns r, each of whose lines Saw sees as it is read.
+func (c *Child) Tap(r io.Reader) io.Reader {
+	return &tap{c: c, r: r}
+}
+
+type tap struct {
+	c    *Child
+	r    io.Reader
+	line []byte
+}
+
+func (t *tap) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.line = append(t.line, p[:n]...)
+	for {
+		i := bytes.IndexByte(t.line, '\n')
+		if i < 0 {
+			break
+		}
+		t.c.Saw(t.line[:i])
+		t.line = t.line[i+1:]
+	}
+	return n, err
+}
+
+// Handler returns h, each of whose POST bodies Saw sees first.
+func (c *Child) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			c.Saw(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // Flusher is a stdio child's stdout, counting the notifications written.

@@ -13,7 +13,9 @@ import (
 func main() {
 	out := trafficchild.NewFlusher(os.Stdout)
 	c := trafficchild.New(out)
-	if err := server.NewStdioServer(c.Server).Listen(context.Background(), os.Stdin, out); err != nil {
+	c.RecordFile = os.Getenv("TRAFFICCHILD_RECORD")
+	c.Exit = func() { os.Exit(3) }
+	if err := server.NewStdioServer(c.Server).Listen(context.Background(), c.Tap(os.Stdin), out); err != nil {
 		os.Exit(1)
 	}
 }

@@ -131,7 +131,7 @@ func TestHostileCatalog(t *testing.T) {
 		"remote_ref":      "its inputSchema does not compile",
 		"remote_ref_root": "its inputSchema does not compile",
 		"remote_ref_rel":  "its inputSchema does not compile",
-		"task_required":   "it can only run as a task, which mcpmux does not relay yet",
+		"task_required":   "it can only run as a task, and the server does not declare tasks for tools/call",
 		"header_object":   "invalid x-mcp-header annotations",
 		"header_untyped":  "invalid x-mcp-header annotations",
 		"header_token":    "invalid x-mcp-header annotations",

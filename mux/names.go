@@ -168,7 +168,7 @@ func (m *Mux) nameEntries(c *child, entries []*entry) {
 		}
 		if n.collided {
 			c.log.Warn().Str(kindWire[e.kind].logKey, e.orig).Str(kindWire[e.kind].label, n.name).
-				Msg("exposed name collided with another of this server; a hash was appended")
+				Msg("exposed name collided with another " + kindWire[e.kind].label + " of this server; a hash was appended")
 		}
 		e.name = n.name
 	}

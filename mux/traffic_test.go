@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/internal/trafficchild"
 )
 
 // countingSampler answers sampling as answers does and counts the requests.
@@ -205,4 +206,79 @@ func TestTrafficReachesItsCall(t *testing.T) {
 			}
 		}
 	})
+}
+
+// recordOf returns what child alias of l recorded (trafficchild.Record).
+func (l *trafficLab) recordOf(alias string) []string {
+	if alias == "ht" {
+		return l.ht.Record()
+	}
+	return trafficchild.ReadRecord(l.record)
+}
+
+// waitRecord waits until child alias of l has recorded a line that
+// contains want, and returns it.
+func (l *trafficLab) waitRecord(t *testing.T, alias, want string) string {
+	t.Helper()
+	var line string
+	testsupport.WaitFor(t, alias+" to record "+want, func() bool {
+		for _, r := range l.recordOf(alias) {
+			if strings.Contains(r, want) {
+				line = r
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
+// countRecord counts the lines of child alias's record that begin with
+// prefix.
+func (l *trafficLab) countRecord(alias, prefix string) int {
+	n := 0
+	for _, r := range l.recordOf(alias) {
+		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// rootsListChanged sends notifications/roots/list_changed from u, whether
+// or not it declared roots.
+func rootsListChanged(t *testing.T, u *upstreamClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	err := u.GetTransport().SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: string(mcp.MethodNotificationRootsListChanged)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequestOfTwoIdentitiesRefused: a child's request that names no call
+// (any request of a stdio child; an mcp-go HTTP child's sampling, which it
+// sends on its standalone stream), made while calls of alice (over stdio)
+// and bob (over HTTP) are both in flight at the child, is refused with the
+// error that says so, and reaches neither session.
+func TestRequestOfTwoIdentitiesRefused(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{})
+	var sa, sb countingSampler
+	alice := stdioUpstream(t, l.m, "alice", sampled("alice", &sa)...)
+	bob := httpUpstream(t, l.m, true)("bob", sampled("bob", &sb)...)
+	for _, alias := range trafficChildren {
+		calls := []*callSpec{trafficCall(alice, alias, "alice", "two-"+alias, 2, "sampling", ""),
+			trafficCall(bob, alias, "bob", "two-"+alias, 2, "sampling", "")}
+		callAll(calls)
+		for _, c := range calls {
+			if c.err != nil || !strings.Contains(c.text, "mcpmux cannot tell which client sampling/createMessage is for: "+errAmbiguousCall.Error()) {
+				t.Errorf("%s via %s: %q %v", c.args["tag"], alias, c.text, c.err)
+			}
+		}
+	}
+	if a, b := sa.n.Load(), sb.n.Load(); a != 0 || b != 0 {
+		t.Errorf("sampling requests reached alice %d and bob %d times, want never", a, b)
+	}
 }

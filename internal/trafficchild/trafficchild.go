@@ -43,6 +43,9 @@ type Child struct {
 
 	meetMu sync.Mutex
 	meets  map[string]*meeting
+
+	deferMu  sync.Mutex
+	deferred []func() // run on the next notifications/roots/list_changed
 }
 
 // meeting is a barrier: its calls go on once n of them have arrived.
@@ -68,10 +71,10 @@ func New(flush *Flusher) *Child {
 		mcp.WithString("request")), c.traffic)
 	s.AddTool(mcp.NewTool("hold", mcp.WithString("tag"), mcp.WithBoolean("exit"), mcp.WithReadOnlyHintAnnotation(true)), c.hold)
 	s.AddTool(mcp.NewTool("progress", mcp.WithNumber("count"), mcp.WithString("tag"), mcp.WithBoolean("late")), c.progress)
-	s.AddTool(mcp.NewTool("ask", mcp.WithString("what"), mcp.WithBoolean("later")), c.ask)
+	s.AddTool(mcp.NewTool("ask", mcp.WithString("what"), mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.ask)
 	s.AddTool(mcp.NewTool("asked", mcp.WithString("what")), c.asked)
 	s.AddTool(mcp.NewTool("log", mcp.WithString("level"), mcp.WithString("logger"), mcp.WithString("text"),
-		mcp.WithBoolean("later")), c.log)
+		mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.log)
 	s.AddTool(mcp.NewTool("level"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if l, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
 			return mcp.NewToolResultText(string(l.GetLogLevel())), nil
@@ -113,9 +116,19 @@ func (c *Child) progress(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 
 // ask makes one request of the client and answers with what it got; with
 // later, it answers first and makes the request afterwards (asked returns
-// what it got).
+// what it got); with deferred, it makes it, outside any call, on the next
+// notifications/roots/list_changed. Either records "asked <what> <got>".
 func (c *Child) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	what := req.GetString("what", "")
+	if req.GetBool("deferred", false) {
+		srv, cs := server.ServerFromContext(ctx), server.ClientSessionFromContext(ctx)
+		c.deferUntilRootsChanged(func() {
+			ctx, cancel := context.WithTimeout(srv.WithContext(context.Background(), cs), 30*time.Second)
+			defer cancel()
+			c.note("asked %s %s", what, request(ctx, srv, what))
+		})
+		return mcp.NewToolResultText("asking on roots/list_changed"), nil
+	}
 	if req.GetBool("later", false) {
 		srv, cs := server.ServerFromContext(ctx), server.ClientSessionFromContext(ctx)
 		after := c.flush.afterAnswer(ctx)
@@ -172,6 +185,11 @@ func (c *Child) log(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 	srv := server.ServerFromContext(ctx)
 	send := func(ctx context.Context) {
 		c.flush.wait(func() { _ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), params) }, 1)
+	}
+	if req.GetBool("deferred", false) {
+		cs := server.ClientSessionFromContext(ctx)
+		c.deferUntilRootsChanged(func() { send(srv.WithContext(context.Background(), cs)) })
+		return mcp.NewToolResultText("logging on roots/list_changed"), nil
 	}
 	if req.GetBool("later", false) {
 		cs := server.ClientSessionFromContext(ctx)
@@ -256,17 +274,34 @@ func (c *Child) hold(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	return nil, ctx.Err()
 }
 
-// rootsChanged records a notifications/roots/list_changed and asks the
-// client for its roots, outside any call, recording what it got.
+// deferUntilRootsChanged has f run on the next
+// notifications/roots/list_changed: something a test wants done outside any
+// call, at a moment it chooses (a notification is no call).
+func (c *Child) deferUntilRootsChanged(f func()) {
+	c.deferMu.Lock()
+	defer c.deferMu.Unlock()
+	c.deferred = append(c.deferred, f)
+}
+
+// rootsChanged records a notifications/roots/list_changed, runs what was
+// deferred to it, and asks the client for its roots, outside any call,
+// recording what it got.
 func (c *Child) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 	c.note("roots-changed")
 	srv, cs := server.ServerFromContext(ctx), server.ClientSessionFromContext(ctx)
-	if srv == nil || cs == nil {
-		return
-	}
-	// Not on the goroutine that reads the client's messages: the answer
-	// comes in through it.
+	c.deferMu.Lock()
+	deferred := c.deferred
+	c.deferred = nil
+	c.deferMu.Unlock()
+	// Not on the goroutine that reads the client's messages: answers come
+	// in through it.
 	c.later.Go(func() {
+		for _, f := range deferred {
+			f()
+		}
+		if srv == nil || cs == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(srv.WithContext(context.Background(), cs), 30*time.Second)
 		defer cancel()
 		c.note("roots %s", request(ctx, srv, "roots"))

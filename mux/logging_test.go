@@ -1,0 +1,99 @@
+package mux
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+func setLevel(t *testing.T, u *upstreamClient, level mcp.LoggingLevel) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	req := mcp.SetLevelRequest{}
+	req.Params.Level = level
+	if err := u.SetLevel(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChildLogsTaggedAndLeveled: a child's log messages during a call reach
+// the caller with logger "alias" or "alias/logger" (a stdio child's before
+// the call's answer); logging/setLevel reaches every child, which then
+// runs at the level asked for.
+func TestChildLogsTaggedAndLeveled(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{})
+	u := stdioUpstream(t, l.m, "alice")
+	for _, alias := range trafficChildren {
+		callChild(t, u, alias, "log", map[string]any{"text": alias + " plain"}, nil)
+		callChild(t, u, alias, "log", map[string]any{"text": alias + " named", "logger": "lg"}, nil)
+		if alias == "st" {
+			// Written before the answer: no wait.
+			if got := logsOf(u); !slices.Equal(got, []string{"st: st plain", "st/lg: st named"}) {
+				t.Errorf("before st's answers: %q", got)
+			}
+		}
+	}
+	testsupport.WaitFor(t, "ht's log messages", func() bool { return len(logsOf(u)) == 4 })
+	got := logsOf(u)[2:]
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"ht: ht plain", "ht/lg: ht named"}) {
+		t.Errorf("ht's: %q", got)
+	}
+	for _, level := range []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelWarning} {
+		setLevel(t, u, level)
+		for _, alias := range trafficChildren {
+			if got := callChild(t, u, alias, "level", nil, nil); got != string(level) {
+				t.Errorf("after logging/setLevel %s, %s runs at %q", level, alias, got)
+			}
+		}
+	}
+}
+
+// TestChildLogsOutsideCalls: a log message a child sends outside any call
+// reaches every session whose identity may see the child, at or above the
+// session's level, and no other: carol sees ht only; alice asked for
+// errors only, bob for info, so the children run at info.
+func TestChildLogsOutsideCalls(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{policies: map[string]string{"carol": `allow = ["ht__*"]`}})
+	connectHTTP := httpUpstream(t, l.m, true)
+	alice, bob, carol := connectHTTP("alice"), connectHTTP("bob"), connectHTTP("carol")
+	setLevel(t, alice, mcp.LoggingLevelError)
+	setLevel(t, bob, mcp.LoggingLevelInfo)
+	for _, alias := range trafficChildren {
+		if got := callChild(t, alice, alias, "level", nil, nil); got != "info" {
+			t.Errorf("%s runs at %q, want info, the most verbose any session asked for", alias, got)
+		}
+	}
+	// Each log is sent when the child is told the roots changed: outside
+	// any call.
+	logOutside := func(alias, level, text string) {
+		t.Helper()
+		callChild(t, alice, alias, "log", map[string]any{"level": level, "text": text, "deferred": true}, nil)
+		rootsListChanged(t, alice)
+	}
+	has := func(u *upstreamClient, want string) bool { return slices.Contains(logsOf(u), want) }
+	logOutside("st", "info", "st info")
+	testsupport.WaitFor(t, "bob to get st's info", func() bool { return has(bob, "st: st info") })
+	logOutside("st", "error", "st error")
+	testsupport.WaitFor(t, "alice and bob to get st's error", func() bool {
+		return has(alice, "st: st error") && has(bob, "st: st error")
+	})
+	logOutside("ht", "error", "ht error")
+	testsupport.WaitFor(t, "everyone to get ht's error", func() bool {
+		return has(alice, "ht: ht error") && has(bob, "ht: ht error") && has(carol, "ht: ht error")
+	})
+	if has(alice, "st: st info") {
+		t.Error("alice got st's info, below her level")
+	}
+	for _, log := range logsOf(carol) {
+		if strings.HasPrefix(log, "st") {
+			t.Errorf("carol, who sees nothing of st, got %q", log)
+		}
+	}
+}

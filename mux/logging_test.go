@@ -42,7 +42,7 @@ func TestChildLogsTaggedAndLeveled(t *testing.T) {
 	testsupport.WaitFor(t, "ht's log messages", func() bool { return len(logsOf(u)) == 4 })
 	got := logsOf(u)[2:]
 	slices.Sort(got)
-	if !slices.Equal(got, []string{"ht: ht plain", "ht/lg: ht named"}) {
+	if !slices.Equal(got, []string{"ht/lg: ht named", "ht: ht plain"}) {
 		t.Errorf("ht's: %q", got)
 	}
 	for _, level := range []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelWarning} {

@@ -130,7 +130,8 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(b.reader())
 	}
 	identity := IdentityFrom(r.Context())
-	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, h: h}
+	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, h: h,
+		header: http.Header{}}
 	defer rec.settle()
 	ctx := context.WithValue(r.Context(), httpRequestKey{}, true)
 
@@ -440,6 +441,12 @@ type recorder struct {
 	pending *upstreamSession // admitted for this initialize, not yet handed out
 	orphan  string           // an id mcp-go handed out that the registry does not hold
 
+	// header is what mcp-go sets, from its forwarder and its handler, under
+	// its own lock; it goes out with mcp-go's first WriteHeader. mcpmux's
+	// own first event sets the real writer's header instead, so that its
+	// goroutine never touches a map mcp-go's may be writing.
+	header http.Header
+
 	// mu serialises mcp-go's writes (from its forwarder and its handler)
 	// with mcpmux's own (writeEvent).
 	mu     sync.Mutex
@@ -458,11 +465,11 @@ func (s *recorder) writeEvent(line []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.status == 0 {
-		h := s.Header()
+		h := s.ResponseWriter.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
-		s.writeHeader(http.StatusOK)
-		s.own = true
+		s.status, s.events, s.own = http.StatusOK, true, true
+		s.ResponseWriter.WriteHeader(http.StatusOK)
 	}
 	if !s.events {
 		return // the answer is being written as one JSON body: too late
@@ -480,6 +487,9 @@ func sseEvent(msg []byte) []byte {
 	out = append(out, msg...)
 	return append(out, "\n\n"...)
 }
+
+// Header is the header mcp-go writes; see recorder.header.
+func (s *recorder) Header() http.Header { return s.header }
 
 func (s *recorder) WriteHeader(code int) {
 	s.mu.Lock()
@@ -506,6 +516,10 @@ func (s *recorder) writeHeader(code int) {
 			s.Header().Del(server.HeaderKeySessionID)
 			s.orphan = sid
 		}
+	}
+	real := s.ResponseWriter.Header()
+	for k, v := range s.header {
+		real[k] = v
 	}
 	s.ResponseWriter.WriteHeader(code)
 }

@@ -319,19 +319,44 @@ export async function assertCompletionRelayed(direct, mux) {
   }
 }
 
-/** trigger-long-running-operation: every progress notification, in order, before the answer. */
+/**
+ * trigger-long-running-operation: every progress notification, in order,
+ * before the answer, as they arrive on the wire. (The SDK's onprogress
+ * callback cannot tell: it runs a notification's handler a microtask later,
+ * while a response read in the same chunk drops the call's progress handler
+ * at once, so a last progress notification written just before the answer
+ * is reported as for "an unknown token".)
+ */
 export async function assertProgressBeforeAnswer(mux) {
   const steps = 4;
   const events = [];
-  const result = await withTimeout(
-    mux.callTool({ name: `${P}trigger-long-running-operation`, arguments: { duration: 0.4, steps } }, undefined, {
-      timeout: CALL_MS,
-      onprogress: (p) => events.push({ progress: p.progress, total: p.total }),
-    }),
-    CALL_MS,
-    'trigger-long-running-operation',
-  );
-  events.push('answer');
+  const tr = mux.transport;
+  const onmessage = tr.onmessage;
+  let id;
+  tr.onmessage = (msg, extra) => {
+    if (msg.method === 'notifications/progress') events.push({ progress: msg.params.progress, total: msg.params.total });
+    if (id !== undefined && msg.id === id && !msg.method) events.push('answer');
+    onmessage(msg, extra);
+  };
+  const send = tr.send.bind(tr);
+  tr.send = (msg, opts) => {
+    if (msg.method === 'tools/call' && msg.params?.name === `${P}trigger-long-running-operation`) id = msg.id;
+    return send(msg, opts);
+  };
+  let result;
+  try {
+    result = await withTimeout(
+      mux.callTool({ name: `${P}trigger-long-running-operation`, arguments: { duration: 0.4, steps } }, undefined, {
+        timeout: CALL_MS,
+        onprogress: () => {},
+      }),
+      CALL_MS,
+      'trigger-long-running-operation',
+    );
+  } finally {
+    tr.onmessage = onmessage;
+    tr.send = send;
+  }
   assert.ok(!result.isError, JSON.stringify(result));
   const want = [...Array(steps)].map((_, i) => ({ progress: i + 1, total: steps }));
   assert.deepEqual(events, [...want, 'answer'], 'progress notifications (then the answer) as the client saw them');

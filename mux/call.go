@@ -100,7 +100,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
-	if !m.policies.Current().For(identity).Permits(t.item()) {
+	if !m.policies.Current().For(identity).Allows(t.item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}

@@ -127,7 +127,7 @@ func (c *catalog) lookup(k kind, name string) (*entry, bool) {
 func (c *catalog) visible(k kind, p *policy.Policy) []*entry {
 	var out []*entry
 	for _, e := range c.kinds[k].list {
-		if p.Permits(e.item()) {
+		if p.Allows(e.item()) {
 			out = append(out, e)
 		}
 	}

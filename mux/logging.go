@@ -70,7 +70,7 @@ func logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
 // seesAlias reports whether policy p lets its identity see anything of the
 // child alias: a tool, a prompt, a resource or a template.
 func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
-	if p.Permits(policy.Item{Kind: policy.Resource, Server: alias}) {
+	if p.Allows(policy.Item{Kind: policy.Resource, Server: alias}) {
 		for _, k := range []kind{kindResource, kindTemplate} {
 			for _, e := range cat.kinds[k].list {
 				if e.child.alias == alias {
@@ -81,7 +81,7 @@ func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
 	}
 	for _, k := range []kind{kindTool, kindPrompt} {
 		for _, e := range cat.kinds[k].list {
-			if e.child.alias == alias && p.Permits(e.item()) {
+			if e.child.alias == alias && p.Allows(e.item()) {
 				return true
 			}
 		}

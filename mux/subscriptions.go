@@ -112,7 +112,7 @@ func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
 	cs := server.ClientSessionFromContext(ctx)
 	uri := req.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || cs == nil || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+	if !ok || cs == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 		return fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
 	k := subKey{c.alias, orig}
@@ -139,7 +139,7 @@ func (m *Mux) listenSubscriptions(ctx context.Context, cs server.ClientSession, 
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	for _, uri := range uris {
 		c, orig, ok := m.routeURI(cat, uri)
-		if !ok || !p.Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 			continue
 		}
 		if _, err := m.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {

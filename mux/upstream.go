@@ -185,7 +185,7 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if len(tools) != 1 {
 		return nil
 	}
-	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.policyFor(ctx).Permits(e.item()) {
+	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.policyFor(ctx).Allows(e.item()) {
 		return tools
 	}
 	return nil
@@ -197,7 +197,7 @@ func (m *Mux) filterPrompts(ctx context.Context, prompts []mcp.Prompt) []mcp.Pro
 	p, cat := m.policyFor(ctx), m.catalog.Load()
 	out := prompts[:0:0]
 	for _, pr := range prompts {
-		if e, ok := cat.lookup(kindPrompt, pr.Name); ok && p.Permits(e.item()) {
+		if e, ok := cat.lookup(kindPrompt, pr.Name); ok && p.Allows(e.item()) {
 			out = append(out, pr)
 		}
 	}
@@ -240,7 +240,7 @@ func toolAnswer(r Result, name string) *mcp.CallToolResult {
 func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *mcp.GetPromptResult, err error) {
 	begun := time.Now()
 	e, ok := m.catalog.Load().lookup(kindPrompt, req.Params.Name)
-	if !ok || !m.policyFor(ctx).Permits(e.item()) {
+	if !ok || !m.policyFor(ctx).Allows(e.item()) {
 		// The policy changed since mcp-go's filter ran; its error hook
 		// writes the audit line.
 		return nil, fmt.Errorf("prompt '%s' not found: %w", req.Params.Name, server.ErrPromptNotFound)
@@ -296,7 +296,7 @@ func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ 
 	begun := time.Now()
 	uri := req.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+	if !ok || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 		d := DecisionDenied
 		if !ok {
 			d = DecisionUnknown
@@ -372,7 +372,7 @@ type completer struct{ m *Mux }
 
 func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
 	e, ok := cp.m.catalog.Load().lookup(kindPrompt, name)
-	if !ok || !cp.m.policyFor(ctx).Permits(e.item()) {
+	if !ok || !cp.m.policyFor(ctx).Allows(e.item()) {
 		return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
 	}
 	return cp.complete(ctx, e.child, map[string]any{"type": "ref/prompt", "name": e.orig}, arg, cctx)
@@ -388,7 +388,7 @@ func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, ar
 	} else if rc, o, ok := m.routeURI(cat, uri); ok {
 		c, orig = rc, o
 	}
-	if c == nil || !m.policyFor(ctx).Permits(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+	if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
 	return cp.complete(ctx, c, map[string]any{"type": "ref/resource", "uri": orig}, arg, cctx)

@@ -201,7 +201,7 @@ func TestStoreWarnsUnmatchable(t *testing.T) {
 
 	// An edit of allow_resources alone is a change, and warned about.
 	replaceFile(t, reader, "allow = [\"docs__*\"]\ndeny = [\"docs__a.b\"]\nallow_resources = [\"docs\", \"wiki\"]\n")
-	w.waitFor("reader's resources", func(s *Set) bool { return s.For("reader").Permits(Item{Kind: Resource, Server: "docs"}) })
+	w.waitFor("reader's resources", func(s *Set) bool { return s.For("reader").Allows(Item{Kind: Resource, Server: "docs"}) })
 	want = append(want, want[1], reader+`:3: allow_resources pattern "wiki" can never match: no server wiki`)
 	if got := w.logs.warnings(t); !slices.Equal(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)

@@ -103,7 +103,7 @@ type Item struct {
 	ReadOnly bool
 }
 
-// Permits reports whether the policy lets its identity see and use it:
+// Allows reports whether the policy lets its identity see and use it:
 //
 //   - a tool when its name matches allow, or allow_read_only and the tool
 //     is read-only, and does not match deny;
@@ -116,9 +116,9 @@ type Item struct {
 // unknown kind (the zero Kind among them), so an Item built without its
 // Kind grants nothing.
 //
-// Permits is called on every call, read and list entry, so it takes no
-// locks and allocates nothing (see TestPermitsDoesNotAllocate).
-func (p *Policy) Permits(it Item) bool {
+// Allows is called on every call, read and list entry, so it takes no
+// locks and allocates nothing (see TestAllowsDoesNotAllocate).
+func (p *Policy) Allows(it Item) bool {
 	if p == nil {
 		return false
 	}

@@ -43,17 +43,17 @@ func FuzzParse(f *testing.F) {
 		_ = p.String()
 		for _, name := range []string{"", "docs__search", "a", strings.Repeat("x", 128)} {
 			// A deny wins over both allows.
-			if p.deny.Match(name) && (p.Permits(tool(name, true)) || p.Permits(tool(name, false))) {
+			if p.deny.Match(name) && (p.Allows(tool(name, true)) || p.Allows(tool(name, false))) {
 				t.Fatalf("%q is denied and allowed", name)
 			}
-			if p.Permits(tool(name, false)) && !p.Permits(tool(name, true)) {
+			if p.Allows(tool(name, false)) && !p.Allows(tool(name, true)) {
 				t.Fatalf("%q is allowed, but not when read-only", name)
 			}
-			if p.Permits(Item{Kind: Prompt, Name: name}) != p.Permits(tool(name, false)) {
+			if p.Allows(Item{Kind: Prompt, Name: name}) != p.Allows(tool(name, false)) {
 				t.Fatalf("prompt %q and a tool of that name that writes differ", name)
 			}
 			want := name != "" && p.allowResources.Match(name)
-			if got := p.Permits(Item{Kind: Resource, Name: name, Server: name}); got != want {
+			if got := p.Allows(Item{Kind: Resource, Name: name, Server: name}); got != want {
 				t.Fatalf("resources of server %q: permitted %v, allow_resources says %v", name, got, want)
 			}
 		}

@@ -279,7 +279,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Identity != "reader" || p.File != path || !p.Permits(tool("docs__x", false)) {
+	if p.Identity != "reader" || p.File != path || !p.Allows(tool("docs__x", false)) {
 		t.Errorf("ParseFile = %+v", p)
 	}
 
@@ -300,7 +300,7 @@ func TestParseFile(t *testing.T) {
 	}
 }
 
-func TestPermits(t *testing.T) {
+func TestAllows(t *testing.T) {
 	p, err := Parse(testFile, []byte(`
 allow = ["docs__*", "wiki__page_get", "ask"]
 allow_read_only = ["tickets__*", "tpl__*"]
@@ -355,18 +355,18 @@ allow_resources = ["docs", "tick*"]
 		{Item{Kind: Resource + 1, Name: "docs__search", Server: "docs"}, false},
 	}
 	for _, tt := range tests {
-		if got := p.Permits(tt.it); got != tt.want {
-			t.Errorf("Permits(%+v) = %v; want %v", tt.it, got, tt.want)
+		if got := p.Allows(tt.it); got != tt.want {
+			t.Errorf("Allows(%+v) = %v; want %v", tt.it, got, tt.want)
 		}
 	}
 
 	var nilPolicy *Policy
 	empty := mustParse(t, "reader", "")
 	for _, it := range []Item{tool("docs__search", true), prompt("docs__summarize"), resource("docs")} {
-		if nilPolicy.Permits(it) {
+		if nilPolicy.Allows(it) {
 			t.Errorf("nil policy permits %+v", it)
 		}
-		if empty.Permits(it) {
+		if empty.Allows(it) {
 			t.Errorf("empty policy permits %+v", it)
 		}
 	}
@@ -376,10 +376,10 @@ allow_resources = ["docs", "tick*"]
 // allowed.
 func TestNoResourcesWithoutAllowResources(t *testing.T) {
 	p := mustParse(t, "admin", "allow = [\"*\"]\nallow_read_only = [\"*\"]\n")
-	if p.Permits(Item{Kind: Resource, Name: "docs__x", Server: "docs"}) {
+	if p.Allows(Item{Kind: Resource, Name: "docs__x", Server: "docs"}) {
 		t.Error(`allow = ["*"] grants resources`)
 	}
-	if !p.Permits(Item{Kind: Prompt, Name: "docs__x"}) || !p.Permits(tool("docs__x", false)) {
+	if !p.Allows(Item{Kind: Prompt, Name: "docs__x"}) || !p.Allows(tool("docs__x", false)) {
 		t.Error(`allow = ["*"] does not grant tools and prompts`)
 	}
 }
@@ -392,7 +392,7 @@ func TestKindString(t *testing.T) {
 	}
 }
 
-func TestPermitsDoesNotAllocate(t *testing.T) {
+func TestAllowsDoesNotAllocate(t *testing.T) {
 	p, err := Parse(testFile, []byte(`
 allow = ["docs__*", "wiki__page_?et"]
 allow_read_only = ["*tickets*__*"]
@@ -419,13 +419,13 @@ allow_resources = ["do?s", "tick*", "*-files"]
 		items = append(items, Item{Kind: Resource, Name: "docs__search", Server: alias})
 	}
 	for _, it := range items {
-		if n := testing.AllocsPerRun(100, func() { p.Permits(it) }); n != 0 {
-			t.Errorf("Permits(%+v) allocates %v times per call", it, n)
+		if n := testing.AllocsPerRun(100, func() { p.Allows(it) }); n != 0 {
+			t.Errorf("Allows(%+v) allocates %v times per call", it, n)
 		}
 	}
 }
 
-func BenchmarkPermits(b *testing.B) {
+func BenchmarkAllows(b *testing.B) {
 	p, err := Parse(testFile, []byte(`
 allow = ["docs__*", "wiki__*"]
 allow_read_only = ["tickets__*"]
@@ -443,7 +443,7 @@ allow_resources = ["docs", "tick*"]
 		b.Run(it.Kind.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				p.Permits(it)
+				p.Allows(it)
 			}
 		})
 	}

@@ -42,10 +42,10 @@ func TestLoadDir(t *testing.T) {
 	if set.Generation() != 1 {
 		t.Errorf("Generation = %d; want 1", set.Generation())
 	}
-	if p := set.For("writer"); p == nil || !p.Permits(tool("docs__x", false)) || p.File != filepath.Join(dir, "writer.toml") {
+	if p := set.For("writer"); p == nil || !p.Allows(tool("docs__x", false)) || p.File != filepath.Join(dir, "writer.toml") {
 		t.Errorf("For(writer) = %+v; want the policy read through the symlinks", p)
 	}
-	if p := set.For("empty"); p == nil || p.Permits(tool("docs__x", true)) {
+	if p := set.For("empty"); p == nil || p.Allows(tool("docs__x", true)) {
 		t.Errorf("For(empty) = %v; want a policy that allows nothing", p)
 	}
 	if p := set.For("broken"); p != nil {

@@ -145,7 +145,7 @@ func replaceFile(t testing.TB, path, data string) {
 
 // allows returns a condition that identity may call tool.
 func allows(identity, name string) func(*Set) bool {
-	return func(s *Set) bool { return s.For(identity).Permits(tool(name, false)) }
+	return func(s *Set) bool { return s.For(identity).Allows(tool(name, false)) }
 }
 
 // policyDir returns a new directory holding the given files.
@@ -164,7 +164,7 @@ func TestWatchWriteInPlace(t *testing.T) {
 	writeFile(t, w.path("reader.toml"), `allow = ["wiki__*"]`)
 	s := w.waitFor("the new policy", allows("reader", "wiki__page"))
 	t.Logf("took effect after %v", time.Since(start))
-	if s.For("reader").Permits(tool("docs__search", false)) {
+	if s.For("reader").Allows(tool("docs__search", false)) {
 		t.Error("the old rule is still in force")
 	}
 }
@@ -193,7 +193,7 @@ func TestWatchAdd(t *testing.T) {
 	w := startWatch(t, policyDir(t, map[string]string{"reader.toml": `allow = ["docs__*"]`}))
 	writeFile(t, w.path("writer.toml"), `allow = ["tickets__*"]`)
 	s := w.waitFor("writer's policy", allows("writer", "tickets__create"))
-	if !s.For("reader").Permits(tool("docs__search", false)) {
+	if !s.For("reader").Allows(tool("docs__search", false)) {
 		t.Error("reader's policy was lost")
 	}
 }
@@ -201,7 +201,7 @@ func TestWatchAdd(t *testing.T) {
 func TestWatchEmptyFile(t *testing.T) {
 	w := startWatch(t, policyDir(t, map[string]string{"reader.toml": `allow = ["docs__*"]`}))
 	writeFile(t, w.path("reader.toml"), "")
-	s := w.waitFor("the empty policy", func(s *Set) bool { return !s.For("reader").Permits(tool("docs__search", false)) })
+	s := w.waitFor("the empty policy", func(s *Set) bool { return !s.For("reader").Allows(tool("docs__search", false)) })
 	if s.For("reader") == nil {
 		t.Error("an empty file is a policy that grants nothing, not no policy")
 	}
@@ -304,7 +304,7 @@ func TestWatchGenerationAndOnChange(t *testing.T) {
 	// next change, or its generation would be higher.
 	replaceFile(t, w.path("other.toml"), `allow = ["c__*"]`)
 	c2 := w.nextChange()
-	if c2.old != c.new || c2.new.Generation() != 3 || !c2.new.For("other").Permits(tool("c__x", false)) {
+	if c2.old != c.new || c2.new.Generation() != 3 || !c2.new.For("other").Allows(tool("c__x", false)) {
 		t.Errorf("second change: old %p (want %p), generation %d (want 3), other = %v",
 			c2.old, c.new, c2.new.Generation(), c2.new.For("other"))
 	}
@@ -319,7 +319,7 @@ func TestWatchResourcesOnlyEdit(t *testing.T) {
 	}))
 	first := w.store.Current()
 	ticketsResources := func(s *Set) bool {
-		return s.For("reader").Permits(Item{Kind: Resource, Server: "tickets"})
+		return s.For("reader").Allows(Item{Kind: Resource, Server: "tickets"})
 	}
 	if ticketsResources(first) {
 		t.Fatal("reader may read tickets' resources before the edit")
@@ -346,7 +346,7 @@ func TestWatchKubernetesConfigMap(t *testing.T) {
 	symlink(t, "..data/reader.toml", filepath.Join(dir, "reader.toml"))
 
 	w := startWatch(t, dir)
-	if !w.store.Current().For("reader").Permits(tool("docs__search", false)) {
+	if !w.store.Current().For("reader").Allows(tool("docs__search", false)) {
 		t.Fatal("initial policy not read through the symlinks")
 	}
 
@@ -376,9 +376,9 @@ func TestWatchKubernetesConfigMap(t *testing.T) {
 		"writer.toml": `allow = ["tickets__*"]`,
 	})
 	s := w.waitFor("the new ConfigMap", func(s *Set) bool {
-		return s.For("reader").Permits(tool("wiki__page", false)) && s.For("writer").Permits(tool("tickets__x", false))
+		return s.For("reader").Allows(tool("wiki__page", false)) && s.For("writer").Allows(tool("tickets__x", false))
 	})
-	if s.For("reader").Permits(tool("docs__search", false)) {
+	if s.For("reader").Allows(tool("docs__search", false)) {
 		t.Error("the old rule is still in force")
 	}
 

@@ -423,11 +423,11 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 	if !bytes.Contains(res, []byte(mcp.RelatedTaskMetaKey)) {
 		return res
 	}
-	fields, err := objectFields(res)
-	if err != nil {
+	o, ok := members(res)
+	if !ok {
 		return res
 	}
-	for _, f := range fields {
+	for _, f := range o.m {
 		if f.key != "_meta" {
 			continue
 		}

@@ -1,20 +1,34 @@
 // Package mux is the multiplexer: it supervises the child servers, merges
-// their catalogs into one immutable snapshot, routes each call by a registry
-// look-up, enforces hiding, argument validation and per-identity policy, and
-// serves the result upstream as one MCP server.
+// what they offer (tools, prompts, resources, resource templates) into one
+// immutable snapshot, routes each request by a registry look-up, enforces
+// hiding, argument validation and per-identity policy, relays what a child
+// does during a call, and serves the result upstream as one MCP server.
+//
+// mcp-go carries the protocol (transports, sessions, the handshake);
+// mcpmux answers: every result it relays is the child's raw JSON, carried
+// through mcp-go in a placeholder and put back at the edge.
 //
 // Where things live:
-//   - child.go: one child's supervisor: restarts, backoff, catalog reads;
-//   - session.go: one generation of a child (a process on pipes, or a
-//     connection to a URL) and the requests sent on it; limits.go bounds
+//   - child.go: one child's supervisor: restarts, backoff, reading its
+//     lists; session.go: one generation of a child (a process on pipes, or
+//     a connection to a URL) and the requests sent on it; limits.go bounds
 //     what a child may send on it;
-//   - catalog.go, names.go: exposed tools, their names, the merged snapshot;
+//   - catalog.go, names.go, uris.go: the one registry of exposed tools,
+//     prompts, resources and templates, their names and URIs, the merged
+//     snapshot and its pre-encoded lists;
 //   - call.go: the call pipeline and its audit line; admission.go: rate
 //     limits and per-child in-flight slots; arguments.go, schema.go,
 //     schemawork.go: checking a call's arguments and bounding that work;
-//   - upstream.go: the mcp-go server, its hooks and list_changed;
-//     upstream_sessions.go: the one registry of upstream sessions and their
-//     identities; stdio.go and http.go: the two upstream transports;
+//     tasks.go: task-augmented calls;
+//   - inflight.go: each child session's calls in flight (request id ->
+//     upstream session, progress token, context), which progress, logging
+//     (logging.go) and a child's own requests (childrequests.go) find their
+//     call in; subscriptions.go: resource subscriptions;
+//   - upstream.go: the mcp-go server, its hooks and handlers, list_changed
+//     per session; upstream_sessions.go: the one registry of upstream
+//     sessions and their identities; stdio.go and http.go: the two upstream
+//     transports, whose writers are the edge; relay.go, announce.go,
+//     jsonobj.go: what the edge does to a message;
 //   - observer.go: what metrics are told.
 package mux
 

@@ -147,6 +147,42 @@ func names(t *testing.T, items []json.RawMessage, key string) []string {
 	return out
 }
 
+// listKeys names, for each list method, the result member that holds its
+// items and the member of an item that names it.
+var listKeys = map[string]struct{ member, key string }{
+	"tools/list":               {"tools", "name"},
+	"prompts/list":             {"prompts", "name"},
+	"resources/list":           {"resources", "uri"},
+	"resources/templates/list": {"resourceTemplates", "uriTemplate"},
+}
+
+// listed returns the name (or URI, or template) of each item of every
+// page of method.
+func (s *fSess) listed(t *testing.T, method string) []string {
+	t.Helper()
+	k, ok := listKeys[method]
+	if !ok {
+		t.Fatalf("no list method %s", method)
+	}
+	return names(t, ts.ListAll(t, s.c, method, k.member), k.key)
+}
+
+// checkListed checks that method lists the items want, in any order.
+func (s *fSess) checkListed(t *testing.T, method string, want []string) {
+	t.Helper()
+	if got := s.listed(t, method); !sameSet(got, want) {
+		t.Errorf("%s: %v, want %v", method, got, want)
+	}
+}
+
+// reader gives the identity reader policy and starts mcpmux over up with
+// a session for it.
+func (l *fLab) reader(t *testing.T, up upstream, policy string) *fSess {
+	t.Helper()
+	l.WritePolicy(t, "reader", policy)
+	return up.start(t, l, "reader").sess["reader"]
+}
+
 func compact(t *testing.T, raw []byte) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -214,6 +250,27 @@ func sameRefusal(t *testing.T, what string, err *ts.RPCError, name string, ref *
 	}
 }
 
+// allPrompts are the prompts of a docs and a tickets child, exposed.
+var allPrompts = []string{"docs__brief", "docs__greet", "docs__internal_notes", "tickets__brief", "tickets__greet", "tickets__internal_notes"}
+
+// policyCase is one identity with its policy and what it is allowed.
+type policyCase struct {
+	identity, policy string
+	allowed          []string
+}
+
+// startPolicies gives each case's identity its policy and starts mcpmux
+// over HTTP with a session for each.
+func startPolicies(t *testing.T, l *fLab, cases []policyCase) *fMux {
+	t.Helper()
+	var ids []string
+	for _, c := range cases {
+		l.WritePolicy(t, c.identity, c.policy)
+		ids = append(ids, c.identity)
+	}
+	return startHTTP(t, l, ids...)
+}
+
 // Prompts are listed as alias__name, route to the child under its own name
 // with their arguments, and come back with the embedded resource and the
 // resource_link in the messages rewritten so that both read back through
@@ -227,14 +284,9 @@ func TestFidelityPromptGet(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
-			l.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
 
-			got := names(t, ts.ListAll(t, s.c, "prompts/list", "prompts"), "name")
-			want := []string{"docs__brief", "docs__greet", "docs__internal_notes", "tickets__brief", "tickets__greet", "tickets__internal_notes"}
-			if !sameSet(got, want) {
-				t.Errorf("prompts/list: %v, want %v", got, want)
-			}
+			s.checkListed(t, "prompts/list", allPrompts)
 
 			raw := ts.MustRPC(t, s.c, "prompts/get", map[string]any{"name": "docs__brief", "arguments": args})
 			reached := l.childGot(t, "docs", "prompts/get")
@@ -263,33 +315,22 @@ func TestFidelityPromptGet(t *testing.T) {
 func TestFidelityPromptPolicy(t *testing.T) {
 	t.Parallel()
 	l := fidelityLab(t, "", ts.Server{Alias: "docs", Hide: []string{"internal_*"}}, ts.Server{Alias: "tickets"})
-	cases := []struct {
-		identity, policy string
-		see              []string
-	}{
+	// allowed: the prompts the identity sees.
+	cases := []policyCase{
 		{"all", `allow = ["*"]`, []string{"docs__brief", "docs__greet", "tickets__brief", "tickets__greet", "tickets__internal_notes"}},
 		{"globs", "allow = [\"docs__*\", \"tickets__brief\"]\ndeny = [\"docs__greet\"]", []string{"docs__brief", "tickets__brief"}},
 		{"readonly", `allow_read_only = ["*"]`, nil},
 		{"resources", `allow_resources = ["*"]`, nil},
 	}
-	var ids []string
-	for _, c := range cases {
-		l.WritePolicy(t, c.identity, c.policy)
-		ids = append(ids, c.identity)
-	}
-	fm := startHTTP(t, l, ids...)
-	all := []string{"docs__brief", "docs__greet", "docs__internal_notes", "tickets__brief", "tickets__greet", "tickets__internal_notes"}
+	fm := startPolicies(t, l, cases)
 	for _, c := range cases {
 		t.Run(c.identity, func(t *testing.T) {
 			s := fm.sess[c.identity]
-			got := names(t, ts.ListAll(t, s.c, "prompts/list", "prompts"), "name")
-			if !sameSet(got, c.see) {
-				t.Errorf("prompts/list: %v, want %v", got, c.see)
-			}
+			s.checkListed(t, "prompts/list", c.allowed)
 			_, unknown := ts.RPC(t, s.c, "prompts/get", map[string]any{"name": "docs__no_such_prompt"})
-			for _, name := range all {
+			for _, name := range allPrompts {
 				res, err := ts.RPC(t, s.c, "prompts/get", map[string]any{"name": name, "arguments": map[string]any{"topic": "x"}})
-				if slices.Contains(c.see, name) {
+				if slices.Contains(c.allowed, name) {
 					if err != nil {
 						t.Errorf("prompts/get %s: %v", name, err)
 					}
@@ -329,8 +370,7 @@ func TestFidelityResources(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
-			l.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"*\"]\n")
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, "allow = [\"*\"]\nallow_resources = [\"*\"]\n")
 
 			// The children page their lists one item at a time.
 			for _, m := range []string{"resources/list", "resources/templates/list"} {
@@ -415,8 +455,7 @@ func TestFidelitySubscribe(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "docs"})
-			l.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
 			uri := exposed("docs", readmeURI)
 
 			ts.MustRPC(t, s.c, "resources/subscribe", map[string]any{"uri": uri})
@@ -491,36 +530,25 @@ func TestFidelityUpdateReachesOnlyTheSubscriber(t *testing.T) {
 func TestFidelityResourcePolicy(t *testing.T) {
 	t.Parallel()
 	l := fidelityLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
-	cases := []struct {
-		identity, policy string
-		granted          []string
-	}{
+	// allowed: the aliases whose resources the identity is granted.
+	cases := []policyCase{
 		{"docs-only", "allow = [\"*\"]\nallow_resources = [\"docs\"]", []string{"docs"}},
 		{"glob", `allow_resources = ["tick*"]`, []string{"tickets"}},
 		{"everything", `allow_resources = ["*"]`, []string{"docs", "tickets"}},
 		{"tools-only", `allow = ["*"]`, nil},
 		{"readonly", `allow_read_only = ["*"]`, nil},
 	}
-	var ids []string
-	for _, c := range cases {
-		l.WritePolicy(t, c.identity, c.policy)
-		ids = append(ids, c.identity)
-	}
-	fm := startHTTP(t, l, ids...)
+	fm := startPolicies(t, l, cases)
 	for _, c := range cases {
 		t.Run(c.identity, func(t *testing.T) {
 			s := fm.sess[c.identity]
 			var wantRes, wantTmpl []string
-			for _, alias := range c.granted {
+			for _, alias := range c.allowed {
 				wantRes = append(wantRes, exposed(alias, pixelURI), exposed(alias, readmeURI))
 				wantTmpl = append(wantTmpl, exposed(alias, itemsTmpl), exposed(alias, notesTmpl))
 			}
-			if got := names(t, ts.ListAll(t, s.c, "resources/list", "resources"), "uri"); !sameSet(got, wantRes) {
-				t.Errorf("resources/list: %v, want %v", got, wantRes)
-			}
-			if got := names(t, ts.ListAll(t, s.c, "resources/templates/list", "resourceTemplates"), "uriTemplate"); !sameSet(got, wantTmpl) {
-				t.Errorf("resources/templates/list: %v, want %v", got, wantTmpl)
-			}
+			s.checkListed(t, "resources/list", wantRes)
+			s.checkListed(t, "resources/templates/list", wantTmpl)
 			unknownURI := exposed("nosuchserver", readmeURI)
 			_, unknown := ts.RPC(t, s.c, "resources/read", map[string]any{"uri": unknownURI})
 			_, unknownSub := ts.RPC(t, s.c, "resources/subscribe", map[string]any{"uri": unknownURI})
@@ -532,7 +560,7 @@ func TestFidelityResourcePolicy(t *testing.T) {
 				before := l.childGotURI(t, alias, "resources/read", child)
 				res, err := ts.RPC(t, s.c, "resources/read", map[string]any{"uri": uri})
 				after := l.childGotURI(t, alias, "resources/read", child)
-				if slices.Contains(c.granted, alias) {
+				if slices.Contains(c.allowed, alias) {
 					if err != nil || after != before+1 {
 						t.Errorf("resources/read %s: %v; the child received %d reads", uri, err, after-before)
 					}
@@ -565,8 +593,7 @@ func TestFidelityCompletion(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
-			l.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"*\"]\n")
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, "allow = [\"*\"]\nallow_resources = [\"*\"]\n")
 			cases := []struct {
 				ref       map[string]any
 				arg, val  string
@@ -640,8 +667,7 @@ func TestFidelityVerbatim(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "docs"})
-			l.WritePolicy(t, "reader", `allow = ["*"]`)
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, `allow = ["*"]`)
 			if got := compact(t, s.call(t, "docs__verbatim", nil)); got != childResult {
 				t.Errorf("docs__verbatim through mcpmux:\n%s\nthe child sent:\n%s", got, childResult)
 			}
@@ -670,25 +696,12 @@ func TestFidelityUnprefixed(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel()
 			l := fidelityLab(t, "", ts.Server{Alias: "main", Extra: "prefix = false"}, ts.Server{Alias: "docs"})
-			l.WritePolicy(t, "reader", "allow = [\"s*\", \"brief\", \"link_resource\", \"docs__echo\", \"docs__brief\"]\nallow_resources = [\"*\"]\n")
-			s := up.start(t, l, "reader").sess["reader"]
+			s := l.reader(t, up, "allow = [\"s*\", \"brief\", \"link_resource\", \"docs__echo\", \"docs__brief\"]\nallow_resources = [\"*\"]\n")
 
-			tools := names(t, ts.ListAll(t, s.c, "tools/list", "tools"), "name")
-			if want := []string{"search", "slow", "spawn_grandchild", "link_resource", "docs__echo"}; !sameSet(tools, want) {
-				t.Errorf("tools/list: %v, want %v", tools, want)
-			}
-			prompts := names(t, ts.ListAll(t, s.c, "prompts/list", "prompts"), "name")
-			if want := []string{"brief", "docs__brief"}; !sameSet(prompts, want) {
-				t.Errorf("prompts/list: %v, want %v", prompts, want)
-			}
-			res := names(t, ts.ListAll(t, s.c, "resources/list", "resources"), "uri")
-			if want := []string{pixelURI, readmeURI, exposed("docs", pixelURI), exposed("docs", readmeURI)}; !sameSet(res, want) {
-				t.Errorf("resources/list: %v, want %v", res, want)
-			}
-			tmpl := names(t, ts.ListAll(t, s.c, "resources/templates/list", "resourceTemplates"), "uriTemplate")
-			if want := []string{itemsTmpl, notesTmpl, exposed("docs", itemsTmpl), exposed("docs", notesTmpl)}; !sameSet(tmpl, want) {
-				t.Errorf("resources/templates/list: %v, want %v", tmpl, want)
-			}
+			s.checkListed(t, "tools/list", []string{"search", "slow", "spawn_grandchild", "link_resource", "docs__echo"})
+			s.checkListed(t, "prompts/list", []string{"brief", "docs__brief"})
+			s.checkListed(t, "resources/list", []string{pixelURI, readmeURI, exposed("docs", pixelURI), exposed("docs", readmeURI)})
+			s.checkListed(t, "resources/templates/list", []string{itemsTmpl, notesTmpl, exposed("docs", itemsTmpl), exposed("docs", notesTmpl)})
 
 			if got := s.callText(t, "search", map[string]any{"query": "public"}); got != "main: public evidence" {
 				t.Errorf("search: %q", got)
@@ -723,22 +736,10 @@ func TestFidelityUnprefixedCollision(t *testing.T) {
 	m := startStdio(t, l, "reader")
 	s := m.sess["reader"]
 
-	tools := names(t, ts.ListAll(t, s.c, "tools/list", "tools"), "name")
-	if want := []string{"search", "second__search"}; !sameSet(tools, want) {
-		t.Errorf("tools/list: %v, want %v", tools, want)
-	}
-	prompts := names(t, ts.ListAll(t, s.c, "prompts/list", "prompts"), "name")
-	if want := []string{"brief", "second__brief"}; !sameSet(prompts, want) {
-		t.Errorf("prompts/list: %v, want %v", prompts, want)
-	}
-	res := names(t, ts.ListAll(t, s.c, "resources/list", "resources"), "uri")
-	if want := []string{pixelURI, readmeURI, exposed("second", pixelURI), exposed("second", readmeURI)}; !sameSet(res, want) {
-		t.Errorf("resources/list: %v, want %v", res, want)
-	}
-	tmpl := names(t, ts.ListAll(t, s.c, "resources/templates/list", "resourceTemplates"), "uriTemplate")
-	if want := []string{itemsTmpl, notesTmpl, exposed("second", itemsTmpl), exposed("second", notesTmpl)}; !sameSet(tmpl, want) {
-		t.Errorf("resources/templates/list: %v, want %v", tmpl, want)
-	}
+	s.checkListed(t, "tools/list", []string{"search", "second__search"})
+	s.checkListed(t, "prompts/list", []string{"brief", "second__brief"})
+	s.checkListed(t, "resources/list", []string{pixelURI, readmeURI, exposed("second", pixelURI), exposed("second", readmeURI)})
+	s.checkListed(t, "resources/templates/list", []string{itemsTmpl, notesTmpl, exposed("second", itemsTmpl), exposed("second", notesTmpl)})
 	for _, c := range []struct{ name, want string }{{"search", "first: public evidence"}, {"second__search", "second: public evidence"}} {
 		if got := s.callText(t, c.name, map[string]any{"query": "public"}); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
@@ -851,8 +852,7 @@ func TestFidelityDeclaredCapabilities(t *testing.T) {
 				} else {
 					l = fidelityLab(t, "", ts.Server{Alias: "plain", Env: map[string]string{"LAB_FIDELITY": "0"}})
 				}
-				l.WritePolicy(t, "reader", `allow = ["*"]`)
-				caps := up.start(t, l, "reader").sess["reader"].c.GetServerCapabilities()
+				caps := l.reader(t, up, `allow = ["*"]`).c.GetServerCapabilities()
 				got := map[string]bool{
 					"prompts":     caps.Prompts != nil,
 					"resources":   caps.Resources != nil,

@@ -36,13 +36,9 @@ import {
   BUILD_TIMEOUT_MS,
   CONNECT_TIMEOUT_MS,
   binaries,
-  everythingEntry,
-  everythingTap,
   eventLog,
-  filesystemEntry,
   jsonRecords,
   text,
-  toml,
   withTimeout,
 } from './support.mjs';
 import * as fc from './fidelity_cases.mjs';
@@ -61,24 +57,14 @@ let full; // full client through mcpmux (children ev and fs)
 
 async function writeConfig(name, { withFs }) {
   const cfg = path.join(work, `${name}.toml`);
-  let body = `[mux]
+  const body = `[mux]
 policy_dir = "policies"
 call_timeout = "60s"
 
 [upstream]
 identity = "fid"
 
-[servers.ev]
-command = ${toml(process.execPath)}
-args = [${toml(everythingTap)}, ${toml(await everythingEntry())}]
-`;
-  if (withFs) {
-    body += `
-[servers.fs]
-command = ${toml(process.execPath)}
-args = [${toml(await filesystemEntry())}, ${toml(fsArgDir)}]
-`;
-  }
+${await fc.childServers({ fsArgDir: withFs ? fsArgDir : undefined })}`;
   await writeFile(cfg, body);
   return cfg;
 }
@@ -132,8 +118,7 @@ before(async () => {
   await mkdir(clientRootDir);
   await writeFile(path.join(clientRootDir, 'from-the-client.txt'), 'the client root\n');
   roots = [{ uri: pathToFileURL(clientRootDir).href, name: 'client-root' }];
-  await mkdir(path.join(work, 'policies'));
-  await writeFile(path.join(work, 'policies', 'fid.toml'), 'allow = ["ev__*", "fs__*"]\nallow_resources = ["ev", "fs"]\n');
+  await fc.writeFidPolicy(work);
 
   direct = await fc.connectDirect(() => roots);
   full = await startMux('full', await writeConfig('full', { withFs: true }), { full: true });
@@ -161,25 +146,7 @@ test('initialize: mcpmux declares prompts, resources with subscribe, logging and
   assert.deepEqual(missing, [], `capabilities: ${JSON.stringify(caps)}`);
 });
 
-test('tools/list: every server-everything tool, prefixed, definition unchanged', async () => {
-  await fc.assertNamedListRelayed('tools', direct.client, full.client);
-});
-
-test('prompts/list: every server-everything prompt, prefixed, definition unchanged', async () => {
-  await fc.assertNamedListRelayed('prompts', direct.client, full.client);
-});
-
-test('resources/list: every server-everything resource under mcpmux://ev/', async () => {
-  await fc.assertResourcesRelayed(direct.client, full.client);
-});
-
-test('resources/templates/list: every template under mcpmux://ev/', async () => {
-  await fc.assertTemplatesRelayed(direct.client, full.client);
-});
-
-test('tools/call: every tool answers through mcpmux as it does directly', async (t) => {
-  await fc.callEveryTool(t, direct.client, full.client);
-});
+fc.relayTests(() => ({ direct: direct.client, full: full.client }));
 
 test('a resource link returned by a tool reads back through mcpmux', async () => {
   const args = { ...fc.toolArgs['gzip-file-as-resource'], name: 'linked.txt.gz', outputType: 'resourceLink' };
@@ -193,20 +160,8 @@ test('a resource link returned by a tool reads back through mcpmux', async () =>
   assert.ok(read.contents[0].blob?.length > 0, JSON.stringify(read));
 });
 
-test('prompts/get: every prompt answers through mcpmux as it does directly', async (t) => {
-  await fc.getEveryPrompt(t, direct.client, full.client);
-});
-
-test('resources/read: every resource and template answers through mcpmux as it does directly', async (t) => {
-  await fc.readEveryResource(t, direct.client, full.client);
-});
-
 test('completion/complete reaches the child with its own prompt name and template', async () => {
   await fc.assertCompletionRelayed(direct.client, full.client);
-});
-
-test('progress: trigger-long-running-operation delivers every step before its answer', async () => {
-  await fc.assertProgressBeforeAnswer(full.client);
 });
 
 test('cancel: a cancelled long call is cancelled at the child, nothing of it follows, the next call works', async () => {
@@ -252,13 +207,7 @@ test('cancel: a cancelled long call is cancelled at the child, nothing of it fol
   assert.deepEqual(stray, [], 'messages of the cancelled call reached the client after it was cancelled');
 });
 
-test('logging: setLevel is accepted and simulated logging arrives tagged ev', async () => {
-  await fc.assertLoggingTagged(full.client, full.notes);
-});
-
-test('subscribe: resources/updated arrives for the mcpmux URI', async () => {
-  await fc.assertSubscriptionUpdates(full.client, full.notes);
-});
+fc.notificationTests(() => full);
 
 test('sampling: trigger-sampling-request round-trips to the client', async () => {
   await fc.assertSamplingRoundTrip(full.client, full.seen);
@@ -277,17 +226,7 @@ test('tasks: simulate-research-query runs as a task', async () => {
 });
 
 test("server-filesystem serves the client's roots, not its command-line directory", async () => {
-  const fsLines = () => full.logs.items.filter((r) => r.message === 'server stderr' && r.server === 'fs').map((r) => r.stderr);
-  await full.logs
-    .waitFor(
-      (r) => r.message === 'server stderr' && r.server === 'fs' && /Updated allowed directories from MCP roots: 1 valid/.test(String(r.stderr)),
-      NOTIFY_MS,
-      'server-filesystem taking the client roots',
-    )
-    .catch((err) => assert.fail(`${err.message}; server-filesystem said: ${JSON.stringify(fsLines())}`));
-  const dirs = await fc.allowedDirectories(full.client, 'fs');
-  assert.ok(dirs.includes(clientRootDir), `the client's root ${clientRootDir} not in: ${dirs}`);
-  assert.ok(!dirs.includes(fsArgDir), `the command-line directory is still served: ${dirs}`);
+  await fc.assertFilesystemServes(full.client, full.logs, { served: clientRootDir, fsArgDir, what: "the client's root" });
 });
 
 test('a client without sampling, elicitation and roots gets clean failures', async () => {

@@ -4,9 +4,13 @@
 // it compares, one connected to server-everything directly) and asserts what
 // a client sees through mcpmux against what it sees directly: names prefixed
 // "ev__", resource URIs rewritten to mcpmux://ev/..., otherwise equal. Not a
-// test file itself.
+// test file itself: relayTests and notificationTests register the tests
+// both files run, and the rest is the setup both share.
 
 import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -16,10 +20,13 @@ import {
   CONNECT_TIMEOUT_MS,
   eventLog,
   everythingEntry,
+  everythingTap,
+  filesystemEntry,
   fullClientCapabilities,
   muxUri,
   serveClientRequests,
   text,
+  toml,
   viaMux,
   withTimeout,
   withoutTimes,
@@ -511,4 +518,100 @@ export async function allowedDirectories(mux, alias) {
   const r = await withTimeout(mux.callTool({ name: `${alias}__list_allowed_directories`, arguments: {} }), CALL_MS, 'list_allowed_directories');
   assert.ok(!r.isError, JSON.stringify(r));
   return text(r);
+}
+
+/** Writes work/policies/fid.toml: the identity "fid" may use every tool and resource of ev and fs. */
+export async function writeFidPolicy(work) {
+  await mkdir(path.join(work, 'policies'));
+  await writeFile(path.join(work, 'policies', 'fid.toml'), 'allow = ["ev__*", "fs__*"]\nallow_resources = ["ev", "fs"]\n');
+}
+
+/**
+ * The config's [servers.ev] (server-everything behind the tap) and, with
+ * fsArgDir, [servers.fs] (server-filesystem serving fsArgDir on its command
+ * line); with rootUri, each with roots = [rootUri].
+ */
+export async function childServers({ fsArgDir, rootUri } = {}) {
+  const roots = rootUri ? `roots = [${toml(rootUri)}]\n` : '';
+  let body = `[servers.ev]
+command = ${toml(process.execPath)}
+args = [${toml(everythingTap)}, ${toml(await everythingEntry())}]
+${roots}`;
+  if (fsArgDir) {
+    body += `
+[servers.fs]
+command = ${toml(process.execPath)}
+args = [${toml(await filesystemEntry())}, ${toml(fsArgDir)}]
+${roots}`;
+  }
+  return body;
+}
+
+/**
+ * Waits until server-filesystem (child "fs", its stderr in mcpmux's logs)
+ * has taken one valid root over MCP, then checks that it serves served and
+ * no longer its command-line directory fsArgDir.
+ */
+export async function assertFilesystemServes(mux, logs, { served, fsArgDir, what }) {
+  const fsSaid = (r) => r.message === 'server stderr' && r.server === 'fs';
+  await logs
+    .waitFor((r) => fsSaid(r) && /Updated allowed directories from MCP roots: 1 valid/.test(String(r.stderr)), NOTIFY_MS, `server-filesystem taking ${what}`)
+    .catch((err) => assert.fail(`${err.message}; server-filesystem said: ${JSON.stringify(logs.items.filter(fsSaid).map((r) => r.stderr))}`));
+  const dirs = await allowedDirectories(mux, 'fs');
+  assert.ok(dirs.includes(served), `${what} ${served} not in: ${dirs}`);
+  assert.ok(!dirs.includes(fsArgDir), `the command-line directory is still served: ${dirs}`);
+}
+
+/**
+ * Registers the tests both upstreams run on what mcpmux relays: every list,
+ * call, prompt and read against server-everything's own. clients() returns
+ * { direct, full } (SDK clients) once before() has connected them; the tools
+ * in skipTools are left out of the call comparison.
+ */
+export function relayTests(clients, { skipTools = new Set() } = {}) {
+  test('tools/list: every server-everything tool, prefixed, definition unchanged', async () => {
+    const { direct, full } = clients();
+    await assertNamedListRelayed('tools', direct, full);
+  });
+  test('prompts/list: every server-everything prompt, prefixed, definition unchanged', async () => {
+    const { direct, full } = clients();
+    await assertNamedListRelayed('prompts', direct, full);
+  });
+  test('resources/list: every server-everything resource under mcpmux://ev/', async () => {
+    const { direct, full } = clients();
+    await assertResourcesRelayed(direct, full);
+  });
+  test('resources/templates/list: every template under mcpmux://ev/', async () => {
+    const { direct, full } = clients();
+    await assertTemplatesRelayed(direct, full);
+  });
+  test('tools/call: every tool answers through mcpmux as it does directly', async (t) => {
+    const { direct, full } = clients();
+    await callEveryTool(t, direct, full, { skip: skipTools });
+  });
+  test('prompts/get: every prompt answers through mcpmux as it does directly', async (t) => {
+    const { direct, full } = clients();
+    await getEveryPrompt(t, direct, full);
+  });
+  test('resources/read: every resource and template answers through mcpmux as it does directly', async (t) => {
+    const { direct, full } = clients();
+    await readEveryResource(t, direct, full);
+  });
+  test('progress: trigger-long-running-operation delivers every step before its answer', async () => {
+    await assertProgressBeforeAnswer(clients().full);
+  });
+}
+
+/**
+ * Registers the tests both upstreams run on what reaches a session unasked:
+ * logging and resources/updated. full() returns the session ({ client,
+ * notes }) once before() has connected it.
+ */
+export function notificationTests(full) {
+  test('logging: setLevel is accepted and simulated logging arrives tagged ev', async () => {
+    await assertLoggingTagged(full().client, full().notes);
+  });
+  test('subscribe: resources/updated arrives for the mcpmux URI', async () => {
+    await assertSubscriptionUpdates(full().client, full().notes);
+  });
 }

@@ -39,17 +39,12 @@ import {
   BUILD_TIMEOUT_MS,
   CONNECT_TIMEOUT_MS,
   binaries,
-  everythingEntry,
-  everythingTap,
   eventLog,
-  filesystemEntry,
   jsonRecords,
-  toml,
   withTimeout,
 } from './support.mjs';
 import * as fc from './fidelity_cases.mjs';
 
-const { NOTIFY_MS } = fc;
 const token = randomBytes(24).toString('base64url');
 
 let work;
@@ -86,8 +81,7 @@ before(async () => {
   const clientRootDir = path.join(work, 'client-root');
   await mkdir(clientRootDir);
   roots = [{ uri: pathToFileURL(clientRootDir).href, name: 'client-root' }];
-  await mkdir(path.join(work, 'policies'));
-  await writeFile(path.join(work, 'policies', 'fid.toml'), 'allow = ["ev__*", "fs__*"]\nallow_resources = ["ev", "fs"]\n');
+  await fc.writeFidPolicy(work);
   const rootUri = pathToFileURL(configRootDir).href;
   const cfg = path.join(work, 'mcpmux.toml');
   await writeFile(
@@ -103,16 +97,7 @@ listen = "127.0.0.1:0"
 identity = "fid"
 env = "FIDELITY_TOKEN"
 
-[servers.ev]
-command = ${toml(process.execPath)}
-args = [${toml(everythingTap)}, ${toml(await everythingEntry())}]
-roots = [${toml(rootUri)}]
-
-[servers.fs]
-command = ${toml(process.execPath)}
-args = [${toml(await filesystemEntry())}, ${toml(fsArgDir)}]
-roots = [${toml(rootUri)}]
-`,
+${await fc.childServers({ fsArgDir, rootUri })}`,
   );
   proc = spawn(bins.mcpmux, ['serve', '--config', cfg], {
     env: { ...process.env, FIDELITY_TOKEN: token },
@@ -151,42 +136,9 @@ after(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-test('tools/list: every server-everything tool, prefixed, definition unchanged', async () => {
-  await fc.assertNamedListRelayed('tools', direct.client, full.client);
-});
+fc.relayTests(() => ({ direct: direct.client, full: full.client }), { skipTools: new Set(['get-roots-list']) });
 
-test('prompts/list: every server-everything prompt, prefixed, definition unchanged', async () => {
-  await fc.assertNamedListRelayed('prompts', direct.client, full.client);
-});
-
-test('resources/list and resources/templates/list under mcpmux://ev/', async () => {
-  await fc.assertResourcesRelayed(direct.client, full.client);
-  await fc.assertTemplatesRelayed(direct.client, full.client);
-});
-
-test('tools/call: every tool answers through mcpmux as it does directly', async (t) => {
-  await fc.callEveryTool(t, direct.client, full.client, { skip: new Set(['get-roots-list']) });
-});
-
-test('prompts/get: every prompt answers through mcpmux as it does directly', async (t) => {
-  await fc.getEveryPrompt(t, direct.client, full.client);
-});
-
-test('resources/read: every resource and template answers through mcpmux as it does directly', async (t) => {
-  await fc.readEveryResource(t, direct.client, full.client);
-});
-
-test('progress: trigger-long-running-operation delivers every step before its answer', async () => {
-  await fc.assertProgressBeforeAnswer(full.client);
-});
-
-test('logging: setLevel is accepted and simulated logging arrives tagged ev', async () => {
-  await fc.assertLoggingTagged(full.client, full.notes);
-});
-
-test('subscribe: resources/updated arrives for the mcpmux URI', async () => {
-  await fc.assertSubscriptionUpdates(full.client, full.notes);
-});
+fc.notificationTests(() => full);
 
 test('sampling, elicitation and roots round-trip to the session that made the call', async () => {
   await fc.assertSamplingRoundTrip(full.client, full.seen);
@@ -209,15 +161,5 @@ test('tasks: simulate-research-query runs as a task', async () => {
 });
 
 test('server-filesystem asking for roots outside a call gets [servers.fs] roots', async () => {
-  const fsLines = () => logs.items.filter((r) => r.message === 'server stderr' && r.server === 'fs').map((r) => r.stderr);
-  await logs
-    .waitFor(
-      (r) => r.message === 'server stderr' && r.server === 'fs' && /Updated allowed directories from MCP roots: 1 valid/.test(String(r.stderr)),
-      NOTIFY_MS,
-      'server-filesystem taking the configured roots',
-    )
-    .catch((err) => assert.fail(`${err.message}; server-filesystem said: ${JSON.stringify(fsLines())}`));
-  const dirs = await fc.allowedDirectories(full.client, 'fs');
-  assert.ok(dirs.includes(configRootDir), `the configured root ${configRootDir} not in: ${dirs}`);
-  assert.ok(!dirs.includes(fsArgDir), `the command-line directory is still served: ${dirs}`);
+  await fc.assertFilesystemServes(full.client, logs, { served: configRootDir, fsArgDir, what: 'the configured root' });
 });

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,12 +16,10 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/internal/trafficchild"
-	"github.com/mcpmux/mcpmux/policy"
 )
 
 // The traffic lab: a Mux with two traffic children (internal/trafficchild),
@@ -64,40 +62,14 @@ func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	root := t.TempDir()
-	policies := filepath.Join(root, "policies")
-	if err := os.Mkdir(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	bodies := map[string]string{"alice": `allow = ["*"]`, "bob": `allow = ["*"]`, "carol": `allow = []`}
-	for id, body := range o.policies {
-		bodies[id] = body
-	}
-	for id, body := range bodies {
-		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(body+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	record := filepath.Join(root, "st.record")
-	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
-		policies, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
-	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	maps.Copy(bodies, o.policies)
+	record := filepath.Join(t.TempDir(), "st.record")
 	log := &testsupport.SyncBuffer{}
-	m := New(cfg, store, Options{Log: zerolog.New(log)})
-	m.Start(context.Background())
-	t.Cleanup(m.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
-	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := runMux(t, bodies, log, func(policies string) string {
+		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
+			policies, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
+	})
 	return &trafficLab{m: m, ht: ht, record: record, log: log}
 }
 

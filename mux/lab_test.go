@@ -65,19 +65,33 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 		hs.Close()
 	})
 
+	bodies := map[string]string{}
+	for _, id := range s.allow {
+		bodies[id] = `allow = ["*"]`
+	}
+	return runMux(tb, bodies, s.log, func(policies string) string {
+		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
+			policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
+	})
+}
+
+// runMux writes each identity's policy (identity -> body) into a policy
+// directory, starts a Mux on the config src returns for that directory,
+// logging to log (nil discards), and waits until it is ready. The Mux
+// closes when tb ends, before whatever was registered earlier.
+func runMux(tb testing.TB, policies map[string]string, log io.Writer, src func(policyDir string) string) *Mux {
+	tb.Helper()
 	root := tb.TempDir()
-	policies := filepath.Join(root, "policies")
-	if err := os.Mkdir(policies, 0o755); err != nil {
+	dir := filepath.Join(root, "policies")
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for _, id := range s.allow {
-		if err := os.WriteFile(filepath.Join(policies, id+".toml"), []byte(`allow = ["*"]`+"\n"), 0o644); err != nil {
+	for id, body := range policies {
+		if err := os.WriteFile(filepath.Join(dir, id+".toml"), []byte(body+"\n"), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
-		policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
-	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src(dir)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -85,13 +99,12 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	log := zerolog.Nop()
-	if s.log != nil {
-		log = zerolog.New(s.log)
+	l := zerolog.Nop()
+	if log != nil {
+		l = zerolog.New(log)
 	}
-	m := New(cfg, store, Options{Log: log})
+	m := New(cfg, store, Options{Log: l})
 	m.Start(context.Background())
-	// Registered after the child's clean-up, so the Mux closes first.
 	tb.Cleanup(m.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
 	defer cancel()

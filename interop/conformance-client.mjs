@@ -14,7 +14,7 @@
 // schema's defaults (SEP-1034), and declares sampling with a fixed answer.
 // Exit status 0 when every call returned, 1 otherwise (the reason on stderr).
 
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -23,7 +23,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const toml = JSON.stringify; // a JSON string is a valid TOML basic string
+import { writeConformanceConfig } from './conformance-support.mjs';
 
 /** The calls each client scenario expects, made through client. */
 const scenarios = {
@@ -84,22 +84,7 @@ async function throughMcpmux(url) {
   const bin = process.env.MCPMUX_BIN;
   if (!bin) throw new Error('MCPMUX_BIN is not set');
   const work = await mkdtemp(path.join(tmpdir(), 'mcpmux-conformance-client-'));
-  await mkdir(path.join(work, 'policies'));
-  await writeFile(path.join(work, 'policies', 'conformance.toml'), 'allow = ["*"]\nallow_resources = ["*"]\n');
-  const cfg = path.join(work, 'mcpmux.toml');
-  await writeFile(
-    cfg,
-    `[mux]
-policy_dir = "policies"
-
-[upstream]
-identity = "conformance"
-
-[servers.suite]
-url = ${toml(url)}
-prefix = false
-`,
-  );
+  const cfg = await writeConformanceConfig(work, { alias: 'suite', url });
   const transport = new StdioClientTransport({ command: bin, args: ['serve', '--config', cfg], stderr: 'inherit' });
   return { transport, cleanup: () => rm(work, { recursive: true, force: true }) };
 }

@@ -23,7 +23,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -34,7 +34,8 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { BUILD_TIMEOUT_MS, CONNECT_TIMEOUT_MS, EXIT_TIMEOUT_MS, jsonRecords, repoRoot, toml, withTimeout } from './support.mjs';
+import { writeConformanceConfig } from './conformance-support.mjs';
+import { BUILD_TIMEOUT_MS, CONNECT_TIMEOUT_MS, EXIT_TIMEOUT_MS, jsonRecords, repoRoot, withTimeout } from './support.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -132,24 +133,11 @@ class NotYetSupported extends Error {}
  */
 async function startMcpmux(bin, work, fixtureUrl) {
   const dir = await mkdtemp(path.join(work, 'mcpmux-'));
-  await mkdir(path.join(dir, 'policies'));
-  await writeFile(path.join(dir, 'policies', 'conformance.toml'), 'allow = ["*"]\nallow_resources = ["*"]\n');
-  const cfg = path.join(dir, 'mcpmux.toml');
-  await writeFile(
-    cfg,
-    `[mux]
-policy_dir = "policies"
-
-[upstream]
-identity = "conformance"
-listen = "127.0.0.1:0"
-drain_timeout = "1s"
-
-[servers.fx]
-url = ${toml(fixtureUrl)}
-prefix = false
-`,
-  );
+  const cfg = await writeConformanceConfig(dir, {
+    alias: 'fx',
+    url: fixtureUrl,
+    upstream: 'listen = "127.0.0.1:0"\ndrain_timeout = "1s"\n',
+  });
   const p = start(bin, ['serve', '--config', cfg]);
   const serving = await withTimeout(
     new Promise((resolve, reject) => {

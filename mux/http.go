@@ -189,6 +189,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = withDirectWriter(ctx, rec.writeEvent)
 	}
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
+	rec.finish()
 }
 
 // readBody reads a POST's body within max_body_bytes, max_message_bytes
@@ -452,8 +453,17 @@ type recorder struct {
 	mu     sync.Mutex
 	status int
 	// events is set once the response is an event stream; own, once
-	// mcpmux made it one, so that mcp-go's answer must go as an event too.
-	events, own bool
+	// mcpmux made it one, so that mcp-go's answer must go as an event too;
+	// done, once the request's handler returned, after which nothing may
+	// be written.
+	events, own, done bool
+}
+
+// finish marks the response over: a late writeEvent writes nothing.
+func (s *recorder) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
 }
 
 // writeEvent writes one message of mcpmux's own (a JSON line) at once, as
@@ -464,6 +474,9 @@ type recorder struct {
 func (s *recorder) writeEvent(line []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
 	if s.status == 0 {
 		h := s.ResponseWriter.Header()
 		h.Set("Content-Type", "text/event-stream")

@@ -33,7 +33,9 @@ type inCall struct {
 	token    mcp.ProgressToken // the client's own; nil if it asked for none
 	ctx      context.Context   // the upstream request's: its session, era and deadline
 	seq      uint64
-	write    func([]byte) // the stdio client's writer; nil over HTTP
+	// write is the edge's writer for the call (the stdio client's, or the
+	// HTTP response's); nil for a task, which outlives its request.
+	write func([]byte)
 
 	mu      sync.Mutex
 	queue   []queued       // notifications not yet written upstream
@@ -73,8 +75,10 @@ func withProgressToken(ctx context.Context, meta *mcp.Meta) context.Context {
 
 type directWriterKey struct{}
 
-// withDirectWriter returns ctx carrying the stdio client's writer, which
-// writes one whole message synchronously (answerWriter.writeOwn).
+// withDirectWriter returns ctx carrying the edge's writer for the calls of
+// one request: the stdio client's (answerWriter.writeOwn) or one HTTP
+// response's (recorder.writeEvent). It writes one whole message
+// synchronously, so that a call's notifications precede its answer.
 func withDirectWriter(ctx context.Context, write func([]byte)) context.Context {
 	return context.WithValue(ctx, directWriterKey{}, write)
 }
@@ -198,11 +202,12 @@ func (m *Mux) writeQueued(c *inCall) {
 	}
 }
 
-// notifyCall sends a notification to c's client. The stdio client's is
-// written at once, so that it is out before the call's answer (mcp-go
-// writes its own notifications from another goroutine than its answers).
-// Over HTTP mcp-go writes what the call's context queues on the request's
-// stream before its answer; a full queue is waited on while the call lasts.
+// notifyCall sends a notification to c's client: through the edge's
+// writer at once, so that it is out before the call's answer (mcp-go writes
+// its own notifications from another goroutine than its answers); for a
+// task, which has no request left to answer, through mcp-go to the
+// session, waiting (with a growing pause, while the task lasts) when the
+// session's queue is full.
 func (m *Mux) notifyCall(c *inCall, method string, params map[string]any) {
 	if c.write != nil {
 		line, err := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
@@ -212,12 +217,12 @@ func (m *Mux) notifyCall(c *inCall, method string, params map[string]any) {
 		}
 		return
 	}
-	for {
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
 		err := m.srv.SendNotificationToClient(c.ctx, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			return
 		}
-		t := time.NewTimer(time.Millisecond)
+		t := time.NewTimer(pause)
 		select {
 		case <-c.ctx.Done():
 			t.Stop()

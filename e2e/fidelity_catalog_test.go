@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
@@ -88,6 +90,7 @@ type fSess struct {
 // fMux is a running mcpmux and one session per identity.
 type fMux struct {
 	log  *ts.LogTap
+	url  string // the MCP endpoint
 	sess map[string]*fSess
 	// connect opens one more session as identity (HTTP only).
 	connect func(identity string) *fSess
@@ -121,7 +124,7 @@ func startHTTP(t *testing.T, l *fLab, ids ...string) *fMux {
 	}
 	l.AddUpstream(t, up)
 	h := ts.StartHTTPMux(t, l.Lab, ts.HTTPStart{})
-	fm := &fMux{log: h.Log, sess: map[string]*fSess{}}
+	fm := &fMux{log: h.Log, sess: map[string]*fSess{}, url: h.URL()}
 	fm.connect = func(id string) *fSess {
 		conn := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: fidelityToken(id), Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Listen: true, Log: h.Log})
 		return &fSess{c: conn.Client, notes: ts.RecordNotes(conn.Client)}
@@ -871,4 +874,45 @@ func TestFidelityDeclaredCapabilities(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A child is subscribed to a resource once, however many sessions
+// subscribe, and unsubscribed when its last subscriber unsubscribes or
+// ends; an unsubscribe from a session that never subscribed reaches no
+// child.
+func TestFidelitySubscribedOncePerResource(t *testing.T) {
+	t.Parallel()
+	l := fidelityLab(t, "", ts.Server{Alias: "docs"})
+	l.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
+	fm := startHTTP(t, l, "reader")
+	one, two, three := fm.sess["reader"], fm.connect("reader"), fm.connect("reader")
+	uri := exposed("docs", readmeURI)
+	sub, unsub := string(mcp.MethodResourcesSubscribe), string(mcp.MethodResourcesUnsubscribe)
+	ts.MustRPC(t, one.c, sub, map[string]any{"uri": uri})
+	ts.MustRPC(t, two.c, sub, map[string]any{"uri": uri})
+	ts.MustRPC(t, three.c, unsub, map[string]any{"uri": uri})
+	ts.MustRPC(t, one.c, unsub, map[string]any{"uri": uri})
+	if n := l.childGotURI(t, "docs", sub, readmeURI); n != 1 {
+		t.Errorf("the child was subscribed %d times, want once", n)
+	}
+	if n := l.childGotURI(t, "docs", unsub, readmeURI); n != 0 {
+		t.Errorf("the child was unsubscribed %d times while a session is subscribed", n)
+	}
+	// The last subscriber ends its session. (mcp-go's client sends its
+	// DELETE without the bearer token, so the test sends it.)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, fm.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+fidelityToken("reader"))
+	req.Header.Set(server.HeaderKeySessionID, two.c.GetSessionId())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	ts.WaitFor(t, "the child to be unsubscribed", func() bool { return l.childGotURI(t, "docs", unsub, readmeURI) == 1 })
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -15,17 +16,53 @@ import (
 
 // subscriptions records which upstream sessions subscribed to which child
 // resource, and under which URI each knows it, so that a child's
-// notifications/resources/updated reaches exactly those sessions.
+// notifications/resources/updated reaches exactly those sessions. A child
+// is subscribed once, when its resource gets its first subscriber, and
+// unsubscribed when it loses its last.
 type subscriptions struct {
 	mu      sync.Mutex // subscribing and updates only; never taken by a call
 	byChild map[subKey]map[server.ClientSession]string
+	// changing serialises, per resource, the change of its subscribers
+	// with the request that tells the child, so that a subscribe and an
+	// unsubscribe of the last subscriber cannot cross on their way.
+	changing map[subKey]*keyLock
+}
+
+type keyLock struct {
+	mu    sync.Mutex
+	users int // holders and waiters; the entry goes with the last
 }
 
 // subKey names one resource of one child, by the child's own URI.
 type subKey struct{ alias, uri string }
 
-// add records that cs subscribed to the child resource k as exposed.
-func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) {
+// lock takes k's lock; the function it returns releases it.
+func (s *subscriptions) lock(k subKey) func() {
+	s.mu.Lock()
+	if s.changing == nil {
+		s.changing = map[subKey]*keyLock{}
+	}
+	l := s.changing[k]
+	if l == nil {
+		l = &keyLock{}
+		s.changing[k] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.changing, k)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// add records that cs subscribed to the child resource k as exposed, and
+// reports whether k had no subscriber before.
+func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
@@ -33,33 +70,26 @@ func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) {
 	}
 	if s.byChild[k] == nil {
 		s.byChild[k] = map[server.ClientSession]string{}
+		first = true
 	}
 	s.byChild[k][cs] = exposed
+	return first
 }
 
-// remove forgets cs's subscription to k, and reports whether no session is
-// subscribed to k any more.
-func (s *subscriptions) remove(k subKey, cs server.ClientSession) bool {
+// remove forgets cs's subscription to k. It reports whether cs was
+// subscribed, and whether k is left with no subscriber.
+func (s *subscriptions) remove(k subKey, cs server.ClientSession) (was, last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, was = s.byChild[k][cs]; !was {
+		return false, false
+	}
 	delete(s.byChild[k], cs)
 	if len(s.byChild[k]) == 0 {
 		delete(s.byChild, k)
-		return true
+		return true, true
 	}
-	return false
-}
-
-// dropSession forgets every subscription of a session that ended.
-func (s *subscriptions) dropSession(cs server.ClientSession) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, subs := range s.byChild {
-		delete(subs, cs)
-		if len(subs) == 0 {
-			delete(s.byChild, k)
-		}
-	}
+	return true, false
 }
 
 // of returns the sessions subscribed to k, each with the URI it used.
@@ -69,6 +99,19 @@ func (s *subscriptions) of(k subKey) map[server.ClientSession]string {
 	out := make(map[server.ClientSession]string, len(s.byChild[k]))
 	for cs, u := range s.byChild[k] {
 		out[cs] = u
+	}
+	return out
+}
+
+// sessionKeys returns the resources cs is subscribed to.
+func (s *subscriptions) sessionKeys(cs server.ClientSession) []subKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []subKey
+	for k, subs := range s.byChild {
+		if _, ok := subs[cs]; ok {
+			out = append(out, k)
+		}
 	}
 	return out
 }
@@ -85,6 +128,47 @@ func (s *subscriptions) uris(alias string) []string {
 		}
 	}
 	return out
+}
+
+// subscribe subscribes cs to the resource orig of c, exposed as uri: at the
+// child if it is the resource's first subscriber.
+func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, cs server.ClientSession) error {
+	k := subKey{c.alias, orig}
+	defer m.subs.lock(k)()
+	if len(m.subs.of(k)) == 0 {
+		if _, err := m.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+			return err
+		}
+	}
+	m.subs.add(k, cs, uri)
+	return nil
+}
+
+// unsubscribe ends cs's subscription to k: at the child if it was the
+// resource's last subscriber. It is best effort: the child's refusal is
+// logged.
+func (m *Mux) unsubscribe(ctx context.Context, k subKey, cs server.ClientSession) {
+	defer m.subs.lock(k)()
+	if was, last := m.subs.remove(k, cs); !was || !last {
+		return
+	}
+	c := m.child(k.alias)
+	if c == nil {
+		return
+	}
+	if _, err := m.request(ctx, c, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
+		c.log.Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
+	}
+}
+
+// dropSubscriptions ends every subscription of a session that ended, each within
+// a second.
+func (m *Mux) dropSubscriptions(cs server.ClientSession) {
+	for _, k := range m.subs.sessionKeys(cs) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		m.unsubscribe(ctx, k, cs)
+		cancel()
+	}
 }
 
 // gateRequest runs before mcp-go handles any request. It takes
@@ -115,20 +199,11 @@ func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
 	if !ok || cs == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 		return fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
-	k := subKey{c.alias, orig}
 	if !subscribe {
-		if m.subs.remove(k, cs) {
-			if _, err := m.request(ctx, c, req.Method, map[string]any{"uri": orig}); err != nil {
-				c.log.Warn().Err(err).Str("child_uri", orig).Msg("unsubscribing at the server failed")
-			}
-		}
+		m.unsubscribe(ctx, subKey{c.alias, orig}, cs)
 		return nil
 	}
-	if _, err := m.request(ctx, c, req.Method, map[string]any{"uri": orig}); err != nil {
-		return err
-	}
-	m.subs.add(k, cs, uri)
-	return nil
+	return m.subscribe(ctx, c, orig, uri, cs)
 }
 
 // listenSubscriptions subscribes a 2026-07-28 listener to the resources its
@@ -142,11 +217,9 @@ func (m *Mux) listenSubscriptions(ctx context.Context, cs server.ClientSession, 
 		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 			continue
 		}
-		if _, err := m.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+		if err := m.subscribe(ctx, c, orig, uri, cs); err != nil {
 			c.log.Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
-			continue
 		}
-		m.subs.add(subKey{c.alias, orig}, cs, uri)
 	}
 }
 

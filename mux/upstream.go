@@ -92,13 +92,14 @@ func (m *Mux) newServer() *server.MCPServer {
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
 	m.sessions.observe = m.observe.Session
+	m.sessions.ended = m.dropSubscriptions
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
 		m.sessions.registered(cs, IdentityFrom(ctx), viaHTTP)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		m.sessions.unregistered(cs)
-		m.subs.dropSession(cs)
+		m.dropSubscriptions(cs)
 		m.tasks.dropSession(cs)
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
@@ -112,7 +113,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.unregistered(cs)
-			m.subs.dropSession(cs)
+			m.dropSubscriptions(cs)
 		}
 	})
 	srv := server.NewMCPServer("mcpmux", Version,
@@ -451,7 +452,7 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.unregistered(cs)
-			m.subs.dropSession(cs)
+			m.dropSubscriptions(cs)
 		}
 		return
 	}

@@ -141,6 +141,14 @@ func (c *catalog) list(k kind, p *policy.Policy) []byte {
 	if b, ok := c.lists.Load(key); ok {
 		return b.([]byte)
 	}
+	out := c.encode(k, p)
+	c.lists.Store(key, out)
+	return out
+}
+
+// encode returns the JSON array of the definitions of kind k that p
+// allows, without keeping it: for comparing with a policy no longer live.
+func (c *catalog) encode(k kind, p *policy.Policy) []byte {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, e := range c.visible(k, p) {
@@ -150,9 +158,7 @@ func (c *catalog) list(k kind, p *policy.Policy) []byte {
 		b.Write(e.def)
 	}
 	b.WriteByte(']')
-	out := b.Bytes()
-	c.lists.Store(key, out)
-	return out
+	return b.Bytes()
 }
 
 // wireEntry is what mcpmux reads of any listed item; the rest is kept as

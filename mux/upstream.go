@@ -590,7 +590,7 @@ func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[st
 			v = &view{}
 			op, np := oldSet.For(identity), newSet.For(identity)
 			for _, k := range kinds {
-				v.changed[k] = !bytes.Equal(prev.list(k, op), next.list(k, np))
+				v.changed[k] = !bytes.Equal(prev.encode(k, op), next.list(k, np))
 			}
 			views[identity] = v
 		}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,15 +63,55 @@ func callFrom(ctx context.Context) *inCall {
 	return c
 }
 
-type progressTokenKey struct{}
+type clientMetaKey struct{}
 
-// withProgressToken returns ctx carrying the client's progress token from a
-// request's _meta, if it gave one.
-func withProgressToken(ctx context.Context, meta *mcp.Meta) context.Context {
-	if meta == nil || meta.ProgressToken == nil {
+// withClientMeta returns ctx carrying a client request's _meta, for the
+// request mcpmux sends the child in its stead.
+func withClientMeta(ctx context.Context, meta *mcp.Meta) context.Context {
+	if meta == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, progressTokenKey{}, meta.ProgressToken)
+	return context.WithValue(ctx, clientMetaKey{}, meta)
+}
+
+// clientMeta returns the _meta withClientMeta stored, or nil.
+func clientMeta(ctx context.Context) *mcp.Meta {
+	meta, _ := ctx.Value(clientMetaKey{}).(*mcp.Meta)
+	return meta
+}
+
+// clientToken returns the progress token of the client request of ctx, or
+// nil.
+func clientToken(ctx context.Context) mcp.ProgressToken {
+	if meta := clientMeta(ctx); meta != nil {
+		return meta.ProgressToken
+	}
+	return nil
+}
+
+// childMeta returns the _meta of the request sent to the child for the
+// client request of ctx, sent under id: the client's own entries, but for
+// the protocol's (io.modelcontextprotocol/..., which belong to one hop),
+// and, if the client asked for progress, id as the progress token. nil
+// when nothing is left.
+func childMeta(ctx context.Context, id mcp.RequestId) map[string]any {
+	meta := clientMeta(ctx)
+	if meta == nil {
+		return nil
+	}
+	out := map[string]any{}
+	for k, v := range meta.AdditionalFields {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			out[k] = v
+		}
+	}
+	if meta.ProgressToken != nil {
+		out["progressToken"] = id
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 type directWriterKey struct{}
@@ -95,7 +136,7 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 	if err != nil {
 		return nil, ctx
 	}
-	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), token: ctx.Value(progressTokenKey{}),
+	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), token: clientToken(ctx),
 		ctx: ctx, seq: t.seq.Add(1)}
 	c.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
 	c.idle.L = &c.mu

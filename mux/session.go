@@ -113,14 +113,16 @@ func (s *session) failed(ctx context.Context, err error) bool {
 
 // rawRequest sends a request and returns its raw result. A request made
 // for a client (ctx holds its upstream session) is in the in-flight table
-// while it lasts; with params a map, the client's progress token, if it gave
-// one, is sent as mcpmux's request id.
+// while it lasts; with params a map, the client's _meta goes with it, its
+// progress token, if it gave one, replaced by mcpmux's request id.
 func (s *session) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	id := s.nextID()
 	call, ctx := s.inflight.add(ctx, id)
 	defer s.inflight.remove(call)
-	if p, ok := params.(map[string]any); ok && call != nil && call.token != nil {
-		p["_meta"] = map[string]any{"progressToken": id}
+	if p, ok := params.(map[string]any); ok && call != nil {
+		if meta := childMeta(ctx, id); meta != nil {
+			p["_meta"] = meta
+		}
 	}
 	return s.send(ctx, id, method, params)
 }
@@ -136,7 +138,8 @@ func (s *session) nextID() mcp.RequestId {
 // notifications/cancelled over stdio only), and returns the raw result.
 // args is sent as it is. An answer over max_message_bytes is an error
 // wrapping errMessageTooLarge. While the call lasts it is in the in-flight
-// table; the client's progress token, if it gave one, is sent as the id,
+// table; the client's _meta goes with it, its progress token, if it gave
+// one, replaced by the id,
 // and the progress that came before the answer is written upstream before
 // callTool returns.
 func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -145,8 +148,8 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 	defer s.inflight.remove(call)
 	tc := taskCallFrom(ctx)
 	params := mcp.CallToolParams{Name: name, Arguments: args, Task: tc.taskParams()}
-	if call != nil && call.token != nil {
-		params.Meta = &mcp.Meta{ProgressToken: id}
+	if meta := childMeta(ctx, id); call != nil && meta != nil {
+		params.Meta = mcp.NewMetaFromMap(meta)
 	}
 	sendCtx := ctx
 	if s.sse {

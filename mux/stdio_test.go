@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
@@ -300,4 +302,51 @@ func TestStdioCancelledRequestGoesUnanswered(t *testing.T) {
 			t.Fatalf("the cancelled request was answered: %s", msg["result"])
 		}
 	}
+}
+
+// A client's _meta reaches the child with its call, but for the protocol's
+// own entries; its progress token is replaced by mcpmux's.
+func TestClientMetaReachesTheChild(t *testing.T) {
+	seen := make(chan map[string]any, 1)
+	l := startCallLab(t, "", "", server.ServerTool{
+		Tool: mcp.NewTool("meta"),
+		Handler: func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			got := map[string]any{}
+			if req.Params.Meta != nil {
+				got = maps.Clone(req.Params.Meta.AdditionalFields)
+				got["progressToken"] = req.Params.Meta.ProgressToken
+			}
+			seen <- got
+			return mcp.NewToolResultText("ok"), nil
+		},
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- l.m.ServeStdio(context.Background(), "reader", inR, outW) }()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lab__meta","arguments":{},"_meta":{"progressToken":5,"com.example/trace":"abc","io.modelcontextprotocol/related-task":{"taskId":"x"}}}}`,
+	} {
+		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := <-seen
+	if got["com.example/trace"] != "abc" {
+		t.Errorf("the child got _meta %v, without the client's entry", got)
+	}
+	if tok, _ := got["progressToken"].(string); !strings.HasPrefix(tok, "mcpmux-") {
+		t.Errorf("the child got progress token %v, want mcpmux's own", got["progressToken"])
+	}
+	if _, ok := got["io.modelcontextprotocol/related-task"]; ok {
+		t.Errorf("the child got the protocol's own entry: %v", got)
+	}
+	_ = inW.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	_ = outW.Close()
 }

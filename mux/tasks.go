@@ -269,7 +269,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 	params := *req.Params.Task
 	tc := &taskCall{params: &params}
 	ctx := context.WithValue(t.ctx, taskCallKey{}, tc)
-	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
+	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
 	switch {
 	case r.Outcome == OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))

@@ -210,7 +210,7 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if t := m.tasks.begin(ctx); t != nil {
 		return m.runTask(t, req)
 	}
-	r := m.CallTool(withProgressToken(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
+	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
 	return toolAnswer(r, req.Params.Name), nil
 }
 
@@ -251,7 +251,7 @@ func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *
 	if req.Params.Arguments != nil {
 		params["arguments"] = req.Params.Arguments
 	}
-	raw, err := m.request(withProgressToken(ctx, req.Params.Meta), e.child, string(mcp.MethodPromptsGet), params)
+	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), e.child, string(mcp.MethodPromptsGet), params)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +306,7 @@ func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ 
 		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
 	}
 	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
-	raw, err := m.request(withProgressToken(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
+	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return nil, err
 	}

@@ -179,6 +179,7 @@ func (m *Mux) Close() {
 		return
 	}
 	m.cutCalls(ErrShuttingDown)
+	m.tasks.close()
 	m.cancel()
 	m.wg.Wait()
 	m.spawner.Close()

@@ -47,8 +47,19 @@ type upTask struct {
 	cancel context.CancelCauseFunc
 
 	mu      sync.Mutex
-	ttl     *int64 // as the client asked
-	created string // the task's createdAt as mcp-go answered it
+	ttl     *int64      // as the client asked
+	created string      // the task's createdAt as mcp-go answered it
+	expiry  *time.Timer // forgets the task once mcp-go has; nil without a ttl
+}
+
+// forget stops what the task still holds: its run and its expiry timer.
+func (t *upTask) forget(cause error) {
+	t.cancel(cause)
+	t.mu.Lock()
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+	t.mu.Unlock()
 }
 
 // taskTable holds the mux's upstream tasks.
@@ -122,9 +133,18 @@ func (tt *taskTable) lookup(id string) *upTask {
 func (tt *taskTable) dropSession(cs server.ClientSession) {
 	tt.owned.Range(func(k, v any) bool {
 		if t := v.(*upTask); t.cs == cs {
-			t.cancel(errSessionGone)
+			t.forget(errSessionGone)
 			tt.owned.Delete(k)
 		}
+		return true
+	})
+}
+
+// close ends every task's run and timer, when mcpmux stops.
+func (tt *taskTable) close() {
+	tt.owned.Range(func(k, v any) bool {
+		v.(*upTask).forget(ErrShuttingDown)
+		tt.owned.Delete(k)
 		return true
 	})
 }
@@ -134,10 +154,13 @@ func (tt *taskTable) expire(t *upTask, ttl *int64) {
 	if ttl == nil || *ttl <= 0 {
 		return
 	}
-	time.AfterFunc(time.Duration(*ttl)*time.Millisecond+time.Second, func() {
+	timer := time.AfterFunc(time.Duration(*ttl)*time.Millisecond+time.Second, func() {
 		t.cancel(context.DeadlineExceeded)
 		tt.owned.CompareAndDelete(t.id, t)
 	})
+	t.mu.Lock()
+	t.expiry = timer
+	t.mu.Unlock()
 }
 
 // visibleTo reports whether the session of ctx may see the task id: only

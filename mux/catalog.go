@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -205,6 +207,11 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 		seen := map[string]bool{}
 		for i, r := range raw[k] {
 			var w wireEntry
+			if key, dup := repeatedKey(r); dup {
+				skip(k, fmt.Sprintf("#%d", i), "its definition has the member "+strconv.Quote(key)+
+					" twice (ignoring case), which clients would read differently", nil)
+				continue
+			}
 			if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
 				skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
 				continue
@@ -263,6 +270,27 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 		}
 	}
 	return cat
+}
+
+// repeatedKey reports a member that the JSON object raw has twice,
+// ignoring case: encoding/json (and so mcp-go) reads the last, JavaScript
+// clients the exact one, so what mcpmux checks and what a client sees
+// could differ.
+func repeatedKey(raw []byte) (string, bool) {
+	o, ok := members(raw)
+	if !ok {
+		return "", false // not an object: refused when decoded
+	}
+	// encoding/json matches keys with strings.EqualFold; definitions have
+	// few members.
+	for i, f := range o.m {
+		for _, g := range o.m[:i] {
+			if strings.EqualFold(f.key, g.key) {
+				return f.key, true
+			}
+		}
+	}
+	return "", false
 }
 
 // exposeURI is the form a resource URI or template of c takes upstream.

@@ -322,19 +322,6 @@ func (s *sessions) unregistered(cs server.ClientSession) {
 	}
 }
 
-// of returns the sessions of the given identities that receive
-// notifications.
-func (s *sessions) of(identities map[string]bool) []server.ClientSession {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []server.ClientSession
-	for cs, u := range s.listeners {
-		if identities[u.identity] {
-			out = append(out, cs)
-		}
-	}
-	return out
-}
 
 // idle returns the ids of HTTP sessions with no request in progress whose
 // last request ended before cutoff (unix nanoseconds); with all, every

@@ -168,8 +168,13 @@ test('tools/list: merged catalog with intact schemas', async () => {
 });
 
 test('tools/list: everything tools are relayed exactly as the server lists them', async () => {
-  // Ask server-everything directly, with the same SDK, and compare.
-  const direct = new Client({ name: 'mcpmux-interop-direct', version: '1.0.0' });
+  // Ask server-everything directly, with the same SDK, and compare. The
+  // direct client declares what mcpmux declares to its children (roots,
+  // sampling, elicitation), on which server-everything's list depends.
+  const direct = new Client(
+    { name: 'mcpmux-interop-direct', version: '1.0.0' },
+    { capabilities: { roots: { listChanged: true }, sampling: {}, elicitation: { form: {}, url: {} } } },
+  );
   const entry = await everythingEntry();
   await withTimeout(
     direct.connect(new StdioClientTransport({ command: process.execPath, args: [entry, 'stdio'], stderr: 'ignore' })),

@@ -322,7 +322,6 @@ func (s *sessions) unregistered(cs server.ClientSession) {
 	}
 }
 
-
 // idle returns the ids of HTTP sessions with no request in progress whose
 // last request ended before cutoff (unix nanoseconds); with all, every
 // HTTP session's id. A session may have become busy since: endIdleHTTP

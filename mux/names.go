@@ -162,8 +162,9 @@ func (m *Mux) nameEntries(c *child, entries []*entry) {
 	for _, e := range entries {
 		n := names[e.orig]
 		if bare != nil {
-			e.prefixed = &entry{kind: e.kind, name: n.name, orig: e.orig, child: c, def: e.def,
-				readOnly: e.readOnly, args: e.args}
+			fallback := *e
+			fallback.name = n.name
+			e.prefixed = &fallback
 			n = bare[e.orig]
 		}
 		if n.collided {

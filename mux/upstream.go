@@ -255,6 +255,10 @@ func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *
 	if err != nil {
 		return nil, err
 	}
+	// Relayed as it is, so it must be what a client can read.
+	if _, err := mcp.ParseGetPromptResult(&raw); err != nil {
+		return nil, fmt.Errorf("server %s answered prompts/get with %w: %v", e.child.alias, errMalformedResult, err)
+	}
 	if raw, err = rewriteURIs(raw, resultPromptGet, m.linkRewriter(e.child)); err != nil {
 		return nil, fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
 	}
@@ -309,6 +313,9 @@ func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ 
 	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return nil, err
+	}
+	if _, err := mcp.ParseReadResourceResult(&raw); err != nil {
+		return nil, fmt.Errorf("server %s answered resources/read with %w: %v", c.alias, errMalformedResult, err)
 	}
 	raw, err = rewriteURIs(raw, resultResourceRead, func(u string) (string, bool) {
 		if u == orig {

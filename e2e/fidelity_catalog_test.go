@@ -248,7 +248,7 @@ func sameRefusal(t *testing.T, what string, err *ts.RPCError, name string, ref *
 	case ref == nil:
 		t.Fatalf("the unknown %s was answered", refName)
 	case err.Code != ref.Code || strings.ReplaceAll(err.Message, name, "NAME") != strings.ReplaceAll(ref.Message, refName, "NAME") ||
-		!bytes.Equal(err.Data, ref.Data):
+		strings.ReplaceAll(string(err.Data), name, "NAME") != strings.ReplaceAll(string(ref.Data), refName, "NAME"):
 		t.Errorf("%s: refused with %v, the unknown %s with %v", what, err, refName, ref)
 	}
 }
@@ -915,4 +915,34 @@ func TestFidelitySubscribedOncePerResource(t *testing.T) {
 		t.Fatalf("DELETE: %s", resp.Status)
 	}
 	ts.WaitFor(t, "the child to be unsubscribed", func() bool { return l.childGotURI(t, "docs", unsub, readmeURI) == 1 })
+}
+
+// A child's JSON-RPC error to a read reaches the client as the child sent
+// it (code, message, data), and a URI no child owns gets the protocol's
+// "Resource not found" (-32002) naming it.
+func TestFidelityErrorsRelayed(t *testing.T) {
+	t.Parallel()
+	const missing = "lab://no/such/thing"
+	direct := ts.StartLabDirect(t, "LAB_FIDELITY=1", "LAB_SOURCE=docs")
+	_, childSent := ts.RPC(t, direct, "resources/read", map[string]any{"uri": missing})
+	if childSent == nil {
+		t.Fatal("the child read a resource it does not have")
+	}
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			t.Parallel()
+			l := fidelityLab(t, "", ts.Server{Alias: "docs"})
+			s := l.reader(t, up, "allow = [\"*\"]\nallow_resources = [\"docs\"]\n")
+			_, got := ts.RPC(t, s.c, "resources/read", map[string]any{"uri": exposed("docs", missing)})
+			if got == nil || got.Code != childSent.Code || got.Message != childSent.Message || !bytes.Equal(got.Data, childSent.Data) {
+				t.Errorf("the child's error came through as %v, want %v", got, childSent)
+			}
+			unknown := exposed("nosuchserver", missing)
+			_, got = ts.RPC(t, s.c, "resources/read", map[string]any{"uri": unknown})
+			if got == nil || got.Code != mcp.RESOURCE_NOT_FOUND || got.Message != "Resource not found" ||
+				string(got.Data) != `{"uri":"`+unknown+`"}` {
+				t.Errorf("an unknown URI was refused with %v", got)
+			}
+		})
+	}
 }

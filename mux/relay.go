@@ -139,6 +139,11 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 	if out, ok := announcement(msg); ok {
 		return out, true
 	}
+	if bytes.Contains(msg, errorNeedle) && json.Valid(msg) {
+		if out, ok := swapError(msg); ok {
+			return out, true
+		}
+	}
 	if !bytes.Contains(msg, relayNeedle) || !json.Valid(msg) {
 		return msg, false
 	}
@@ -253,7 +258,8 @@ var sseData = []byte("\ndata: ")
 // transport: a JSON body (json.Encoder: the message and a newline) or one
 // server-sent event whose data is one line.
 func swapFramed(b []byte) ([]byte, bool) {
-	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) && !bytes.Contains(b, taskStatusNeedle) {
+	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) && !bytes.Contains(b, taskStatusNeedle) &&
+		!bytes.Contains(b, errorNeedle) {
 		return b, false
 	}
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {

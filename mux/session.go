@@ -214,7 +214,7 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 	case err != nil || isDropped(resp.Error):
 		return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
 	case resp.Error != nil:
-		return nil, resp.Error.AsError()
+		return nil, &rpcError{details: *resp.Error, err: resp.Error.AsError()}
 	}
 	return resp.Result, nil
 }

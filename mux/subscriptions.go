@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -197,7 +196,7 @@ func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
 	uri := req.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
 	if !ok || cs == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
-		return fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+		return resourceNotFound(ctx, uri)
 	}
 	if !subscribe {
 		m.unsubscribe(ctx, subKey{c.alias, orig}, cs)

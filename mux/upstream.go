@@ -280,6 +280,12 @@ func (m *Mux) request(ctx context.Context, c *child, method string, params any) 
 		if sess.failed(ctx, err) {
 			return nil, fmt.Errorf("server %s went away during %s: %s", c.alias, method, sess.lostWhy)
 		}
+		// The child's own error is the client's answer, as it would be
+		// directly.
+		var ce *rpcError
+		if errors.As(err, &ce) {
+			return nil, ce.relay()
+		}
 		return nil, fmt.Errorf("server %s: %s: %w", c.alias, method, err)
 	}
 	return raw, nil
@@ -307,7 +313,7 @@ func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ 
 			d = DecisionUnknown
 		}
 		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
-		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+		return nil, resourceNotFound(ctx, uri)
 	}
 	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
 	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
@@ -397,7 +403,7 @@ func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, ar
 		c, orig = rc, o
 	}
 	if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
-		return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, uri)
+		return nil, resourceNotFound(ctx, uri)
 	}
 	return cp.complete(ctx, c, map[string]any{"type": "ref/resource", "uri": orig}, arg, cctx)
 }

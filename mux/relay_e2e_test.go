@@ -60,9 +60,10 @@ func relayServer() *server.MCPServer {
 		return relayToolResult(json.RawMessage(relayToolPayload)), nil
 	})
 	srv.AddTool(mcp.NewTool("relay-sse"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if err := srv.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "before"}); err != nil {
-			return nil, err
-		}
+		// Over stdio, with the requests pipelined, the session may not count
+		// as initialized yet, and mcp-go refuses the notification: it is here
+		// for HTTP, where it turns the answer into an event stream.
+		_ = srv.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "before"})
 		return relayToolResult(json.RawMessage(relayToolPayload)), nil
 	})
 	srv.AddPrompt(mcp.NewPrompt("p"), func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {

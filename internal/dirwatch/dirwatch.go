@@ -130,9 +130,12 @@ func (l *loop) run(ctx context.Context) {
 			l.pendingSince = time.Time{}
 			l.reload()
 			// A reload may be the first to see the directory gone, if
-			// the event that said so was dropped.
+			// the event that said so was dropped; it may also have read the
+			// directory a moment before it went, so one more reload tells
+			// the callback.
 			if l.rewatch == nil && !dirExists(l.dir) {
 				l.lost()
+				l.schedule()
 			}
 		case <-check.C:
 			if l.rewatch == nil && !dirExists(l.dir) {

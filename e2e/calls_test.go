@@ -144,15 +144,20 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 	m := ts.StartMux(t, lab)
 	var pids []int
 	for _, alias := range []string{"docs", "tickets"} {
-		pids = append(pids, childPid(t, m, alias))
-		var gc int
-		if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &gc); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, gc)
+		pids = append(pids, childPid(t, m, alias), grandchild(t, m, alias))
 	}
 	pids = append(pids, m.Log.ChildPids()...) // the guards
 	sigkillLeavesNothing(t, m, pids)
+}
+
+// grandchild has alias's child start a grandchild and returns its pid.
+func grandchild(t *testing.T, m *ts.Mux, alias string) int {
+	t.Helper()
+	var pid int
+	if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // Children that exit as soon as their stdin ends (procpeek, like most
@@ -170,11 +175,7 @@ func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
 	m := ts.StartMux(t, lab)
 	var pids []int
 	for _, alias := range aliases {
-		var gc int
-		if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &gc); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, gc)
+		pids = append(pids, grandchild(t, m, alias))
 	}
 	pids = append(pids, m.Log.ChildPids()...) // the guards
 	sigkillLeavesNothing(t, m, pids)

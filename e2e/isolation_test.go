@@ -176,11 +176,7 @@ func TestChildRunsAsConfiguredUser(t *testing.T) {
 
 	pids := append([]int{c.Pid, p.Pid}, m.Log.ChildPids()...) // with the guards
 	for _, alias := range []string{"confined", "plain"} {
-		var gc int
-		if _, err := fmt.Sscan(ts.Text(m.MustCall(alias+"__spawn_grandchild", nil)), &gc); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, gc)
+		pids = append(pids, grandchild(t, m, alias))
 	}
 	sigkillLeavesNothing(t, m, pids)
 }

@@ -255,7 +255,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 			return ownEnded(m.ctxEnded(ctx, t, at))
 		}
 		at = stageSent
-		raw, err := sess.callTool(ctx, t.orig, args)
+		raw, isError, err := sess.callTool(ctx, t.orig, args)
 		if errors.Is(err, errMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
@@ -263,7 +263,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 				t.orig, config.FormatSize(sess.limit)))), OutcomeToolError
 		}
 		if err == nil {
-			return m.relayResult(t, raw, retried)
+			return m.relayResult(t, raw, isError, retried)
 		}
 		if ctx.Err() != nil {
 			return ownEnded(m.ctxEnded(ctx, t, at))
@@ -292,14 +292,7 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
-func (m *Mux) relayResult(t *tool, raw json.RawMessage, retried bool) (callAnswer, Outcome) {
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
-			t.child.alias, t.name, err))), OutcomeToolError
-	}
+func (m *Mux) relayResult(t *tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
 	out, err := rewriteURIs(raw, resultToolCall, m.linkRewriter(t.child))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
@@ -308,7 +301,7 @@ func (m *Mux) relayResult(t *tool, raw json.RawMessage, retried bool) (callAnswe
 	switch {
 	case retried:
 		return callAnswer{raw: out}, OutcomeRetried
-	case r.IsError:
+	case isError:
 		return callAnswer{raw: out}, OutcomeToolError
 	}
 	return callAnswer{raw: out}, OutcomeOK

@@ -151,9 +151,14 @@ func (c *catalog) list(k kind, p *policy.Policy) []byte {
 // encode returns the JSON array of the definitions of kind k that p
 // allows, without keeping it: for comparing with a policy no longer live.
 func (c *catalog) encode(k kind, p *policy.Policy) []byte {
+	return encodeEntries(c.visible(k, p))
+}
+
+// encodeEntries returns the JSON array of the entries' definitions.
+func encodeEntries(entries []*entry) []byte {
 	var b bytes.Buffer
 	b.WriteByte('[')
-	for i, e := range c.visible(k, p) {
+	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte(',')
 		}

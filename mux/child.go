@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -363,13 +362,13 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 	cursor := ""
 	seen := map[string]bool{}
 	// The limits bound all of a child's lists together.
-	what := "the " + kindWire[k].label + " list"
+	what, is, has := "the "+kindWire[k].label+" list", "is", "has"
 	if budget.pages < lim.MaxCatalogPages {
-		what += " and the lists before it"
+		what, is, has = what+" and the lists before it", "are", "have"
 	}
 	for page := 0; ; page++ {
 		if budget.pages == 0 {
-			return nil, fmt.Errorf("%s %s more than max_catalog_pages (%d) pages", what, verbHave(what), lim.MaxCatalogPages)
+			return nil, fmt.Errorf("%s %s more than max_catalog_pages (%d) pages", what, has, lim.MaxCatalogPages)
 		}
 		budget.pages--
 		params := map[string]any{}
@@ -382,7 +381,7 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 		}
 		if budget.bytes -= int64(len(result)); budget.bytes < 0 {
 			return nil, fmt.Errorf("%s %s larger than max_catalog_bytes (%s) after %d pages",
-				what, verb(what), config.FormatSize(lim.MaxCatalogBytes), page+1)
+				what, is, config.FormatSize(lim.MaxCatalogBytes), page+1)
 		}
 		p, err := decodePage(result, kindWire[k].member)
 		if err != nil {
@@ -398,21 +397,6 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 		seen[p.NextCursor] = true
 		cursor = p.NextCursor
 	}
-}
-
-// verb and verbHave agree with what readList names: one list, or several.
-func verb(what string) string {
-	if strings.HasSuffix(what, "before it") {
-		return "are"
-	}
-	return "is"
-}
-
-func verbHave(what string) string {
-	if strings.HasSuffix(what, "before it") {
-		return "have"
-	}
-	return "has"
 }
 
 // decodePage decodes one page of a list whose items are in member.

@@ -76,15 +76,12 @@ func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 // upstreamClient is a real client of the Mux and what it was sent.
 type upstreamClient struct {
 	*client.Client
-	mu    sync.Mutex
-	notes []mcp.JSONRPCNotification
+	notes *testsupport.NoteLog
 }
 
 func (u *upstreamClient) received(method string) []map[string]any {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	var out []map[string]any
-	for _, n := range u.notes {
+	for _, n := range u.notes.All() {
 		if n.Method == method {
 			out = append(out, n.Params.AdditionalFields)
 		}
@@ -124,11 +121,7 @@ func connect(t *testing.T, tr transport.Interface, opts []client.ClientOption) *
 	if err := u.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	u.OnNotification(func(n mcp.JSONRPCNotification) {
-		u.mu.Lock()
-		u.notes = append(u.notes, n)
-		u.mu.Unlock()
-	})
+	u.notes = testsupport.RecordNotes(u.Client)
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}

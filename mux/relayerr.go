@@ -106,9 +106,3 @@ func swapError(msg []byte) ([]byte, bool) {
 	out.Write(msg[e.end:])
 	return out.Bytes(), true
 }
-
-// jsonString returns s as a JSON string.
-func jsonString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
-}

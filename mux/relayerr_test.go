@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // every other error as it is.
 func TestSwapError(t *testing.T) {
 	relayed := (&relayedError{details: mcp.JSONRPCErrorDetails{Code: -32002, Message: "gone", Data: map[string]any{"uri": "x:/<&>"}}}).Error()
-	quoted := func(s string) string { b, _ := jsonString(s); return b }
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	for _, c := range []struct{ name, in, want string }{
 		{"mcp-go's answer to a handler's relayed error",
 			`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":` + quoted(relayed) + `}}`,

@@ -137,12 +137,12 @@ func (s *session) nextID() mcp.RequestId {
 // given up on is cancelled on every transport (mcp-go's client sends
 // notifications/cancelled over stdio only), and returns the raw result.
 // args is sent as it is. An answer over max_message_bytes is an error
-// wrapping errMessageTooLarge. While the call lasts it is in the in-flight
+// wrapping errMessageTooLarge; isError is the result's own. While the call lasts it is in the in-flight
 // table; the client's _meta goes with it, its progress token, if it gave
 // one, replaced by the id,
 // and the progress that came before the answer is written upstream before
 // callTool returns.
-func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (raw json.RawMessage, isError bool, err error) {
 	id := s.nextID()
 	call, ctx := s.inflight.add(ctx, id)
 	defer s.inflight.remove(call)
@@ -163,7 +163,6 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		defer stop()
 	}
 	var result json.RawMessage
-	var err error
 	if tc != nil { // a task: its result comes from tasks/result (tasks.go)
 		result, err = s.callTask(sendCtx, id, tc, params)
 	} else {
@@ -173,14 +172,15 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
 		}
-		return nil, err
+		return nil, false, err
 	}
 	// Relayed as it is, so it must be what a client can read: a strict
 	// client refuses the whole answer otherwise.
-	if _, err := mcp.ParseCallToolResult(&result); err != nil {
-		return nil, fmt.Errorf("%w: %v", errMalformedResult, err)
+	parsed, err := mcp.ParseCallToolResult(&result)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", errMalformedResult, err)
 	}
-	return result, nil
+	return result, parsed.IsError, nil
 }
 
 // errMalformedResult is wrapped by the error for a result a client could

@@ -53,28 +53,28 @@ func (m *Mux) newServer() *server.MCPServer {
 	})
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = nil
-		m.relayList(ctx, kindTool, req.Params.Cursor, &res.Meta)
+		relayInto(res, m.listPayload(ctx, kindTool, req.Params.Cursor))
 	})
 	hooks.AddBeforeListPrompts(func(ctx context.Context, _ any, req *mcp.ListPromptsRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, req *mcp.ListPromptsRequest, res *mcp.ListPromptsResult) {
 		res.Prompts = nil
-		m.relayList(ctx, kindPrompt, req.Params.Cursor, &res.Meta)
+		relayInto(res, m.listPayload(ctx, kindPrompt, req.Params.Cursor))
 	})
 	hooks.AddBeforeListResources(func(ctx context.Context, _ any, req *mcp.ListResourcesRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
 	})
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 		res.Resources = nil
-		m.relayList(ctx, kindResource, req.Params.Cursor, &res.Meta)
+		relayInto(res, m.listPayload(ctx, kindResource, req.Params.Cursor))
 	})
 	hooks.AddBeforeListResourceTemplates(func(ctx context.Context, _ any, req *mcp.ListResourceTemplatesRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, req *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
 		res.ResourceTemplates = nil
-		m.relayList(ctx, kindTemplate, req.Params.Cursor, &res.Meta)
+		relayInto(res, m.listPayload(ctx, kindTemplate, req.Params.Cursor))
 	})
 	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest) {
 		_ = m.WaitReady(ctx)
@@ -180,7 +180,7 @@ func (m *Mux) policyFor(ctx context.Context) *policy.Policy {
 }
 
 // filterTools is the access check mcp-go applies to every tools/call (one
-// tool). Lists are answered from the mux's own snapshot (relayList), so
+// tool). Lists are answered from the mux's own snapshot (listPayload), so
 // mcp-go's list is left empty.
 func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if len(tools) != 1 {
@@ -528,10 +528,10 @@ func (m *Mux) beforeList(ctx context.Context, cursor *mcp.Cursor) {
 	}
 }
 
-// relayList answers a list request of kind k with what the caller may see,
-// from the snapshot's pre-encoded lists; with page_size set, one page from
-// cursor.
-func (m *Mux) relayList(ctx context.Context, k kind, cursor mcp.Cursor, meta **mcp.Meta) {
+// listPayload is the answer to a list request of kind k: what the caller
+// may see, from the snapshot's pre-encoded lists; with page_size set, one
+// page from cursor.
+func (m *Mux) listPayload(ctx context.Context, k kind, cursor mcp.Cursor) json.RawMessage {
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	member, _ := json.Marshal(kindWire[k].member)
 	var b bytes.Buffer
@@ -542,26 +542,18 @@ func (m *Mux) relayList(ctx context.Context, k kind, cursor mcp.Cursor, meta **m
 	if size == 0 {
 		b.Write(cat.list(k, p))
 		b.WriteByte('}')
-		*meta = relayMeta(b.Bytes())
-		return
+		return b.Bytes()
 	}
 	all := cat.visible(k, p)
 	start, _ := decodeCursor(string(cursor))
 	start = min(start, len(all))
 	end := min(start+size, len(all))
-	b.WriteByte('[')
-	for i, e := range all[start:end] {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(e.def)
-	}
-	b.WriteByte(']')
+	b.Write(encodeEntries(all[start:end]))
 	if end < len(all) {
 		fmt.Fprintf(&b, `,"nextCursor":%q`, encodeCursor(end))
 	}
 	b.WriteByte('}')
-	*meta = relayMeta(b.Bytes())
+	return b.Bytes()
 }
 
 // listChanged is the notification that tells a client a kind's list changed.

@@ -58,6 +58,7 @@ func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 	htHTTP := server.NewStreamableHTTPServer(ht.Server, server.WithStateful(true))
 	hs := httptest.NewServer(ht.Handler(htHTTP))
 	t.Cleanup(func() {
+		ht.Close()
 		_ = htHTTP.Shutdown(context.Background())
 		hs.CloseClientConnections()
 		hs.Close()

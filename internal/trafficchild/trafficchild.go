@@ -27,9 +27,12 @@ type Child struct {
 	Server *server.MCPServer
 
 	later sync.WaitGroup // work a tool left running after its answer
-	mu    sync.Mutex
-	got   string // what the last request made after an answer got back
-	flush *Flusher
+	// stop ends that work's waits when the child is closed.
+	stop     context.Context
+	stopWork context.CancelFunc
+	mu       sync.Mutex
+	got      string // what the last request made after an answer got back
+	flush    *Flusher
 
 	// RecordFile, when set, gets every line of the record as well, so that
 	// it outlives the process (the command sets it from TRAFFICCHILD_RECORD).
@@ -60,6 +63,7 @@ type meeting struct {
 // server writes notifications from another goroutine than answers).
 func New(flush *Flusher) *Child {
 	c := &Child{flush: flush, meets: map[string]*meeting{}}
+	c.stop, c.stopWork = context.WithCancel(context.Background())
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCallTool(func(_ context.Context, id any, req *mcp.CallToolRequest) {
 		c.note("call %s %s %s", req.Params.Name, req.GetString("tag", ""), jsonOf(id))
@@ -123,7 +127,7 @@ func (c *Child) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 	if req.GetBool("deferred", false) {
 		srv, cs := server.ServerFromContext(ctx), server.ClientSessionFromContext(ctx)
 		c.deferUntilRootsChanged(func() {
-			ctx, cancel := context.WithTimeout(srv.WithContext(context.Background(), cs), 30*time.Second)
+			ctx, cancel := context.WithTimeout(srv.WithContext(c.stop, cs), 30*time.Second)
 			defer cancel()
 			c.note("asked %s %s", what, request(ctx, srv, what))
 		})
@@ -134,7 +138,7 @@ func (c *Child) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 		after := c.flush.afterAnswer(ctx)
 		c.later.Go(func() {
 			after()
-			got := request(srv.WithContext(context.Background(), cs), srv, what)
+			got := request(srv.WithContext(c.stop, cs), srv, what)
 			c.note("asked %s %s", what, got)
 			c.mu.Lock()
 			c.got = got
@@ -302,10 +306,16 @@ func (c *Child) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 		if srv == nil || cs == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(srv.WithContext(context.Background(), cs), 30*time.Second)
+		ctx, cancel := context.WithTimeout(srv.WithContext(c.stop, cs), 30*time.Second)
 		defer cancel()
 		c.note("roots %s", request(ctx, srv, "roots"))
 	})
+}
+
+// Close ends the work the child's tools left running and waits for it.
+func (c *Child) Close() {
+	c.stopWork()
+	c.later.Wait()
 }
 
 // note adds a line to the record.

@@ -120,6 +120,9 @@ type Upstream struct {
 	// own address; otherwise they are served on Listen. It never collides
 	// with Listen.
 	AdminListen string
+	// DebugListen, when set, serves Go's profiles (net/http/pprof, under
+	// /debug/pprof/) on a loopback address of its own; "" serves none.
+	DebugListen string
 	// AllowUnauthenticated lets a non-loopback Listen start with no
 	// authentication configured; every caller is then Identity. Without it,
 	// a Listen beyond loopback (any host but localhost, 127.0.0.0/8 and ::1;

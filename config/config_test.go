@@ -108,7 +108,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	keys := []string{
 		"[mux]", "separator", "policy_dir", "max_name_length", "call_timeout",
 		"log_level", "log_format", "page_size",
-		"[upstream]", "identity", "listen", "path", "admin_listen",
+		"[upstream]", "identity", "listen", "path", "admin_listen", "debug_listen",
 		"allow_unauthenticated", "trusted_header", "trusted_header_with_tokens",
 		"session_idle_timeout", "drain_timeout",
 		"[limits]", "max_message_bytes", "max_body_bytes", "max_header_bytes",

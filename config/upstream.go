@@ -38,6 +38,17 @@ func (d *decoder) upstream(t *table, u *Upstream) {
 		u.Listen != "" && u.AdminListen != "" && sameAddress(u.Listen, u.AdminListen) {
 		t.errorf("admin_listen", "must differ from listen (%q): set another port, or leave admin_listen out to serve /healthz, /readyz and /metrics on listen", u.Listen)
 	}
+	if t.address("debug_listen", &u.DebugListen) && u.DebugListen != "" {
+		host, _, _ := net.SplitHostPort(u.DebugListen)
+		switch {
+		case !loopback(host):
+			t.errorf("debug_listen", "%q is not a loopback address: profiles show mcpmux's memory and code to whoever reaches them; use 127.0.0.1:PORT or [::1]:PORT, and port-forward to reach it from elsewhere", u.DebugListen)
+		case listenOK && u.Listen != "" && sameAddress(u.Listen, u.DebugListen):
+			t.errorf("debug_listen", "must differ from listen (%q)", u.Listen)
+		case u.AdminListen != "" && sameAddress(u.AdminListen, u.DebugListen):
+			t.errorf("debug_listen", "must differ from admin_listen (%q)", u.AdminListen)
+		}
+	}
 	t.boolean("allow_unauthenticated", &u.AllowUnauthenticated)
 	u.Tokens = d.tokens(t)
 	jt := t.table("jwt") // empty when left out

@@ -61,6 +61,16 @@ func TestUpstreamErrors(t *testing.T) {
 			want: `mcpmux.toml:3: [upstream] admin_listen: invalid address "localhost": use host:port, such as "127.0.0.1:7300", "[::1]:7300" or ":7300" (every interface)`,
 		},
 		{
+			name: "debug_listen beyond loopback",
+			src:  up + "debug_listen = \":7302\"\n" + srv,
+			want: `mcpmux.toml:3: [upstream] debug_listen: ":7302" is not a loopback address: profiles show mcpmux's memory and code to whoever reaches them; use 127.0.0.1:PORT or [::1]:PORT, and port-forward to reach it from elsewhere`,
+		},
+		{
+			name: "debug_listen same as admin_listen",
+			src:  up + "admin_listen = \"127.0.0.1:7301\"\ndebug_listen = \"127.0.0.1:7301\"\n" + srv,
+			want: `mcpmux.toml:4: [upstream] debug_listen: must differ from admin_listen ("127.0.0.1:7301")`,
+		},
+		{
 			name: "admin_listen same as listen",
 			src:  "[upstream]\nlisten = \"127.0.0.1:7300\"\nadmin_listen = \"127.0.0.1:7300\"\n" + srv,
 			want: `mcpmux.toml:3: [upstream] admin_listen: must differ from listen ("127.0.0.1:7300"): set another port, or leave admin_listen out to serve /healthz, /readyz and /metrics on listen`,

@@ -858,6 +858,27 @@ func TestHTTPAdminListen(t *testing.T) {
 	}
 }
 
+// With debug_listen, Go's profiles are served there and nowhere else.
+func TestHTTPDebugListen(t *testing.T) {
+	t.Parallel()
+	lab := httpLab(t, "", "listen = \"127.0.0.1:0\"\ndebug_listen = \"127.0.0.1:0\"", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	h := ts.StartHTTPMux(t, lab, ts.HTTPStart{Listeners: 2})
+	mcpBase, debugBase := h.Base(0), h.Base(1)
+	if a := get(t, debugBase+"/debug/pprof/heap?debug=1"); a.status != http.StatusOK || !strings.Contains(string(a.body), "heap profile") {
+		t.Errorf("debug /debug/pprof/heap: %d %.80q", a.status, a.body)
+	}
+	if a := get(t, debugBase+"/debug/pprof/goroutine?debug=1"); a.status != http.StatusOK || !strings.Contains(string(a.body), "goroutine profile") {
+		t.Errorf("debug /debug/pprof/goroutine: %d %.80q", a.status, a.body)
+	}
+	if a := get(t, mcpBase+"/debug/pprof/"); a.status != http.StatusNotFound {
+		t.Errorf("MCP port /debug/pprof/: %d, want 404", a.status)
+	}
+	if a := get(t, debugBase+"/healthz"); a.status != http.StatusNotFound {
+		t.Errorf("debug port /healthz: %d, want 404", a.status)
+	}
+}
+
 // slowCalls starts n slow calls of ms milliseconds, tagged prefix-i, and
 // waits until each has reached the child.
 func slowCalls(t *testing.T, lab *ts.Lab, conn *ts.Conn, prefix string, n, ms int) []chan callResult {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os/signal"
 	"strings"
@@ -148,6 +149,20 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if addr := cfg.Upstream.DebugListen; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeListeners()
+			if upstream != nil {
+				upstream.Shutdown(context.Background())
+			}
+			fmt.Fprintf(stderr, "debug_listen: %v\n", err)
+			return 1
+		}
+		listeners = append(listeners, ln)
+		// No write timeout: a CPU profile answers only after its seconds.
+		servers = append(servers, &http.Server{Handler: profiles(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout})
+	}
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
@@ -232,6 +247,18 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstr
 		})
 	}
 	shut.Wait()
+}
+
+// profiles serves Go's runtime profiles under /debug/pprof/, for
+// debug_listen only.
+func profiles() http.Handler {
+	h := http.NewServeMux()
+	h.HandleFunc("/debug/pprof/", pprof.Index)
+	h.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	h.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	h.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	h.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return h
 }
 
 func mountAdmin(root *http.ServeMux, h http.Handler, paths ...string) {

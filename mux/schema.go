@@ -18,6 +18,11 @@ import (
 
 // argChecker checks one tool's arguments against its inputSchema.
 //
+// A tool's schema is compiled when it is listed, to vet it, and that copy
+// is dropped: a compiled schema takes some 12 times its inputSchema's size,
+// and most listed tools are never called. The copy calls use is compiled on
+// the first call and kept until the catalog changes.
+//
 // jsonschema v0.9.8 writes into a compiled schema while validating: every
 // evaluation of a schema with patternProperties replaces its map of
 // compiled patterns, and pattern caches its regexp on first use. So a
@@ -29,12 +34,15 @@ import (
 type argChecker struct {
 	raw []byte // the inputSchema, never changed after newArgChecker
 	// idle is one compiled copy kept through garbage collections, so that a
-	// tool never called concurrently is compiled once per catalog change;
-	// spare holds the copies compiled for concurrent calls, which the
-	// runtime may drop.
+	// tool never called concurrently is compiled for calls once per catalog
+	// change; spare holds the copies compiled for concurrent calls, which
+	// the runtime may drop.
 	idle  atomic.Pointer[jsonschema.Schema]
 	spare sync.Pool
-	// copies counts the copies compiled.
+	// kept is set once the copy idle keeps has been compiled (by the first
+	// call), which the spare budget does not pay for.
+	kept atomic.Bool
+	// copies counts the copies compiled for calls.
 	copies atomic.Int64
 	// Once the budget is spent, calls finding no idle copy take turns on
 	// one more copy of the tool's own.
@@ -76,9 +84,10 @@ func schemaRefusal(err error) string {
 	return "its inputSchema does not compile"
 }
 
-// newArgChecker compiles an inputSchema, on a compiler of its own: two tools
-// whose schemas share an $id would otherwise get the first one's schema.
-// raw is kept, for the copies concurrent calls need, and must not change. It
+// newArgChecker vets an inputSchema by compiling it, on a compiler of its
+// own: two tools whose schemas share an $id would otherwise get the first
+// one's schema. raw is kept, for the copies calls compile, and must not
+// change. It
 // refuses a schema larger than lim.MaxSchemaBytes or nested deeper than
 // lim.MaxSchemaDepth, and one that could take too much work to validate
 // against (see schemaWork).
@@ -103,10 +112,7 @@ func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
 	if err != nil {
 		return nil, &schemaLimitError{"its inputSchema could take too much work to validate against", err}
 	}
-	a := &argChecker{raw: raw, perValue: perValue}
-	a.idle.Store(s)
-	a.copies.Store(1)
-	return a, nil
+	return &argChecker{raw: raw, perValue: perValue}, nil
 }
 
 // check returns nil when args fit, or an error naming each failing path.
@@ -149,6 +155,9 @@ func (a *argChecker) take() (*jsonschema.Schema, error) {
 	if s, ok := a.spare.Get().(*jsonschema.Schema); ok {
 		return s, nil
 	}
+	if !a.kept.Swap(true) {
+		return a.compile()
+	}
 	n := int64(len(a.raw))
 	if spareSchemaBytes.Add(n) > spareSchemaBudget {
 		spareSchemaBytes.Add(-n)
@@ -163,13 +172,13 @@ func (a *argChecker) take() (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// compile compiles another copy of the schema, as newArgChecker did the
-// first. Compiling the same bytes with the same settings cannot fail unless
+// compile compiles a copy of the schema for calls, as newArgChecker did to
+// vet it. Compiling the same bytes with the same settings cannot fail unless
 // the library is not deterministic.
 func (a *argChecker) compile() (*jsonschema.Schema, error) {
 	s, err := compileSchema(newCompiler(), a.raw)
 	if err != nil {
-		return nil, fmt.Errorf("compiling another copy of the tool's inputSchema: %w", err)
+		return nil, fmt.Errorf("compiling the tool's inputSchema for calls: %w", err)
 	}
 	ignoreContentSchemas(s)
 	a.copies.Add(1)

@@ -154,11 +154,15 @@ func TestConcurrentValidation(t *testing.T) {
 	}
 }
 
-// A tool whose calls never overlap is compiled once, when it is listed.
+// A listed tool holds no compiled schema until it is called; one whose
+// calls never overlap is then compiled for them once.
 func TestSequentialChecksCompileOnce(t *testing.T) {
 	a, err := newArgChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n, s := a.copies.Load(), a.idle.Load(); n != 0 || s != nil {
+		t.Fatalf("listed, never called: %d copies compiled, one kept: %v", n, s != nil)
 	}
 	for i := range 100 {
 		if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"def"}`, i)); err != nil {

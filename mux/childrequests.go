@@ -80,8 +80,11 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	}
 	var target context.Context
 	switch {
+	case call != nil && call.round != nil:
+		// A 2026-07-28 client's: the round hands it out (rounds.go).
+		return call.round.ask(ctx, req)
 	case call != nil:
-		target = call.ctx
+		target = call.own.ctx
 		// What the child sent before the request goes first; and mcpmux's
 		// writes to an HTTP response are then done before mcp-go's begin.
 		call.flush()

@@ -6,6 +6,8 @@ package mux
 // identity, own progress token and context. Progress, logging and the
 // requests a child makes find their call here. Each table is its child
 // session's alone; nothing in it is shared by the calls of other children.
+// A call of a round (rounds.go) reaches the client through whichever
+// upstream request of the round waits now: its entry names the round.
 
 import (
 	"context"
@@ -31,12 +33,11 @@ type inCall struct {
 	key      string // the request id as canonical JSON, the table's key
 	cs       server.ClientSession
 	identity string
-	token    mcp.ProgressToken // the client's own; nil if it asked for none
-	ctx      context.Context   // the upstream request's: its session, era and deadline
 	seq      uint64
-	// write is the edge's writer for the call (the stdio client's, or the
-	// HTTP response's); nil for a task, which outlives its request.
-	write func([]byte)
+	// own is the upstream request the call was made for; round, when not
+	// nil, replaces it with the round's attached request.
+	own   attachment
+	round *round
 
 	mu      sync.Mutex
 	queue   []queued       // notifications not yet written upstream
@@ -46,9 +47,29 @@ type inCall struct {
 	wg      sync.WaitGroup // the writer goroutine
 }
 
+// attachment is an upstream request a call's notifications and requests
+// reach.
+type attachment struct {
+	ctx   context.Context   // the upstream request's: its session, era and deadline
+	token mcp.ProgressToken // the client's own; nil if it asked for none
+	// write is the edge's writer for the request (the stdio client's, or
+	// the HTTP response's); nil for a task, which outlives its request.
+	write func([]byte)
+}
+
+// attached returns the upstream request c's notifications and requests
+// reach now; nil for a round's call between rounds.
+func (c *inCall) attached() *attachment {
+	if c.round != nil {
+		return c.round.attached()
+	}
+	return &c.own
+}
+
 // queued is a notification for a call's client, in the order the child
 // sent it: progress and log messages.
 type queued struct {
+	to     *attachment
 	method string
 	params map[string]any
 }
@@ -136,10 +157,15 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 	if err != nil {
 		return nil, ctx
 	}
-	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), token: clientToken(ctx),
-		ctx: ctx, seq: t.seq.Add(1)}
-	c.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), seq: t.seq.Add(1),
+		own: attachment{ctx: ctx, token: clientToken(ctx)}, round: roundFrom(ctx)}
+	c.own.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
 	c.idle.L = &c.mu
+	if c.round != nil {
+		c.round.mu.Lock()
+		c.round.call = c
+		c.round.mu.Unlock()
+	}
 	t.calls.Store(c.key, c)
 	return c, context.WithValue(ctx, callKey{}, c)
 }
@@ -187,27 +213,36 @@ func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
 		return
 	}
 	c := sess.inflight.lookup(string(key))
-	if c == nil || c.token == nil {
+	if c == nil {
 		return
 	}
 	params := make(map[string]any, len(fields))
 	for k, v := range fields {
 		params[k] = v
 	}
-	params["progressToken"] = c.token
-	m.enqueue(c, string(mcp.MethodNotificationProgress), params)
+	m.enqueue(c, string(mcp.MethodNotificationProgress), params, func(to *attachment) bool {
+		params["progressToken"] = to.token
+		return to.token != nil
+	})
 }
 
 // enqueue has a notification written to c's client, after those queued
-// before it and before c's answer; once c has ended it is dropped. It never
-// blocks.
-func (m *Mux) enqueue(c *inCall, method string, params map[string]any) {
+// before it and before c's answer, if keep agrees for the upstream request
+// it is for (keep may complete params for it); once c has ended, or
+// between a round's requests, it is dropped. It never blocks.
+func (m *Mux) enqueue(c *inCall, method string, params map[string]any, keep func(*attachment) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
 		return
 	}
-	c.queue = append(c.queue, queued{method, params})
+	// Under c.mu, so that a round's detach, which flushes c, either finds
+	// this queued or has it dropped.
+	to := c.attached()
+	if to == nil || !keep(to) {
+		return
+	}
+	c.queue = append(c.queue, queued{to, method, params})
 	if !c.writing {
 		c.writing = true
 		c.wg.Add(1)
@@ -239,17 +274,17 @@ func (m *Mux) writeQueued(c *inCall) {
 		n := c.queue[0]
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
-		m.notifyCall(c, n.method, n.params)
+		m.notifyCall(n.to, n.method, n.params)
 	}
 }
 
-// notifyCall sends a notification to c's client: through the edge's
+// notifyCall sends a notification to the client of the upstream request c: through the edge's
 // writer at once, so that it is out before the call's answer (mcp-go writes
 // its own notifications from another goroutine than its answers); for a
 // task, which has no request left to answer, through mcp-go to the
 // session, waiting (with a growing pause, while the task lasts) when the
 // session's queue is full.
-func (m *Mux) notifyCall(c *inCall, method string, params map[string]any) {
+func (m *Mux) notifyCall(c *attachment, method string, params map[string]any) {
 	if c.write != nil {
 		line, err := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
 			Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})

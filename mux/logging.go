@@ -37,9 +37,8 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		c.log.Debug().Err(err).Msg("a log message from the server was dropped: it names no call")
 		return
 	case call != nil:
-		if logWanted(call.ctx, mcp.LoggingLevel(level)) {
-			m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]})
-		}
+		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
+			func(to *attachment) bool { return logWanted(to.ctx, mcp.LoggingLevel(level)) })
 		return
 	}
 	note := mcp.NewLoggingMessageNotification(mcp.LoggingLevel(level), logger, fields["data"])

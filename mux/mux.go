@@ -70,6 +70,7 @@ type Mux struct {
 	sessions  sessions
 	subs      subscriptions
 	tasks     taskTable   // upstream tasks mcp-go hosts (tasks.go)
+	rounds    roundTable  // 2026-07-28 calls waiting for input (rounds.go)
 	levelSet  atomic.Bool // a client has sent logging/setLevel (logging.go)
 
 	initial     chan struct{} // closed once every child's first start is over
@@ -114,6 +115,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		initial:  make(chan struct{}),
 		idle:     make(chan struct{}, 1),
 	}
+	m.rounds.idle = make(chan struct{}, 1)
 	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
 		m.observe = nopObserver{}
@@ -180,6 +182,7 @@ func (m *Mux) Close() {
 	}
 	m.cutCalls(ErrShuttingDown)
 	m.tasks.close()
+	m.rounds.wait()
 	m.cancel()
 	m.wg.Wait()
 	m.spawner.Close()

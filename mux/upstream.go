@@ -210,6 +210,12 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if t := m.tasks.begin(ctx); t != nil {
 		return m.runTask(t, req)
 	}
+	if server.IsModernRequest(ctx) && req.Params.RequestState != "" {
+		return m.resumeRound(withClientMeta(ctx, req.Params.Meta), req), nil
+	}
+	if wantsRound(ctx) {
+		return m.awaitRound(withClientMeta(ctx, req.Params.Meta), m.startRound(ctx, req)), nil
+	}
 	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
 	return toolAnswer(r, req.Params.Name), nil
 }
@@ -479,7 +485,8 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 		return
 	}
 	req, ok := message.(*mcp.CallToolRequest)
-	if !ok {
+	if !ok || m.refuseRetry(ctx, req) {
+		// A refused retry ends its round, whose call writes the one line.
 		return
 	}
 	// Re-running the look-up classifies the refusal for the log.

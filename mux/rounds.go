@@ -1,0 +1,418 @@
+package mux
+
+// Rounds (protocol 2026-07-28, multi round-trip requests): a 2026-07-28
+// client takes no requests from a server, so a child's sampling/createMessage,
+// elicitation/create or roots/list during such a client's tools/call is
+// handed to the client in an input-required result instead, and the client's
+// retry of the call (inputResponses, requestState) carries the answers back.
+//
+// The child is spoken to at 2025-11-25 and knows nothing of this: its call
+// goes on while the client answers. A round owns that call: its goroutine
+// runs the call detached from the upstream request, bounded by call_timeout
+// from the first request and ended by Mux.Close; the child's requests wait
+// in the round for the client's answers. Each upstream request of the round
+// (the first, then every retry) is attached to the round while it waits:
+// progress and log messages of the child reach it, and between rounds they
+// are dropped. A round waiting for its retry is in the table under its
+// requestState, which is single use; correlation of the child's traffic
+// with the call stays in the in-flight table (inflight.go), whose entry for
+// the call points at its round.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// errUnknownState is the answer to a retry whose requestState names no
+// round this caller may resume: unknown, expired, already used, of another
+// identity or of another tool.
+var errUnknownState = errors.New("requestState is unknown or expired; call the tool again without it")
+
+// errRetryRefused ends a round whose retry the policy refused.
+var errRetryRefused = errors.New("the policy no longer allows the tool")
+
+// errRequestGone ends a round whose upstream request ended while waiting.
+var errRequestGone = errors.New("the client's request ended")
+
+// roundTable holds the rounds waiting for a retry and counts the goroutines
+// of all rounds, which Mux.Close waits for.
+type roundTable struct {
+	byToken sync.Map // requestState -> *round
+	running atomic.Int64
+	idle    chan struct{} // cap 1: a token when running drops to zero
+}
+
+// round is one call of a 2026-07-28 client's whose child may ask the client
+// for input.
+type round struct {
+	rt       *roundTable
+	identity string
+	name     string // the exposed tool name, as the client called it
+	// ctx is the child call's: the first request's values, not its end;
+	// end ends it, and with it the round.
+	ctx    context.Context
+	end    context.CancelCauseFunc
+	done   chan struct{} // closed once result is set
+	result Result
+	wake   chan struct{} // cap 1: a child request joined pending
+
+	mu      sync.Mutex
+	up      *attachment     // the upstream request waiting now; nil between rounds
+	last    context.Context // the latest upstream request's: its capabilities count
+	call    *inCall         // the child call's in-flight entry (the latest attempt)
+	token   string          // the requestState handed out last; "" once taken
+	pending []*childAsk     // child requests not yet handed to the client
+	asked   map[string]*childAsk
+	keys    int
+}
+
+// childAsk is one request of the child's waiting for the client's answer.
+type childAsk struct {
+	method string
+	params json.RawMessage // nil when the child sent none
+	reply  chan askReply   // cap 1
+}
+
+type askReply struct {
+	result json.RawMessage
+	err    string // the child gets an error saying this when not ""
+}
+
+type roundKey struct{}
+
+// roundFrom returns the round the child call of ctx belongs to, or nil.
+func roundFrom(ctx context.Context) *round {
+	r, _ := ctx.Value(roundKey{}).(*round)
+	return r
+}
+
+// wantsRound reports whether a call is to run as a round: a 2026-07-28
+// request of a client that declared sampling, elicitation or roots. Any
+// other client's call runs as today, and a child's request during it is
+// relayed (earlier clients) or refused as undeclared.
+func wantsRound(ctx context.Context) bool {
+	info := server.RequestProtocolInfoFromContext(ctx)
+	if info == nil || !info.Modern || info.ClientCapabilities == nil {
+		return false
+	}
+	c := info.ClientCapabilities
+	return c.Sampling != nil || c.Elicitation != nil || c.Roots != nil
+}
+
+// startRound starts the call req of ctx's request as a round and returns
+// it. The round's goroutine ends when the call does; the round itself when
+// its answer is handed out, its retry is refused, its upstream request ends
+// while waiting, call_timeout passes since now, or mcpmux stops.
+func (m *Mux) startRound(ctx context.Context, req mcp.CallToolRequest) *round {
+	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), name: req.Params.Name,
+		done: make(chan struct{}), wake: make(chan struct{}, 1), last: ctx}
+	// The call outlives the request: what it sends goes through whichever
+	// request is attached, never through this one's writer.
+	base := context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
+	timed, stopTimer := context.WithTimeout(base, m.cfg.Mux.CallTimeout)
+	rctx, cancel := context.WithCancelCause(timed)
+	stopCut := context.AfterFunc(m.cut, func() { cancel(context.Cause(m.cut)) })
+	r.end = func(cause error) {
+		cancel(cause)
+		stopCut()
+		stopTimer()
+	}
+	r.ctx = context.WithValue(rctx, roundKey{}, r)
+	// However the round ends, its state is forgotten and its child requests
+	// answered (ask watches ctx).
+	context.AfterFunc(r.ctx, func() {
+		r.mu.Lock()
+		tok := r.token
+		r.token = ""
+		r.mu.Unlock()
+		if tok != "" {
+			r.rt.byToken.CompareAndDelete(tok, r)
+		}
+		stopTimer()
+		stopCut()
+	})
+	callCtx := withClientMeta(r.ctx, req.Params.Meta)
+	args := callArguments(req)
+	r.rt.running.Add(1)
+	go func() {
+		defer r.rt.finished()
+		r.result = m.CallTool(callCtx, r.identity, r.name, args)
+		close(r.done)
+	}()
+	return r
+}
+
+func (rt *roundTable) finished() {
+	if rt.running.Add(-1) == 0 {
+		select {
+		case rt.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait returns once no round's call is running; Mux.Close calls it after
+// cutting every call.
+func (rt *roundTable) wait() {
+	for rt.running.Load() > 0 {
+		<-rt.idle
+	}
+}
+
+// resumeRound answers a retry (req carries a requestState): the round it
+// names, if this caller may resume it, gets the client's answers, and the
+// retry is answered as the first request was (awaitRound). A tool the
+// policy no longer allows ends the round. A retry does not count against
+// the rate limit: it is the same call.
+func (m *Mux) resumeRound(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
+	r := m.rounds.take(req.Params.RequestState, IdentityFrom(ctx), req.Params.Name)
+	if r == nil {
+		return mcp.NewToolResultError(errUnknownState.Error())
+	}
+	if t, ok := m.catalog.Load().lookup(kindTool, req.Params.Name); !ok || !m.policyFor(ctx).Allows(t.item()) {
+		r.end(errRetryRefused)
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name)
+	}
+	r.answer(req.Params.InputResponses)
+	return m.awaitRound(ctx, r)
+}
+
+// refuseRetry ends the round a retry that mcp-go's filter refused names,
+// if the caller may resume it; it reports whether there was one.
+func (m *Mux) refuseRetry(ctx context.Context, req *mcp.CallToolRequest) bool {
+	if req.Params.RequestState == "" || !server.IsModernRequest(ctx) {
+		return false
+	}
+	r := m.rounds.take(req.Params.RequestState, IdentityFrom(ctx), req.Params.Name)
+	if r != nil {
+		r.end(errRetryRefused)
+	}
+	return r != nil
+}
+
+// take removes and returns the round waiting under token if it belongs to
+// identity and tool name; nil otherwise, leaving another's round alone.
+func (rt *roundTable) take(token, identity, name string) *round {
+	v, ok := rt.byToken.Load(token)
+	if !ok {
+		return nil
+	}
+	r := v.(*round)
+	if r.identity != identity || r.name != name || !rt.byToken.CompareAndDelete(token, r) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.token != token || r.ctx.Err() != nil {
+		return nil // ended meanwhile
+	}
+	r.token = ""
+	return r
+}
+
+// awaitRound attaches ctx's request to r and answers it with what comes
+// first: the call's result, or an input-required result with every child
+// request pending (the round then waits for its retry). If the request
+// ends first, so does the call.
+func (m *Mux) awaitRound(ctx context.Context, r *round) *mcp.CallToolResult {
+	r.attach(ctx)
+	for {
+		select {
+		case <-r.done:
+			r.detach()
+			r.end(nil)
+			return toolAnswer(r.result, r.name)
+		case <-r.wake:
+			select {
+			case <-r.done: // the answer wins: the loop takes it
+				continue
+			default:
+			}
+			if raw, ok := r.handOut(); ok {
+				return relayToolResult(raw)
+			}
+		case <-ctx.Done():
+			r.detach()
+			r.end(errRequestGone)
+			<-r.done
+			return toolAnswer(r.result, r.name)
+		}
+	}
+}
+
+// attach makes ctx's request the one the round's notifications reach.
+func (r *round) attach(ctx context.Context) {
+	a := &attachment{ctx: ctx, token: clientToken(ctx)}
+	a.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	r.mu.Lock()
+	r.up, r.last = a, ctx
+	r.mu.Unlock()
+}
+
+// detach drops the attached request, once what was queued for it is
+// written: what the child sends from now on is dropped until the next.
+func (r *round) detach() {
+	r.mu.Lock()
+	r.up = nil
+	c := r.call
+	r.mu.Unlock()
+	if c != nil {
+		c.flush()
+	}
+}
+
+// attached returns the upstream request waiting now, or nil.
+func (r *round) attached() *attachment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.up
+}
+
+// handOut detaches the request and returns the input-required result for
+// every pending child request, the round then waiting for its retry under
+// a fresh requestState; false when none is pending.
+func (r *round) handOut() (json.RawMessage, bool) {
+	r.mu.Lock()
+	if len(r.pending) == 0 {
+		r.mu.Unlock()
+		return nil, false
+	}
+	asks := r.pending
+	r.pending = nil
+	r.asked = make(map[string]*childAsk, len(asks))
+	keys := make([]string, len(asks))
+	for i, a := range asks {
+		r.keys++
+		keys[i] = strconv.Itoa(r.keys)
+		r.asked[keys[i]] = a
+	}
+	// 130 random bits: nobody guesses another's.
+	tok := rand.Text()
+	r.token = tok
+	r.mu.Unlock()
+	r.detach()
+	r.rt.byToken.Store(tok, r)
+	if r.ctx.Err() != nil { // it ended meanwhile: the token must not stay
+		r.rt.byToken.CompareAndDelete(tok, r)
+	}
+	return inputRequired(keys, asks, tok), true
+}
+
+// inputRequired encodes the input-required result asking for asks under
+// keys, with the child's params as they arrived.
+func inputRequired(keys []string, asks []*childAsk, token string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"resultType":"input_required","inputRequests":{`)
+	for i, a := range asks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(keys[i])
+		method, _ := json.Marshal(a.method)
+		fmt.Fprintf(&b, `%s:{"method":%s`, k, method)
+		if a.params != nil {
+			b.WriteString(`,"params":`)
+			b.Write(a.params)
+		}
+		b.WriteByte('}')
+	}
+	tok, _ := json.Marshal(token)
+	fmt.Fprintf(&b, `},"requestState":%s}`, tok)
+	return b.Bytes()
+}
+
+// answer hands each request of the last input-required result its
+// response, as the client sent it; one without a response gets an error.
+func (r *round) answer(responses mcp.InputResponses) {
+	r.mu.Lock()
+	asked := r.asked
+	r.asked = nil
+	r.mu.Unlock()
+	for key, a := range asked {
+		rep := askReply{err: fmt.Sprintf("the client's retry carried no response to %s (inputResponses key %q)", a.method, key)}
+		if resp, ok := responses[key]; ok {
+			raw, err := resp.MarshalJSON()
+			if t := bytes.TrimSpace(raw); err != nil || len(t) == 0 || t[0] != '{' {
+				rep.err = fmt.Sprintf("the client answered %s with something other than a JSON object", a.method)
+			} else {
+				rep = askReply{result: raw}
+			}
+		}
+		a.reply <- rep
+	}
+}
+
+// ask is childRequest for a call of r: req waits in the round for the
+// client's answer, until the round or the child's wait (ctx) ends.
+func (r *round) ask(ctx context.Context, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
+		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
+	}
+	r.mu.Lock()
+	last := r.last
+	r.mu.Unlock()
+	if missing := missingCapability(last, mcp.MCPMethod(req.Method)); missing != "" {
+		return fail(mcp.METHOD_NOT_FOUND, "the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method)
+	}
+	a := &childAsk{method: req.Method, reply: make(chan askReply, 1)}
+	if req.Params != nil {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(req.Params); err != nil {
+			return fail(mcp.INVALID_PARAMS, "%v: %v", errBadChildParams, err)
+		}
+		a.params = bytes.TrimSpace(b.Bytes())
+		if len(a.params) == 0 || a.params[0] != '{' {
+			return fail(mcp.INVALID_PARAMS, "%v: params of %s must be an object", errBadChildParams, req.Method)
+		}
+	}
+	r.mu.Lock()
+	r.pending = append(r.pending, a)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case rep := <-a.reply:
+		if rep.err != "" {
+			return fail(mcp.INTERNAL_ERROR, "%s", rep.err)
+		}
+		return transport.NewJSONRPCResultResponse(req.ID, rep.result)
+	case <-r.ctx.Done():
+		r.forget(a)
+		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: the call ended (%v)", req.Method, context.Cause(r.ctx))
+	case <-ctx.Done():
+		r.forget(a)
+		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, ctx.Err())
+	}
+}
+
+// forget drops a, which nobody waits for any more.
+func (r *round) forget(a *childAsk) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range r.pending {
+		if p == a {
+			r.pending = append(r.pending[:i:i], r.pending[i+1:]...)
+			return
+		}
+	}
+	for k, p := range r.asked {
+		if p == a {
+			delete(r.asked, k)
+		}
+	}
+}

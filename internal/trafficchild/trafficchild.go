@@ -77,6 +77,7 @@ func New(flush *Flusher) *Child {
 	s.AddTool(mcp.NewTool("progress", mcp.WithNumber("count"), mcp.WithString("tag"), mcp.WithBoolean("late")), c.progress)
 	s.AddTool(mcp.NewTool("ask", mcp.WithString("what"), mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.ask)
 	s.AddTool(mcp.NewTool("asked", mcp.WithString("what")), c.asked)
+	s.AddTool(mcp.NewTool("asks", mcp.WithString("tag"), mcp.WithString("rounds"), mcp.WithString("gate")), c.asks)
 	s.AddTool(mcp.NewTool("log", mcp.WithString("level"), mcp.WithString("logger"), mcp.WithString("text"),
 		mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.log)
 	s.AddTool(mcp.NewTool("level"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -244,6 +245,66 @@ func (c *Child) traffic(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	return mcp.NewToolResultText(answer), nil
 }
 
+// asks makes the requests rounds names of the client: rounds separated by
+// "/", the requests of a round ("sampling", "elicitation", "roots")
+// separated by "+" and made at once. Before each round it sends progress
+// (if the client asked for it) and a log message naming the round; each
+// round waits for the one before to be answered, or, with gate, every
+// round after the first waits instead until Meet(gate, 2) is called. It
+// answers with its tag and what each request got, in order.
+func (c *Child) asks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tag, gate := req.GetString("tag", ""), req.GetString("gate", "")
+	srv := server.ServerFromContext(ctx)
+	var got []string
+	var mu sync.Mutex
+	var rounds []*sync.WaitGroup
+	for i, round := range strings.Split(req.GetString("rounds", ""), "/") {
+		if i > 0 && gate != "" {
+			if err := c.meet(ctx, gate, 2); err != nil {
+				return nil, err
+			}
+		}
+		notes := 1
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			notes++
+		}
+		c.flush.wait(func() {
+			if notes > 1 {
+				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+					"progressToken": req.Params.Meta.ProgressToken, "progress": i + 1, "message": fmt.Sprintf("%s round %d", tag, i+1)})
+			}
+			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
+				"level": "error", "logger": "traffic", "data": fmt.Sprintf("round %d of %s", i+1, tag)})
+		}, notes)
+		var wg sync.WaitGroup
+		for _, what := range strings.Split(round, "+") {
+			mu.Lock()
+			got = append(got, "")
+			at := len(got) - 1
+			mu.Unlock()
+			do := func() {
+				answer := what + " " + request(ctx, srv, what)
+				mu.Lock()
+				got[at] = answer
+				mu.Unlock()
+			}
+			wg.Go(do)
+		}
+		if gate == "" {
+			wg.Wait()
+		}
+		rounds = append(rounds, &wg)
+	}
+	for _, wg := range rounds {
+		wg.Wait()
+	}
+	return mcp.NewToolResultText(tag + ": " + strings.Join(got, " | ")), nil
+}
+
+// Meet is one of the n calls meet waits for under name, from the test: it
+// releases a gate of asks.
+func (c *Child) Meet(ctx context.Context, name string, n int) error { return c.meet(ctx, name, n) }
+
 // meet waits until n calls have met under name.
 func (c *Child) meet(ctx context.Context, name string, n int) error {
 	c.meetMu.Lock()
@@ -335,7 +396,8 @@ func (c *Child) note(format string, args ...any) {
 // Record returns the lines recorded so far: "call <tool> <tag> <id>" for
 // each tools/call (id as JSON), "cancelled <id>" for each
 // notifications/cancelled, "hold <tag> started|ended", "asked <what>
-// <answer>", "roots-changed" and "roots <answer>".
+// <answer>", "roots-changed", "roots <answer>" and "reply <result>" for
+// each answer to a request of the child's, as the client sent it.
 func (c *Child) Record() []string {
 	c.recMu.Lock()
 	defer c.recMu.Unlock()
@@ -359,9 +421,14 @@ func (c *Child) Saw(msg []byte) {
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
 		} `json:"params"`
+		Result json.RawMessage `json:"result"`
 	}
-	if json.Unmarshal(msg, &m) == nil && m.Method == string(mcp.MethodNotificationCancelled) {
+	switch {
+	case json.Unmarshal(msg, &m) != nil:
+	case m.Method == string(mcp.MethodNotificationCancelled):
 		c.note("cancelled %s", m.Params.RequestID)
+	case m.Method == "" && m.Result != nil:
+		c.note("reply %s", m.Result)
 	}
 }
 

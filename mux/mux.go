@@ -93,8 +93,8 @@ type Mux struct {
 // from the config.
 type Options struct {
 	Log zerolog.Logger
-	// Guard is the path of a binary that runs childproc.RunGuard when its
-	// first argument is childproc.GuardArg (mcpmux itself), so that no
+	// Guard is the path of a binary that runs childproc.RunSupervisor when
+	// its first argument is childproc.SupervisorArg (mcpmux itself), so that no
 	// descendant of a child outlives mcpmux; "" starts children directly.
 	Guard string
 	// Observer is told what happens, for metrics; nil observes nothing.

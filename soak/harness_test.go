@@ -23,7 +23,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpmux/mcpmux/internal/childproc"
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
@@ -416,7 +415,7 @@ func (s *soak) nextCall(rng *rand.Rand, cl *caller, n int) *call {
 }
 
 // killLoop SIGKILLs a random eligible child every killEvery: the server
-// process itself, not the guard above it. A tick with no eligible child
+// process itself. A tick with no eligible child
 // kills nothing.
 //
 // A child is eligible when it is ready and has not been killed killStreak
@@ -494,27 +493,21 @@ type slot struct {
 	streak int       // kills since it last stayed up restUptime
 }
 
-// readyChildren returns, by alias, the pid of the labserver under the
-// guard that tg last reported ready; an alias whose one is gone has none.
+// readyChildren returns, by alias, the pid of the labserver that
+// tg last reported ready; an alias whose one is gone has none.
 // The pids are checked to still be the processes meant. One pass over the
 // log serves every alias: the log holds a line per call, and the log tap's
 // lock, held while it is read, stalls mcpmux's logging.
 func (s *soak) readyChildren(tg *target) map[string]int {
-	guards := map[string]int{}
+	ready := map[string]int{}
 	for _, l := range tg.log.Lines(ts.Msg("server ready")) {
 		g, _ := l["pid"].(float64)
-		guards[fmt.Sprint(l["server"])] = int(g)
+		ready[fmt.Sprint(l["server"])] = int(g)
 	}
 	pids := map[string]int{}
-	for alias, guard := range guards {
-		if !ts.Alive(guard) || !slices.Contains(ts.Cmdline(guard), childproc.GuardArg) {
-			continue
-		}
-		for _, pid := range ts.ProcChildren(guard) {
-			if s.isLabserver(pid) {
-				pids[alias] = pid
-				break
-			}
+	for alias, pid := range ready {
+		if s.isLabserver(pid) {
+			pids[alias] = pid
 		}
 	}
 	return pids
@@ -543,7 +536,7 @@ func (s *soak) editLoop(ctx context.Context) {
 }
 
 // checkOrphans fails the test for any process of the run still alive once
-// every mcpmux has exited: a guard, or a labserver (killed or not).
+// every mcpmux has exited: a labserver (killed or not).
 func (s *soak) checkOrphans() {
 	pids := slices.Clone(s.killed)
 	files, _ := filepath.Glob(filepath.Join(s.records, "*.jsonl"))
@@ -558,9 +551,9 @@ func (s *soak) checkOrphans() {
 		}
 	}
 	for _, tg := range s.targets {
-		for _, g := range tg.log.ChildPids() {
-			if ts.Alive(g) && slices.Contains(ts.Cmdline(g), childproc.GuardArg) {
-				s.t.Errorf("orphan: guard pid %d of %s outlived it", g, tg.name)
+		for _, pid := range tg.log.ChildPids() {
+			if s.isLabserver(pid) {
+				s.t.Errorf("orphan: labserver pid %d of %s outlived it", pid, tg.name)
 			}
 		}
 	}

@@ -41,8 +41,8 @@ const (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == childproc.GuardArg {
-		os.Exit(childproc.RunGuard(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == childproc.SupervisorArg {
+		os.Exit(childproc.RunSupervisor())
 	}
 	// Before anything secret is read: a child running as mcpmux's user must
 	// not read mcpmux's environment or memory through /proc.
@@ -142,7 +142,7 @@ func muxOptions(log zerolog.Logger) mux.Options {
 	if self, err := os.Executable(); err == nil {
 		opts.Guard = self
 	} else {
-		log.Warn().Err(err).Msg("cannot find mcpmux's own binary: children run without a guard, and their descendants may outlive a killed mcpmux")
+		log.Warn().Err(err).Msg("cannot find mcpmux's own binary: children run without a supervisor, and their descendants may outlive a killed mcpmux")
 	}
 	return opts
 }

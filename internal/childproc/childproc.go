@@ -3,9 +3,9 @@
 // it started.
 //
 // Linux is the target. Each child leads its own process group, so that a
-// wrapper (npx, a shell) and whatever it spawned are stopped together, and
-// carries a parent-death signal, so that it does not outlive mcpmux even when
-// mcpmux is killed with SIGKILL.
+// wrapper (npx, a shell) and whatever it spawned are stopped together. One
+// supervisor process forks every child and kills every child's group when
+// mcpmux dies, even of SIGKILL (see RunSupervisor).
 //
 // A child may run as another user and group (when mcpmux runs as root), and
 // then always with no_new_privs, so that no setuid binary or file capability
@@ -54,24 +54,31 @@ type Spec struct {
 	Group string
 }
 
-// Spawner starts child processes from OS threads that stay alive until
-// Close. The kernel delivers a parent-death signal when the thread that
-// forked the child exits, not when the process does; Go may retire a thread
-// at any time, so forking from an arbitrary goroutine could kill a healthy
-// child.
+// Spawner starts child processes.
 //
-// no_new_privs is per thread too, inherited by what the thread forks, and
-// cannot be undone, so children with a User or Group are forked from a
-// second thread that has it.
+// With a supervisor binary, every child is forked by one supervisor process
+// (see RunSupervisor), started with the first child and again after it
+// died, which takes every child's whole process group down when mcpmux dies.
 //
-// With a guard binary, each child runs under a guard process (see RunGuard)
-// that takes the child's whole process group down when mcpmux dies.
+// Without one, children are forked from OS threads of mcpmux that stay alive
+// until Close. The kernel delivers a parent-death signal when the thread
+// that forked the child exits, not when the process does; Go may retire a
+// thread at any time, so forking from an arbitrary goroutine could kill a
+// healthy child. no_new_privs is per thread too, inherited by what the
+// thread forks, and cannot be undone, so children with a User or Group are
+// forked from a second thread that has it. A child's own children then
+// outlive a SIGKILLed mcpmux: this mode is for tests and for a binary that
+// cannot find itself.
 type Spawner struct {
-	guard      string
+	supervisor string
 	reqs       chan spawnReq // for the plain thread
 	noNewPrivs chan spawnReq // for the no_new_privs thread
 	quit       chan struct{}
 	threads    sync.WaitGroup
+
+	supMu sync.Mutex
+	sup   *supervisorConn   // the live supervisor; nil before the first child
+	sups  []*supervisorConn // every supervisor started, for Close to wait on
 }
 
 type spawnReq struct {
@@ -85,14 +92,17 @@ type spawnReply struct {
 	err error
 }
 
-// NewSpawner starts the spawning thread. guard is the path of a binary that
-// runs RunGuard when its first argument is GuardArg, or "" to start children
-// directly. The caller must Close the Spawner after every process it started
-// has stopped.
-func NewSpawner(guard string) *Spawner {
-	s := &Spawner{guard: guard, reqs: make(chan spawnReq), noNewPrivs: make(chan spawnReq), quit: make(chan struct{})}
-	s.threads.Go(func() { s.loop(s.reqs, false) })
-	s.threads.Go(func() { s.loop(s.noNewPrivs, true) })
+// NewSpawner returns a Spawner. supervisor is the path of a binary that runs
+// RunSupervisor when its first argument is SupervisorArg, or "" to fork
+// children from mcpmux itself. The caller must Close the Spawner after
+// every process it started has stopped.
+func NewSpawner(supervisor string) *Spawner {
+	s := &Spawner{supervisor: supervisor, quit: make(chan struct{})}
+	if supervisor == "" {
+		s.reqs, s.noNewPrivs = make(chan spawnReq), make(chan spawnReq)
+		s.threads.Go(func() { s.loop(s.reqs, false) })
+		s.threads.Go(func() { s.loop(s.noNewPrivs, true) })
+	}
 	return s
 }
 
@@ -116,7 +126,7 @@ func (s *Spawner) loop(reqs <-chan spawnReq, noNewPrivs bool) {
 		case r := <-reqs:
 			var rep spawnReply
 			if rep.err = setup; rep.err == nil {
-				rep.p, rep.err = start(r.spec, r.ids, s.guard)
+				rep.p, rep.err = start(r.spec, r.ids)
 			}
 			r.reply <- rep
 		case <-s.quit:
@@ -125,12 +135,19 @@ func (s *Spawner) loop(reqs <-chan spawnReq, noNewPrivs bool) {
 	}
 }
 
-// Close stops the spawning thread and waits for it.
+// Close stops the spawning threads or the supervisor, and waits for them.
 func (s *Spawner) Close() {
+	s.supMu.Lock()
 	select {
 	case <-s.quit:
 	default:
 		close(s.quit)
+	}
+	sups := s.sups
+	s.sups, s.sup = nil, nil
+	s.supMu.Unlock()
+	for _, c := range sups {
+		c.close()
 	}
 	s.threads.Wait()
 }
@@ -142,12 +159,16 @@ func (s *Spawner) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	reqs := s.reqs
-	if id != nil {
-		reqs = s.noNewPrivs
-	}
+	nnp := id != nil
 	if !change {
 		id = nil // already who the child is to be
+	}
+	if s.supervisor != "" {
+		return s.startSupervised(ctx, spec, id, nnp)
+	}
+	reqs := s.reqs
+	if nnp {
+		reqs = s.noNewPrivs
 	}
 	reply := make(chan spawnReply, 1)
 	select {
@@ -161,114 +182,142 @@ func (s *Spawner) Start(ctx context.Context, spec Spec) (*Process, error) {
 	return r.p, r.err
 }
 
+func (s *Spawner) startSupervised(ctx context.Context, spec Spec, id *ids, nnp bool) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	path, err := exec.LookPath(spec.Path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.supervisorConn()
+	if err != nil {
+		return nil, err
+	}
+	return c.spawn(spec, path, id, nnp)
+}
+
+// supervisorConn returns the live supervisor, starting one if there is none.
+func (s *Spawner) supervisorConn() (*supervisorConn, error) {
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	select {
+	case <-s.quit:
+		return nil, ErrSpawnerClosed
+	default:
+	}
+	if s.sup != nil && !s.sup.isGone() {
+		return s.sup, nil
+	}
+	c, err := startSupervisor(s.supervisor)
+	if err != nil {
+		return nil, err
+	}
+	s.sup = c
+	s.sups = append(s.sups, c)
+	return c, nil
+}
+
+// SupervisorPid returns the pid of the live supervisor, or 0 when there is
+// none.
+func (s *Spawner) SupervisorPid() int {
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	if s.sup == nil || s.sup.isGone() {
+		return 0
+	}
+	return s.sup.pid()
+}
+
 // Process is a running child. Its pipes belong to the caller; Wait-ing is
-// done by the Process itself, which notices the exit as it happens.
+// done by the Process itself (or its supervisor), which notices the exit as
+// it happens.
 type Process struct {
 	Stdin  io.WriteCloser
 	Stdout io.ReadCloser
 	Stderr io.ReadCloser
 
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd       // without a supervisor
+	sup      *supervisorConn // with one
+	spawnID  uint64          // the supervisor's request that started it
 	pgid     int
-	lifeline *os.File    // the write end of a guard's lifeline; nil without a guard
 	stopping atomic.Bool // Stop runs the group's shutdown itself
 	done     chan struct{}
 	err      error // the exit status; valid once done is closed
 }
 
-// start forks the process from the calling thread; with id, it runs as
-// id: switched by the guard, which stays root, or by the fork itself.
-func start(spec Spec, id *ids, guard string) (*Process, error) {
+// start forks the process from the calling thread; with id, it runs as id.
+func start(spec Spec, id *ids) (*Process, error) {
 	path, err := exec.LookPath(spec.Path)
 	if err != nil {
 		return nil, err
 	}
-	deathSig := syscall.SIGKILL
-	args := spec.Args
 	var cred *syscall.Credential
-	switch {
-	case guard != "":
-		head := []string{GuardArg, guardLifelineFlag}
-		if id != nil {
-			head = append(head, guardIDsFlag, id.guardArg())
-		}
-		args = append(append(head, "--", path), spec.Args...)
-		path = guard
-		// The guard catches it and takes the whole group down.
-		deathSig = GuardDeathSignal
-	case id != nil:
+	if id != nil {
 		cred = id.sysCredential()
 	}
-	cmd := exec.Command(path, args...)
+	cmd := exec.Command(path, spec.Args...)
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig, Credential: cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 
-	// A guard also gets a lifeline: the read end of a pipe whose only write
-	// end mcpmux holds (see RunGuard). It is made before the child's pipes,
-	// so that its write end has the lower descriptor and the kernel, which
-	// closes a dying process's descriptors in order, ends it before the
-	// child can see its stdin end.
-	var lifeR, lifeW *os.File
-	if guard != "" {
-		if lifeR, lifeW, err = os.Pipe(); err != nil {
-			return nil, err
-		}
-		cmd.ExtraFiles = []*os.File{lifeR}
-	}
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		closeAll(lifeR, lifeW)
 		return nil, err
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		closeAll(lifeR, lifeW, stdinR, stdinW)
+		closeAll(stdinR, stdinW)
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		closeAll(lifeR, lifeW, stdinR, stdinW, stdoutR, stdoutW)
+		closeAll(stdinR, stdinW, stdoutR, stdoutW)
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	if err := cmd.Start(); err != nil {
-		closeAll(lifeR, lifeW, stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	// The child has its own copies; ours would keep the pipes open forever.
-	closeAll(lifeR, stdinR, stdoutW, stderrW)
+	closeAll(stdinR, stdoutW, stderrW)
 
 	p := &Process{
-		Stdin:    stdinW,
-		Stdout:   stdoutR,
-		Stderr:   stderrR,
-		cmd:      cmd,
-		pgid:     cmd.Process.Pid,
-		lifeline: lifeW,
-		done:     make(chan struct{}),
+		Stdin:  stdinW,
+		Stdout: stdoutR,
+		Stderr: stderrR,
+		cmd:    cmd,
+		pgid:   cmd.Process.Pid,
+		done:   make(chan struct{}),
 	}
-	go p.wait()
+	go func() { p.finish(p.cmd.Wait()) }()
 	return p, nil
 }
 
-func (p *Process) wait() {
-	p.err = p.cmd.Wait()
-	if p.lifeline != nil {
-		_ = p.lifeline.Close()
-	}
+// finish records the child's exit.
+func (p *Process) finish(err error) {
+	p.err = err
 	// Whatever a crashed child left behind in its group goes with it: a
 	// leftover grandchild would otherwise hold the stdout pipe open and leave
 	// pending calls waiting for an answer that cannot come.
 	if !p.stopping.Load() {
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		p.release()
 	}
 	close(p.done)
+}
+
+// release tells a supervisor that the group is gone.
+func (p *Process) release() {
+	if p.sup != nil {
+		p.sup.release(p)
+	}
 }
 
 // Pid returns the child's process id, which is also its process group id.
@@ -277,8 +326,8 @@ func (p *Process) Pid() int { return p.pgid }
 // Done is closed when the child has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// ExitErr returns how the child exited: nil for status 0, an *exec.ExitError
-// otherwise. It is valid once Done is closed.
+// ExitErr returns how the child exited: nil for status 0, an *ExitError
+// (an *exec.ExitError without a supervisor) or ErrSupervisorGone otherwise.
 func (p *Process) ExitErr() error {
 	<-p.done
 	return p.err
@@ -298,6 +347,7 @@ func (p *Process) Stop(ctx context.Context) {
 	p.waitGroupGone(ctx, SigtermGrace)
 	p.Kill()
 	<-p.done
+	p.release()
 }
 
 // waitGroupGone waits up to d for every process of the group to exit. The

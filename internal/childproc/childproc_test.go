@@ -20,23 +20,27 @@ import (
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
-// The test binary is also the guard, as mcpmux is.
+// The test binary is also the supervisor, as mcpmux is, and a stand-in
+// for mcpmux (see runFakeMux).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == GuardArg {
-		os.Exit(RunGuard(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == SupervisorArg {
+		os.Exit(RunSupervisor())
+	}
+	if len(os.Args) > 1 && os.Args[1] == fakeMuxArg {
+		os.Exit(runFakeMux(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
 
 const wait = 15 * time.Second
 
-// modes runs a test with children started directly and under a guard.
+// modes runs a test with children started directly and by a supervisor.
 func modes(t *testing.T, f func(t *testing.T, s *Spawner)) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []struct{ name, guard string }{{"direct", ""}, {"guarded", self}} {
+	for _, m := range []struct{ name, guard string }{{"direct", ""}, {"supervised", self}} {
 		t.Run(m.name, func(t *testing.T) {
 			s := NewSpawner(m.guard)
 			t.Cleanup(s.Close)

@@ -151,13 +151,13 @@ func (id *ids) sysCredential() *syscall.Credential {
 	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
 }
 
-// guardArg and parseGuardIDs carry the ids to the guard, which runs as
-// root and switches the child it starts.
-func (id *ids) guardArg() string {
+// arg and parseIDs carry the ids to the supervisor, which runs as root and
+// switches the child it starts.
+func (id *ids) arg() string {
 	return fmt.Sprintf("%d:%d", id.uid, id.gid)
 }
 
-func parseGuardIDs(s string) (*ids, error) {
+func parseIDs(s string) (*ids, error) {
 	u, g, ok := strings.Cut(s, ":")
 	uid, uok := numericID(u)
 	gid, gok := numericID(g)

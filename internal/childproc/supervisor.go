@@ -1,0 +1,314 @@
+package childproc
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// SupervisorArg, as the first argument of a binary that calls
+// RunSupervisor, makes it run as the supervisor (see Spawner).
+const SupervisorArg = "__mcpmux-supervisor"
+
+// supervisorFD is the supervisor's end of its socket to mcpmux.
+const supervisorFD = 3
+
+// maxMessage bounds one message on the socket: a spawn request carries the
+// child's whole environment.
+const maxMessage = 1 << 20
+
+// A request, from mcpmux to the supervisor. Op "spawn" comes with the
+// child's stdin, stdout and stderr as SCM_RIGHTS; op "release" says mcpmux
+// is done with a child's process group, which the supervisor then no
+// longer kills when mcpmux dies.
+type supRequest struct {
+	Op   string   `json:"op"`
+	ID   uint64   `json:"id,omitempty"`
+	Path string   `json:"path,omitempty"`
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// IDs is "UID:GID" for a child that switches to them; NoNewPrivs says
+	// it runs with no_new_privs (every child with a User or Group does).
+	IDs        string `json:"ids,omitempty"`
+	NoNewPrivs bool   `json:"nnp,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+}
+
+// A message from the supervisor: the answer to spawn ID (Pid, or Err), or
+// the exit of child Exited with its wait status.
+type supMessage struct {
+	ID     uint64 `json:"id,omitempty"`
+	Pid    int    `json:"pid,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Exited int    `json:"exited,omitempty"`
+	Status uint32 `json:"status,omitempty"`
+}
+
+// RunSupervisor runs the supervisor of every child mcpmux starts, and
+// returns the exit code to leave with. mcpmux starts one, lazily, with
+// descriptor 3 a unix socket to it; the socket is also its lifeline: it
+// ends exactly when mcpmux's end closes, on mcpmux's death as on its stop.
+//
+// A parent-death signal reaches only the process it was set on, so a child
+// that is itself a wrapper (npx, a shell) would leave its own children
+// behind when mcpmux is killed outright. The supervisor forks each child as
+// the leader of its own process group and, when the lifeline ends, kills
+// every group mcpmux has not released, whether its leader is still running
+// or not. The child's stdin, stdout and stderr are mcpmux's pipes, passed
+// over the socket: the supervisor copies nothing.
+//
+// The supervisor runs as mcpmux's user, with an empty environment, and is
+// non-dumpable like mcpmux. A child with ids is switched to them by the
+// fork and forked from a thread with no_new_privs; the supervisor stays
+// root, so the child cannot signal or trace it.
+//
+// Almost nothing of the binary it shares with mcpmux runs in it, so once
+// set up it returns its heap and the pages of the binary that initialisation
+// touched to the kernel; RSS is what its loop uses.
+func RunSupervisor() int {
+	if err := ProtectSelf(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcpmux supervisor: %v\n", err)
+		return 126
+	}
+	syscall.CloseOnExec(supervisorFD) // no child may hold the lifeline open
+	// Caught, never ignored (an ignored signal stays ignored in children):
+	// a stop reaches the children from mcpmux, and the supervisor lives
+	// exactly as long as its lifeline.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	debug.SetGCPercent(10)
+
+	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob)}
+	go s.forker(s.plain, false)
+	go s.forker(s.nnp, true)
+	trimMemory()
+	s.serve()
+	s.killGroups()
+	return 0
+}
+
+type supervisor struct {
+	sendMu sync.Mutex
+	mu     sync.Mutex
+	groups map[int]uint64 // children's groups not yet released: pid -> spawn id
+	plain  chan spawnJob
+	nnp    chan spawnJob
+}
+
+type spawnJob struct {
+	req   supRequest
+	files []*os.File // stdin, stdout, stderr
+}
+
+// serve reads requests until the lifeline ends.
+func (s *supervisor) serve() {
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(supervisorFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return // mcpmux's end is closed: it stopped or died
+		}
+		files := receivedFiles(oob[:oobn])
+		var req supRequest
+		if err := json.Unmarshal(buf[:n], &req); err != nil {
+			closeAll(files...)
+			fmt.Fprintf(os.Stderr, "mcpmux supervisor: bad request: %v\n", err)
+			continue
+		}
+		switch req.Op {
+		case "spawn":
+			if len(files) != 3 {
+				closeAll(files...)
+				s.send(supMessage{ID: req.ID, Err: fmt.Sprintf("spawn request with %d descriptors, want 3", len(files))})
+				continue
+			}
+			if req.NoNewPrivs {
+				s.nnp <- spawnJob{req, files}
+			} else {
+				s.plain <- spawnJob{req, files}
+			}
+		case "release":
+			closeAll(files...)
+			s.mu.Lock()
+			if s.groups[req.Pid] == req.ID { // not a later child with a reused pid
+				delete(s.groups, req.Pid)
+			}
+			s.mu.Unlock()
+		default:
+			closeAll(files...)
+		}
+	}
+}
+
+func receivedFiles(oob []byte) []*os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "child-stdio"))
+		}
+	}
+	return files
+}
+
+// forker forks children from one OS thread that lives as long as the
+// supervisor: a child's parent-death signal follows the thread that forked
+// it. With nnp the thread has no_new_privs, which its children inherit.
+func (s *supervisor) forker(jobs <-chan spawnJob, nnp bool) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the process
+	var setup error
+	if nnp {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			setup = fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+	}
+	for j := range jobs {
+		err := setup
+		var cmd *exec.Cmd
+		if err == nil {
+			cmd, err = s.fork(j)
+		}
+		closeAll(j.files...) // the child has its own copies
+		if err != nil {
+			s.send(supMessage{ID: j.req.ID, Err: err.Error()})
+			continue
+		}
+		pid := cmd.Process.Pid
+		s.mu.Lock()
+		s.groups[pid] = j.req.ID
+		s.mu.Unlock()
+		// The answer goes before the exit can: mcpmux learns the pid first.
+		s.send(supMessage{ID: j.req.ID, Pid: pid})
+		go func() {
+			_ = cmd.Wait()
+			s.send(supMessage{Exited: pid, Status: uint32(cmd.ProcessState.Sys().(syscall.WaitStatus))})
+		}()
+		debug.FreeOSMemory()
+	}
+}
+
+func (s *supervisor) fork(j spawnJob) (*exec.Cmd, error) {
+	cmd := exec.Command(j.req.Path, j.req.Args...)
+	cmd.Env = j.req.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Dir = j.req.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = j.files[0], j.files[1], j.files[2]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if j.req.IDs != "" {
+		id, err := parseIDs(j.req.IDs)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = id.sysCredential()
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", j.req.Path, err)
+	}
+	return cmd, nil
+}
+
+// send writes one message to mcpmux; once mcpmux is gone nothing is sent.
+func (s *supervisor) send(m supMessage) {
+	b, _ := json.Marshal(m)
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for {
+		err := unix.Sendmsg(supervisorFD, b, nil, nil, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// killGroups kills every group not released, running or not: a child that
+// exited on its stdin's end may have left a grandchild in its group.
+func (s *supervisor) killGroups() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pgid := range s.groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// trimMemory hands back to the kernel what setting up the process left in
+// it: the heap's free pages, and the pages of the executable's code and
+// read-only data that initialisation touched, which the kernel maps again
+// from the page cache if they are used. Only mappings no page of which was
+// ever written are dropped: for those the file is exactly their content.
+func trimMemory() {
+	debug.FreeOSMemory()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	type mapping struct {
+		start, end uintptr
+		ours       bool
+		written    bool
+	}
+	var maps []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && len(fields[1]) == 4 {
+			lo, hi, _ := strings.Cut(fields[0], "-")
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			perm := fields[1]
+			ours := err1 == nil && err2 == nil && len(fields) >= 6 && fields[5] == exe && perm[1] == '-' && perm[3] == 'p'
+			maps = append(maps, mapping{start: uintptr(start), end: uintptr(end), ours: ours})
+			continue
+		}
+		if len(maps) == 0 {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "Anonymous" || k == "Private_Dirty" || k == "Shared_Dirty") {
+			if strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) != "0" {
+				maps[len(maps)-1].written = true
+			}
+		}
+	}
+	for _, m := range maps {
+		if m.ours && !m.written {
+			_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
+		}
+	}
+}
+
+func madvise(addr, length uintptr, advice int) error {
+	if _, _, e := unix.Syscall(unix.SYS_MADVISE, addr, length, uintptr(advice)); e != 0 {
+		return e
+	}
+	return nil
+}

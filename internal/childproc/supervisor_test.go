@@ -1,0 +1,225 @@
+package childproc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"syscall"
+	"testing"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// fakeMuxArg makes the test binary stand in for mcpmux: runFakeMux starts
+// children through a supervisor, says who they are, and waits to be killed.
+const fakeMuxArg = "__childproc-fake-mux"
+
+// grandchildScripts start a grandchild in the child's group and print its
+// pid. The first child ignores its stdin; the second exits when it ends,
+// as most servers do, at about the moment the supervisor learns of
+// mcpmux's death.
+var grandchildScripts = []string{
+	"sleep 1000 & echo $!; exec sleep 1000",
+	"sleep 1000 & echo $!; cat",
+}
+
+type fakeMuxReport struct {
+	Supervisor    int   `json:"supervisor"`
+	Children      []int `json:"children"`
+	Grandchildren []int `json:"grandchildren"`
+}
+
+// runFakeMux starts one child per grandchildScripts (as user args[0] when
+// given), reports, and blocks until killed.
+func runFakeMux(args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var user string
+	if len(args) > 0 {
+		user = args[0]
+	}
+	s := NewSpawner(self)
+	var r fakeMuxReport
+	for _, script := range grandchildScripts {
+		p, err := s.Start(context.Background(), Spec{Path: "sh", Args: []string{"-c", script}, User: user})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		var pid int
+		if _, err := fmt.Fscan(bufio.NewReader(p.Stdout), &pid); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.Children = append(r.Children, p.Pid())
+		r.Grandchildren = append(r.Grandchildren, pid)
+	}
+	r.Supervisor = s.SupervisorPid()
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	select {}
+}
+
+// A SIGKILLed mcpmux leaves nothing behind: its supervisor, every child
+// (one ignoring its stdin, one exiting when it ends) and every grandchild
+// die with it; every child was forked by the one supervisor.
+func TestSIGKILLedMuxLeavesNothing(t *testing.T) {
+	users := []string{""}
+	if os.Geteuid() == 0 {
+		nobody(t)
+		users = append(users, "nobody")
+	}
+	for _, user := range users {
+		t.Run("user="+user, func(t *testing.T) {
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self, fakeMuxArg, user)
+			cmd.Stderr = os.Stderr
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var r fakeMuxReport
+			if err := json.NewDecoder(out).Decode(&r); err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("fake mcpmux's report: %v", err)
+			}
+			if r.Supervisor == 0 || r.Supervisor == cmd.Process.Pid {
+				t.Errorf("supervisor pid %d (mcpmux %d)", r.Supervisor, cmd.Process.Pid)
+			}
+			forked := ts.ProcChildren(r.Supervisor)
+			for _, c := range r.Children {
+				if !slices.Contains(forked, c) {
+					t.Errorf("child %d not forked by the supervisor %d (its children: %v)", c, r.Supervisor, forked)
+				}
+			}
+			all := slices.Concat([]int{r.Supervisor}, r.Children, r.Grandchildren)
+			for _, pid := range all {
+				if !ts.Alive(pid) {
+					t.Fatalf("pid %d not running before the kill", pid)
+				}
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			for _, pid := range all {
+				ts.WaitFor(t, fmt.Sprintf("pid %d to die with mcpmux", pid), func() bool { return !ts.Alive(pid) })
+			}
+		})
+	}
+}
+
+func supervised(t *testing.T) *Spawner {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSpawner(self)
+	t.Cleanup(func() {
+		pid := s.SupervisorPid()
+		s.Close()
+		if pid != 0 && ts.Alive(pid) {
+			t.Errorf("supervisor %d still running after Close", pid)
+		}
+	})
+	return s
+}
+
+// A supervised child's exit reaches mcpmux with its status, worded as
+// os/exec words it.
+func TestSupervisedExitStatus(t *testing.T) {
+	s := supervised(t)
+	cases := []struct{ script, want string }{
+		{"exit 0", ""},
+		{"exit 3", "exit status 3"},
+		{"kill -9 $$", "signal: killed"},
+	}
+	for _, c := range cases {
+		p := startT(t, s, Spec{Path: "sh", Args: []string{"-c", c.script}})
+		<-p.Done()
+		got := ""
+		if err := p.ExitErr(); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: exit %q, want %q", c.script, got, c.want)
+		}
+	}
+}
+
+// A supervisor that dies takes its children with it, and they are seen to
+// end, grandchildren and all; the next child gets a new supervisor.
+func TestSupervisorDeath(t *testing.T) {
+	s := supervised(t)
+	p := startT(t, s, Spec{Path: "sh", Args: []string{"-c", grandchildScripts[0]}})
+	var grandchild int
+	if _, err := fmt.Fscan(bufio.NewReader(p.Stdout), &grandchild); err != nil {
+		t.Fatal(err)
+	}
+	first := s.SupervisorPid()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if err := p.ExitErr(); !errors.Is(err, ErrSupervisorGone) {
+		t.Errorf("exit %v, want ErrSupervisorGone", err)
+	}
+	for _, pid := range []int{p.Pid(), grandchild} {
+		ts.WaitFor(t, fmt.Sprintf("pid %d to die with the supervisor", pid), func() bool { return !ts.Alive(pid) })
+	}
+	q := startT(t, s, Spec{Path: "cat"})
+	if second := s.SupervisorPid(); second == first || second == 0 || !slices.Contains(ts.ProcChildren(second), q.Pid()) {
+		t.Errorf("after the first supervisor %d died, %d forked by %d", first, q.Pid(), second)
+	}
+}
+
+// Close ends a supervisor that still has a child: the child and its group
+// are killed, and seen to end.
+func TestCloseKillsWhatIsLeft(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSpawner(self)
+	p, err := s.Start(context.Background(), Spec{Path: "sh", Args: []string{"-c", grandchildScripts[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grandchild int
+	if _, err := fmt.Fscan(bufio.NewReader(p.Stdout), &grandchild); err != nil {
+		t.Fatal(err)
+	}
+	sup := s.SupervisorPid()
+	s.Close()
+	<-p.Done()
+	for _, pid := range []int{sup, p.Pid(), grandchild} {
+		ts.WaitFor(t, fmt.Sprintf("pid %d to die", pid), func() bool { return !ts.Alive(pid) })
+	}
+	if _, err := s.Start(context.Background(), Spec{Path: "cat"}); !errors.Is(err, ErrSpawnerClosed) {
+		t.Errorf("Start after Close: %v", err)
+	}
+}

@@ -54,6 +54,7 @@ type HTTPOptions struct {
 // ends.
 type HTTPUpstream struct {
 	srv      *server.StreamableHTTPServer
+	core     *server.MCPServer // takes back what a GET stream could not write
 	sessions *sessions
 	log      zerolog.Logger
 	idle     time.Duration
@@ -75,6 +76,7 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	log := m.log.With().Str("component", "http").Logger()
 	o.Limits = withDefaults(o.Limits)
 	h := &HTTPUpstream{
+		core:     m.srv,
 		sessions: &m.sessions,
 		log:      log,
 		idle:     o.SessionIdleTimeout,
@@ -172,12 +174,20 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
-			remove, ok := u.addStream(cancel)
+			st := newGetStream(cancel)
+			remove, ok := u.addStream(st)
 			if !ok {
 				http.Error(w, "Session not found", http.StatusNotFound)
 				return
 			}
 			defer remove()
+			rec.stream = st
+			var writer sync.WaitGroup
+			writer.Go(func() { st.run(rec.writeStream, h.giveBack) })
+			defer func() {
+				st.close()
+				writer.Wait()
+			}()
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodDelete:
 		// A listening stream joins, and a DELETE ends, a session that
@@ -190,6 +200,13 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
 	rec.finish()
+}
+
+// giveBack hands mcp-go a notification a GET stream could not write.
+func (h *HTTPUpstream) giveBack(n ownNote) {
+	if err := h.core.SendNotificationToClient(n.ctx, n.method, n.params); err != nil {
+		h.log.Debug().Err(err).Str("method", n.method).Msg("a notification the GET stream could not write was not queued")
+	}
 }
 
 // readBody reads a POST's body within max_body_bytes, max_message_bytes
@@ -447,6 +464,9 @@ type recorder struct {
 	// own first event sets the real writer's header instead, so that its
 	// goroutine never touches a map mcp-go's may be writing.
 	header http.Header
+	// stream is the GET stream this response is, if it is one; it opens
+	// to mcpmux's own notifications once mcp-go begins it.
+	stream *getStream
 
 	// mu serialises mcp-go's writes (from its forwarder and its handler)
 	// with mcpmux's own (writeEvent).
@@ -535,6 +555,25 @@ func (s *recorder) writeHeader(code int) {
 		real[k] = v
 	}
 	s.ResponseWriter.WriteHeader(code)
+	if s.stream != nil && s.events {
+		s.stream.begin()
+	}
+}
+
+// writeStream writes one event of mcpmux's own to the GET stream mcp-go
+// has begun, within the write timeout, between mcp-go's own writes;
+// errStreamOver once the request's handler returned.
+func (s *recorder) writeStream(event []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || !s.events {
+		return errStreamOver
+	}
+	s.extend()
+	if _, err := s.ResponseWriter.Write(event); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 // settle runs when the request is over: a reservation not handed out is

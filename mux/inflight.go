@@ -294,7 +294,7 @@ func (m *Mux) notifyCall(c *attachment, method string, params map[string]any) {
 		return
 	}
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := m.srv.SendNotificationToClient(c.ctx, method, params)
+		err := m.notifyClient(c.ctx, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			return
 		}

@@ -41,7 +41,7 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			func(to *attachment) bool { return logWanted(to.ctx, mcp.LoggingLevel(level)) })
 		return
 	}
-	note := mcp.NewLoggingMessageNotification(mcp.LoggingLevel(level), logger, fields["data"])
+	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
 	cat, set := m.catalog.Load(), m.policies.Current()
 	sees := map[string]bool{}
 	for cs, identity := range m.sessions.all() {
@@ -50,8 +50,8 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			ok = seesAlias(set.For(identity), cat, c.alias)
 			sees[identity] = ok
 		}
-		if ok {
-			_ = m.srv.SendLogMessageToClient(m.srv.WithContext(context.Background(), cs), note)
+		if ctx := m.srv.WithContext(context.Background(), cs); ok && logWanted(ctx, mcp.LoggingLevel(level)) {
+			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
 		}
 	}
 }

@@ -234,7 +234,7 @@ func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 		}
 		params["uri"] = exposed
 		ctx := m.srv.WithContext(context.Background(), cs)
-		if err := m.srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
+		if err := m.notifyClient(ctx, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
 			m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send resources/updated")
 		}
 	}

@@ -248,7 +248,7 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 		params["ttl"] = *ttl
 	}
 	ctx := m.srv.WithContext(context.Background(), t.cs)
-	if err := m.srv.SendNotificationToClient(ctx, mcp.MethodNotificationTasksStatus, params); err != nil {
+	if err := m.notifyClient(ctx, mcp.MethodNotificationTasksStatus, params); err != nil {
 		m.log.Debug().Err(err).Str("session", t.sessionID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
 	}
 }

@@ -618,7 +618,7 @@ func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[st
 				}
 			}
 			ctx := m.srv.WithContext(context.Background(), cs)
-			if err := m.srv.SendNotificationToClient(ctx, string(listChanged[k]), ownParams); err != nil {
+			if err := m.notifyClient(ctx, string(listChanged[k]), ownParams); err != nil {
 				m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send " + string(listChanged[k]))
 			}
 		}

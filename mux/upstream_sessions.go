@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -56,9 +55,9 @@ type upstreamSession struct {
 	active atomic.Int32 // requests in progress
 	ended  atomic.Bool
 
-	mu      sync.Mutex                  // this session's alone: never shared by others' calls
-	cs      server.ClientSession        // what mcp-go registered for it; nil before
-	streams map[*int]context.CancelFunc // listening GET streams, ended with the session
+	mu      sync.Mutex              // this session's alone: never shared by others' calls
+	cs      server.ClientSession    // what mcp-go registered for it; nil before
+	streams map[*getStream]struct{} // listening GET streams, ended with the session
 }
 
 // begin notes a request on the session; false if the session has ended.
@@ -81,25 +80,41 @@ func (u *upstreamSession) finish(now int64) {
 	u.active.Add(-1)
 }
 
-// addStream registers the cancel of a listening stream, to be called when
-// the session ends; it returns a func that unregisters it, or false if the
-// session has already ended.
-func (u *upstreamSession) addStream(cancel context.CancelFunc) (remove func(), ok bool) {
+// addStream registers a listening stream, to be ended when the session
+// ends and to carry mcpmux's own notifications (offer); it returns a func
+// that unregisters it, or false if the session has already ended.
+func (u *upstreamSession) addStream(s *getStream) (remove func(), ok bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.ended.Load() {
 		return nil, false
 	}
 	if u.streams == nil {
-		u.streams = map[*int]context.CancelFunc{}
+		u.streams = map[*getStream]struct{}{}
 	}
-	key := new(int)
-	u.streams[key] = cancel
+	u.streams[s] = struct{}{}
 	return func() {
 		u.mu.Lock()
-		delete(u.streams, key)
+		delete(u.streams, s)
 		u.mu.Unlock()
 	}, true
+}
+
+// offer queues n on one of the session's open listening streams; taken is
+// false if none is open, and err ErrNotificationChannelBlocked if every
+// open one is full.
+func (u *upstreamSession) offer(n ownNote) (taken bool, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for s := range u.streams {
+		if ok, serr := s.offer(n); ok {
+			if serr == nil {
+				return true, nil
+			}
+			taken, err = true, serr
+		}
+	}
+	return taken, err
 }
 
 // end marks the session ended and ends its listening streams; false if it
@@ -127,8 +142,8 @@ func (u *upstreamSession) endLocked() bool {
 		return false
 	}
 	u.ended.Store(true)
-	for _, cancel := range u.streams {
-		cancel()
+	for s := range u.streams {
+		s.cancel()
 	}
 	u.streams = nil
 	return true

@@ -31,6 +31,30 @@ func httpSession(t *testing.T, m *Mux) server.ClientSession {
 	return cs
 }
 
+// awaitGETStream waits until c's GET stream is open to mcpmux's own
+// notifications: from then on they reach c whatever POSTs c has in flight.
+func awaitGETStream(t *testing.T, m *Mux, c *testsupport.Conn) {
+	t.Helper()
+	id := c.Client.GetSessionId()
+	testsupport.WaitFor(t, "the GET stream of "+id, func() bool {
+		u := m.sessions.lookup(id)
+		if u == nil {
+			return false
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for s := range u.streams {
+			s.mu.Lock()
+			open := s.open
+			s.mu.Unlock()
+			if open {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // sendOwn sends what mcpmux sends outside any call, retrying while the
 // session's queue is full.
 func sendOwn(t *testing.T, m *Mux, ctx context.Context, method string, params map[string]any) {

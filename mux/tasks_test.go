@@ -92,10 +92,16 @@ func (tc *taskChild) childTasks() []string {
 
 // startTaskLab starts the child and a Mux on it, served over HTTP.
 func startTaskLab(t *testing.T) (*taskChild, string) {
+	tc, url, _ := startTaskLabMux(t)
+	return tc, url
+}
+
+// startTaskLabMux is startTaskLab that also returns the Mux.
+func startTaskLabMux(t *testing.T) (*taskChild, string, *Mux) {
 	tc := newTaskChild()
 	m := startLab(t, tc.spec())
 	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
-	return tc, url
+	return tc, url, m
 }
 
 // connectTasks connects a 2025-11-25 client with its GET stream open.
@@ -157,10 +163,13 @@ func TestTaskRequiredToolListedAndDeclared(t *testing.T) {
 // A task-augmented call runs at the child as a task; the client sees
 // mcpmux's task id, never the child's, polls it, and gets the child's
 // result as the child sent it, tied to its own task; the status
-// notification reaches only the session that owns the task.
+// notification reaches only the session that owns the task, down its GET
+// stream, although the client polls the task with POSTs as it ends.
 func TestTaskRoundTrip(t *testing.T) {
-	tc, url := startTaskLab(t)
+	tc, url, m := startTaskLabMux(t)
 	a, b := connectTasks(t, url), connectTasks(t, url)
+	awaitGETStream(t, m, a)
+	awaitGETStream(t, m, b)
 	task := startTask(t, a, "lab__slow")
 	testsupport.WaitFor(t, "the child's task", func() bool { return len(tc.childTasks()) == 1 })
 	if child := tc.childTasks()[0]; child == task.TaskId {

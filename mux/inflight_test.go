@@ -39,6 +39,7 @@ func startTraffic(t *testing.T) *Mux {
 type trafficOptions struct {
 	policies map[string]string
 	st       string
+	mux      string // lines added to [mux]
 }
 
 // trafficLab is the traffic lab's Mux, its in-process child ht, the file
@@ -68,8 +69,8 @@ func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 	record := filepath.Join(t.TempDir(), "st.record")
 	log := &testsupport.SyncBuffer{}
 	m := runMux(t, bodies, log, func(policies string) string {
-		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
-			policies, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
+		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
+			policies, o.mux, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
 	})
 	return &trafficLab{m: m, ht: ht, record: record, log: log}
 }

@@ -110,13 +110,13 @@ func wantsRound(ctx context.Context) bool {
 	return c.Sampling != nil || c.Elicitation != nil || c.Roots != nil
 }
 
-// startRound starts the call req of ctx's request as a round and returns
-// it. The round's goroutine ends when the call does; the round itself when
+// startRound starts the call req of ctx's request (which carries the
+// client's _meta) as a round, attached to that request, and returns it. The round's goroutine ends when the call does; the round itself when
 // its answer is handed out, its retry is refused, its upstream request ends
 // while waiting, call_timeout passes since now, or mcpmux stops.
 func (m *Mux) startRound(ctx context.Context, req mcp.CallToolRequest) *round {
 	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), name: req.Params.Name,
-		done: make(chan struct{}), wake: make(chan struct{}, 1), last: ctx}
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
 	base := context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
@@ -142,12 +142,12 @@ func (m *Mux) startRound(ctx context.Context, req mcp.CallToolRequest) *round {
 		stopTimer()
 		stopCut()
 	})
-	callCtx := withClientMeta(r.ctx, req.Params.Meta)
+	r.attach(ctx)
 	args := callArguments(req)
 	r.rt.running.Add(1)
 	go func() {
 		defer r.rt.finished()
-		r.result = m.CallTool(callCtx, r.identity, r.name, args)
+		r.result = m.CallTool(r.ctx, r.identity, r.name, args)
 		close(r.done)
 	}()
 	return r
@@ -184,6 +184,8 @@ func (m *Mux) resumeRound(ctx context.Context, req mcp.CallToolRequest) *mcp.Cal
 		r.end(errRetryRefused)
 		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name)
 	}
+	// Attached first: what the child sends once answered is this retry's.
+	r.attach(ctx)
 	r.answer(req.Params.InputResponses)
 	return m.awaitRound(ctx, r)
 }
@@ -221,12 +223,11 @@ func (rt *roundTable) take(token, identity, name string) *round {
 	return r
 }
 
-// awaitRound attaches ctx's request to r and answers it with what comes
-// first: the call's result, or an input-required result with every child
-// request pending (the round then waits for its retry). If the request
-// ends first, so does the call.
+// awaitRound answers ctx's request, attached to r, with what comes first:
+// the call's result, or an input-required result with every child request
+// pending (the round then waits for its retry). If the request ends first,
+// so does the call.
 func (m *Mux) awaitRound(ctx context.Context, r *round) *mcp.CallToolResult {
-	r.attach(ctx)
 	for {
 		select {
 		case <-r.done:

@@ -214,7 +214,7 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		return m.resumeRound(withClientMeta(ctx, req.Params.Meta), req), nil
 	}
 	if wantsRound(ctx) {
-		return m.awaitRound(withClientMeta(ctx, req.Params.Meta), m.startRound(ctx, req)), nil
+		return m.awaitRound(ctx, m.startRound(withClientMeta(ctx, req.Params.Meta), req)), nil
 	}
 	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
 	return toolAnswer(r, req.Params.Name), nil

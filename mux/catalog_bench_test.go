@@ -1,0 +1,98 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// The catalog's benchmarks, with 100 and 10,000 tools in one child (the
+// in-process lab child): building a child's catalog from its raw tools/list
+// (parsing, schema checks, naming, renaming), rebuilding the merged catalog
+// from the children's (what follows every child's new catalog; with nothing
+// changed it stops before telling sessions), and encoding one identity's
+// tools/list once per catalog generation. Run with
+// go test -run '^$' -bench Catalog -benchmem ./mux.
+
+var catalogSizes = []int{100, 10000}
+
+// syntheticTool is shaped like bench/echochild's synthetic tools.
+func syntheticTool(i int) mcp.Tool {
+	name := fmt.Sprintf("tool_%05d", i)
+	return mcp.NewTool(name,
+		mcp.WithDescription("Synthetic benchmark tool "+name+": looks up records by query and returns a page of them."),
+		mcp.WithString("query", mcp.Required(), mcp.Description("What to look for.")),
+		mcp.WithNumber("limit", mcp.Description("Most records to return.")),
+		mcp.WithBoolean("exact", mcp.Description("Match the query exactly.")),
+	)
+}
+
+// catalogLab starts a Mux on a lab child offering n synthetic tools, which
+// the identity "bench" may all see, and returns it with the child's raw
+// tool definitions.
+func catalogLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
+	b.Helper()
+	tools := make([]server.ServerTool, n)
+	raw := make([]json.RawMessage, n)
+	for i := range tools {
+		tools[i] = server.ServerTool{Tool: syntheticTool(i)}
+		def, err := json.Marshal(tools[i].Tool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw[i] = def
+	}
+	// Reading and checking 10,000 tools takes seconds under -race.
+	m := startLab(b, labSpec{tools: tools, allow: []string{"bench"},
+		limitLines: `max_catalog_bytes = "64MiB"`, serverLines: `startup_timeout = "2m"`})
+	if got := len(m.catalog.Load().kinds[kindTool].list); got != n {
+		b.Fatalf("catalog holds %d tools, want %d", got, n)
+	}
+	return m, raw
+}
+
+func BenchmarkCatalogBuildChild(b *testing.B) {
+	for _, n := range catalogSizes {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			m, raw := catalogLab(b, n)
+			c := m.children[0]
+			var lists [numKinds][]json.RawMessage
+			lists[kindTool] = raw
+			b.ReportAllocs()
+			for b.Loop() {
+				if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
+					b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkCatalogRebuild(b *testing.B) {
+	for _, n := range catalogSizes {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			m, _ := catalogLab(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.rebuildCatalog()
+			}
+		})
+	}
+}
+
+func BenchmarkCatalogEncodeList(b *testing.B) {
+	for _, n := range catalogSizes {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			m, _ := catalogLab(b, n)
+			cat := m.catalog.Load()
+			p := m.policies.Current().For("bench")
+			b.ReportAllocs()
+			for b.Loop() {
+				cat.encode(kindTool, p)
+			}
+		})
+	}
+}

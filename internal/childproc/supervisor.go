@@ -27,7 +27,7 @@ const supervisorFD = 3
 
 // maxMessage bounds one message on the socket: a spawn request carries the
 // child's whole environment.
-const maxMessage = 1 << 20
+const maxMessage = 256 << 10
 
 // A request, from mcpmux to the supervisor. Op "spawn" comes with the
 // child's stdin, stdout and stderr as SCM_RIGHTS; op "release" says mcpmux
@@ -90,7 +90,8 @@ func RunSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	debug.SetGCPercent(10)
 
-	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob)}
+	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob), forked: make(chan struct{}, 1)}
+	go s.reap()
 	go s.forker(s.plain, false)
 	go s.forker(s.nnp, true)
 	trimMemory()
@@ -105,6 +106,7 @@ type supervisor struct {
 	groups map[int]uint64 // children's groups not yet released: pid -> spawn id
 	plain  chan spawnJob
 	nnp    chan spawnJob
+	forked chan struct{} // a child was forked, for reap
 }
 
 type spawnJob struct {
@@ -188,25 +190,31 @@ func (s *supervisor) forker(jobs <-chan spawnJob, nnp bool) {
 	for j := range jobs {
 		err := setup
 		var cmd *exec.Cmd
+		// Held from before the fork until the answer is sent, so that reap
+		// cannot report the child's exit first: mcpmux learns the pid first.
+		s.mu.Lock()
 		if err == nil {
 			cmd, err = s.fork(j)
 		}
 		closeAll(j.files...) // the child has its own copies
 		if err != nil {
 			s.send(supMessage{ID: j.req.ID, Err: err.Error()})
+			s.mu.Unlock()
 			continue
 		}
 		pid := cmd.Process.Pid
-		s.mu.Lock()
 		s.groups[pid] = j.req.ID
-		s.mu.Unlock()
-		// The answer goes before the exit can: mcpmux learns the pid first.
 		s.send(supMessage{ID: j.req.ID, Pid: pid})
-		go func() {
-			_ = cmd.Wait()
-			s.send(supMessage{Exited: pid, Status: uint32(cmd.ProcessState.Sys().(syscall.WaitStatus))})
-		}()
-		debug.FreeOSMemory()
+		s.mu.Unlock()
+		// reap waits for every child; the handle would only hold a pidfd.
+		_ = cmd.Process.Release()
+		select {
+		case s.forked <- struct{}{}:
+		default:
+		}
+		// Children start rarely, and what starting one touched is not
+		// needed until the next.
+		trimMemory()
 	}
 }
 
@@ -230,6 +238,25 @@ func (s *supervisor) fork(j spawnJob) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("start %s: %w", j.req.Path, err)
 	}
 	return cmd, nil
+}
+
+// reap reports every child's exit. One thread waits for all of them
+// rather than one per child.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case errors.Is(err, syscall.ECHILD):
+			<-s.forked // no child yet: wait for one
+		case err == nil:
+			// Under mu, so that the answer to its spawn has gone first.
+			s.mu.Lock()
+			s.send(supMessage{Exited: pid, Status: uint32(ws)})
+			s.mu.Unlock()
+		}
+	}
 }
 
 // send writes one message to mcpmux; once mcpmux is gone nothing is sent.
@@ -259,7 +286,8 @@ func (s *supervisor) killGroups() {
 // it: the heap's free pages, and the pages of the executable's code and
 // read-only data that initialisation touched, which the kernel maps again
 // from the page cache if they are used. Only mappings no page of which was
-// ever written are dropped: for those the file is exactly their content.
+// ever written (copied on write: anonymous) are dropped: for those the file
+// is exactly their content.
 func trimMemory() {
 	debug.FreeOSMemory()
 	exe, err := os.Readlink("/proc/self/exe")
@@ -293,7 +321,7 @@ func trimMemory() {
 		if len(maps) == 0 {
 			continue
 		}
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "Anonymous" || k == "Private_Dirty" || k == "Shared_Dirty") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "Anonymous" {
 			if strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) != "0" {
 				maps[len(maps)-1].written = true
 			}

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of mcpmux: formatting, vet, the Go tests with the race
 # detector (unit, end-to-end over the real binary), the chaos soak, a short
-# run of every fuzz target, and the interop test with the official
-# TypeScript SDK and reference servers, and the official conformance suite
-# (needs Node 20+ and npm; the suite's Node 22 comes from npm).
+# run of every fuzz target, a smoke run of the benchmark, the interop test
+# with the official TypeScript SDK and reference servers, and the official
+# conformance suite (needs Node 20+ and npm; the suite's Node 22 comes from
+# npm).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -68,6 +69,11 @@ while read -r pkg names; do
   done
 done <<< "$targets"
 echo "fuzzing took $((SECONDS - fuzz_start))s"
+
+# The benchmark, briefly, so that it keeps working; its figures say nothing
+# here (go run ./bench prints the real ones; see bench/README.md).
+echo "== benchmark smoke"
+go run ./bench -smoke
 
 echo "== interop (TypeScript SDK client, server-everything child)"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

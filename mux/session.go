@@ -176,11 +176,10 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 	}
 	// Relayed as it is, so it must be what a client can read: a strict
 	// client refuses the whole answer otherwise.
-	parsed, err := mcp.ParseCallToolResult(&result)
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: %v", errMalformedResult, err)
+	if isError, err = checkCallResult(result); err != nil {
+		return nil, false, err
 	}
-	return result, parsed.IsError, nil
+	return result, isError, nil
 }
 
 // errMalformedResult is wrapped by the error for a result a client could

@@ -170,6 +170,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			ready.Msg("server ready")
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 			firstDone()
+			returnMemory()
 
 			why := c.serve(ctx, sess, &sv.listed)
 			if ctx.Err() != nil {
@@ -311,6 +312,7 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 			}
 			*listed = cat
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
+			returnMemory()
 		}
 	}
 }

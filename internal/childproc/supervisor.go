@@ -283,17 +283,13 @@ func (s *supervisor) killGroups() {
 }
 
 // trimMemory hands back to the kernel what setting up the process left in
-// it: the heap's free pages, and the pages of the executable's code and
-// read-only data that initialisation touched, which the kernel maps again
-// from the page cache if they are used. Only mappings no page of which was
+// it: the heap's free pages, and the pages of code and read-only data (of
+// the executable, and of libc when it is linked) that initialisation
+// touched, which the kernel maps again from the page cache if they are used. Only mappings no page of which was
 // ever written (copied on write: anonymous) are dropped: for those the file
 // is exactly their content.
 func trimMemory() {
 	debug.FreeOSMemory()
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return
-	}
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return
@@ -301,7 +297,7 @@ func trimMemory() {
 	defer f.Close()
 	type mapping struct {
 		start, end uintptr
-		ours       bool
+		file       bool // private, read-only, of a file
 		written    bool
 	}
 	var maps []mapping
@@ -314,8 +310,9 @@ func trimMemory() {
 			start, err1 := strconv.ParseUint(lo, 16, 64)
 			end, err2 := strconv.ParseUint(hi, 16, 64)
 			perm := fields[1]
-			ours := err1 == nil && err2 == nil && len(fields) >= 6 && fields[5] == exe && perm[1] == '-' && perm[3] == 'p'
-			maps = append(maps, mapping{start: uintptr(start), end: uintptr(end), ours: ours})
+			file := len(fields) >= 6 && strings.HasPrefix(fields[5], "/")
+			maps = append(maps, mapping{start: uintptr(start), end: uintptr(end),
+				file: err1 == nil && err2 == nil && file && perm[1] == '-' && perm[3] == 'p'})
 			continue
 		}
 		if len(maps) == 0 {
@@ -328,7 +325,7 @@ func trimMemory() {
 		}
 	}
 	for _, m := range maps {
-		if m.ours && !m.written {
+		if m.file && !m.written {
 			_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
 		}
 	}

@@ -14,11 +14,18 @@ package mux
 // otherwise compact the raw JSON and escape <, > and & in it), marshalling a
 // string never fails, and nothing inside the payload can be mistaken for
 // the key, since its quotes are escaped.
+//
+// Where the edge that writes the answer keeps relaySlots (a stdio session),
+// an after-hook parks the payload in one of them before mcp-go encodes the
+// placeholder, which then carries only the slot's number: the payload is
+// neither escaped nor unescaped, and the edge splices it in as it is.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -90,13 +97,101 @@ func relayCompletion(raw json.RawMessage) *mcp.Completion {
 // relayCompletion need. mcp-go runs after-hooks on the very result it then
 // encodes (server/request_handler.go), so what they change is what is
 // written.
+//
+// They also park every placeholder's payload in the slots of the edge that
+// writes it, if it keeps any; they must be added after the hooks that make
+// placeholders (the list hooks).
 func addRelayHooks(h *server.Hooks) {
-	h.AddAfterReadResource(func(_ context.Context, _ any, _ *mcp.ReadResourceRequest, res *mcp.ReadResourceResult) {
+	h.AddAfterReadResource(func(ctx context.Context, _ any, _ *mcp.ReadResourceRequest, res *mcp.ReadResourceResult) {
 		relayReadResult(res)
+		park(ctx, res)
 	})
-	h.AddAfterComplete(func(_ context.Context, _ any, _ *mcp.CompleteRequest, res *mcp.CompleteResult) {
+	h.AddAfterComplete(func(ctx context.Context, _ any, _ *mcp.CompleteRequest, res *mcp.CompleteResult) {
 		relayCompleteResult(res)
+		park(ctx, res)
 	})
+	h.AddAfterCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest, res any) {
+		// A task-augmented call answers with its task, whose result is
+		// kept by mcp-go and may be asked for more than once: only a
+		// result written now is parked.
+		if r, ok := res.(*mcp.CallToolResult); ok {
+			park(ctx, r)
+		}
+	})
+	h.AddAfterGetPrompt(func(ctx context.Context, _ any, _ *mcp.GetPromptRequest, res *mcp.GetPromptResult) {
+		park(ctx, res)
+	})
+	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		park(ctx, res)
+	})
+	h.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, res *mcp.ListPromptsResult) {
+		park(ctx, res)
+	})
+	h.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		park(ctx, res)
+	})
+	h.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
+		park(ctx, res)
+	})
+}
+
+// relaySlots holds the payloads of the placeholders one edge writes (a
+// stdio session's answerWriter) from the after-hook that parks them until
+// the edge takes them. Only that edge's requests take mu.
+type relaySlots struct {
+	mu   sync.Mutex
+	next uint64
+	held map[uint64]string
+}
+
+type relaySlotsKey struct{}
+
+// withRelaySlots returns ctx for the requests of an edge that takes its
+// placeholders' payloads from s.
+func withRelaySlots(ctx context.Context, s *relaySlots) context.Context {
+	return context.WithValue(ctx, relaySlotsKey{}, s)
+}
+
+// park moves the payload of res, if it is a placeholder with one, into the
+// slots of ctx's edge, if it keeps any, leaving the slot's number in its
+// place.
+func park(ctx context.Context, res mcp.ResultMetadata) {
+	s, _ := ctx.Value(relaySlotsKey{}).(*relaySlots)
+	if s == nil || res == nil {
+		return
+	}
+	meta := res.GetResultMeta()
+	if meta == nil {
+		return
+	}
+	payload, ok := meta.AdditionalFields[relayKey].(string)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[uint64]string{}
+	}
+	s.next++
+	s.held[s.next] = payload
+	meta.AdditionalFields[relayKey] = s.next
+}
+
+// take removes and returns the payload parked under n.
+func (s *relaySlots) take(n uint64) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.held[n]
+	delete(s.held, n)
+	return p, ok
+}
+
+// parked is how many payloads wait in s.
+func (s *relaySlots) parked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
 }
 
 // relayReadResult moves the payload of relayResourceContents from its
@@ -135,7 +230,14 @@ func relayCompleteResult(res *mcp.CompleteResult) {
 // message that is not a response with such a placeholder, or whose payload
 // is not a JSON object, comes back unchanged. It never panics, and a message
 // without the key costs one bytes.Contains.
-func swapRelayed(msg []byte) ([]byte, bool) {
+func swapRelayed(msg []byte) ([]byte, bool) { return swapRelayedFrom(msg, nil) }
+
+// swapRelayedFrom is swapRelayed for an edge that keeps slots: a
+// placeholder that carries a slot's number gets the payload parked there
+// (which leaves the slot), trusted to be one JSON object as relayMeta
+// requires; the slot of a number not parked in slots is left alone, and the
+// message comes back unchanged.
+func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 	if out, ok := announcement(msg); ok {
 		return out, true
 	}
@@ -176,8 +278,31 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 		return msg, false
 	}
 	metaBytes := res[meta.start:meta.end]
+	carriedBytes := metaBytes[carried.start:carried.end]
+	if carriedBytes[0] != '"' {
+		n, err := strconv.ParseUint(string(carriedBytes), 10, 64)
+		if err != nil || slots == nil {
+			return msg, false
+		}
+		payload, ok := slots.take(n)
+		if !ok {
+			return msg, false
+		}
+		if !hasDecoration(holder, metaObj) {
+			out := make([]byte, 0, len(msg)-len(res)+len(payload))
+			out = append(out, msg[:result.start]...)
+			out = append(out, payload...)
+			return append(out, msg[result.end:]...), true
+		}
+		p := []byte(payload)
+		pObj, ok := members(p)
+		if !ok {
+			return msg, false
+		}
+		return spliceDecorated(msg, result, holder, metaObj, metaBytes, p, pObj), true
+	}
 	var payload string
-	if json.Unmarshal(metaBytes[carried.start:carried.end], &payload) != nil {
+	if json.Unmarshal(carriedBytes, &payload) != nil {
 		return msg, false
 	}
 	p := []byte(payload)
@@ -188,7 +313,24 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 	if !ok {
 		return msg, false
 	}
+	return spliceDecorated(msg, result, holder, metaObj, metaBytes, p, pObj), true
+}
 
+// hasDecoration reports whether a placeholder (holder, its _meta metaObj)
+// carries anything besides the payload that the payload may lack.
+func hasDecoration(holder, metaObj object) bool {
+	for _, k := range relayDecoration {
+		if holder.last(k) != nil {
+			return true
+		}
+	}
+	return len(metaObj.m) > 1
+}
+
+// spliceDecorated returns msg with the placeholder result replaced by the
+// payload p (read as pObj), with what the decoration added and p lacks.
+func spliceDecorated(msg []byte, result *member, holder, metaObj object, metaBytes, p []byte, pObj object) []byte {
+	res := msg[result.start:result.end]
 	// What the decoration added that the payload lacks, as "key":value
 	// spans of the placeholder: keys at the top, and entries of _meta,
 	// which go into the payload's _meta (or make one; a _meta that is not
@@ -232,8 +374,7 @@ func swapRelayed(msg []byte) ([]byte, bool) {
 		out = append(out, '}')
 	}
 	out = append(out, p[pObj.close:]...)
-	out = append(out, msg[result.end:]...)
-	return out, true
+	return append(out, msg[result.end:]...)
 }
 
 // appendMembers appends the "key":value spans ms, after a comma when the

@@ -47,7 +47,8 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	// already be in it for list_changed to find the session.
 	// Progress for a call is written through w at once (inflight.go), so
 	// that it comes before the call's answer.
-	return s.Listen(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.reader(in), w)
+	ctx = withRelaySlots(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.out.slots)
+	return s.Listen(ctx, drain.reader(in), w)
 }
 
 func (m *Mux) maxStartupTimeout() time.Duration {
@@ -92,7 +93,7 @@ func (h *halfClose) reader(r io.Reader) io.Reader {
 }
 
 func (h *halfClose) writer(w io.Writer) io.Writer {
-	h.out = &answerWriter{h: h, w: w}
+	h.out = &answerWriter{h: h, w: w, slots: &relaySlots{}}
 	return h.out
 }
 
@@ -386,13 +387,15 @@ func idKey(id any) (string, bool) {
 
 // answerWriter passes mcp-go's messages through, counting the answers among
 // them and putting relayed results in their placeholders' place
-// (swapRelayed). mcp-go writes each message with one Write (writeResponse's
-// Fprintf, and one Write for each request it sends); mu keeps mcpmux's own
-// messages from landing inside one of them.
+// (swapRelayedFrom, with the payloads parked in slots). mcp-go writes each
+// message with one Write (writeResponse's Fprintf, and one Write for each
+// request it sends); mu keeps mcpmux's own messages from landing inside one
+// of them.
 type answerWriter struct {
-	h  *halfClose
-	mu sync.Mutex
-	w  io.Writer
+	h     *halfClose
+	mu    sync.Mutex
+	w     io.Writer
+	slots *relaySlots
 }
 
 // writeOwn writes a whole message of mcpmux's own, which is not counted.
@@ -405,8 +408,8 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 func (aw *answerWriter) Write(p []byte) (int, error) {
 	id, isAnswer := answerID(p)
 	n, err := len(p), error(nil)
+	out, swapped := swapRelayedFrom(p, aw.slots) // a dropped answer's payload leaves its slot too
 	if !isAnswer || !aw.h.dropAnswer(id) {
-		out, swapped := swapRelayed(p)
 		aw.mu.Lock()
 		n, err = aw.w.Write(out)
 		aw.mu.Unlock()

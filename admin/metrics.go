@@ -78,6 +78,10 @@ type Metrics struct {
 	generation   prometheus.Gauge
 	sessions     *sessionCollector
 	servers      map[string]*serverMetrics // by alias; fixed at NewMetrics
+	// callCounters caches calls' series by callKey, so that a call takes
+	// no lock of the vector's (its lookup is a read-locked map shared by
+	// every call): sync.Map reads a key it holds without locking.
+	callCounters sync.Map
 
 	// otherServer stands for every alias outside the config, which a mux
 	// built from the same config never reports; it is made on first use.
@@ -325,7 +329,7 @@ func (m *Metrics) CallDone(rec mux.CallRecord) {
 		server = sm.alias
 	}
 	identity := m.identityLabel(rec.Identity)
-	m.calls.WithLabelValues(identity, tool, server, string(rec.Decision), string(rec.Outcome)).Inc()
+	m.callCounter(callKey{identity, tool, server, rec.Decision, rec.Outcome}).Inc()
 	switch rec.Outcome {
 	case mux.OutcomeRateLimited:
 		m.rateLimited.WithLabelValues(identity).Inc()
@@ -339,6 +343,24 @@ func (m *Metrics) CallDone(rec mux.CallRecord) {
 	}
 	sm.child.Observe(rec.Child.Seconds())
 	sm.overhead.Observe(max(rec.Total-rec.Child, time.Duration(0)).Seconds())
+}
+
+// callKey is the labels of one series of mcpmux_calls_total.
+type callKey struct {
+	identity, tool, server string
+	decision               mux.Decision
+	outcome                mux.Outcome
+}
+
+// callCounter returns the series of k, resolved once. Series are never
+// deleted, so a cached one stays the vector's.
+func (m *Metrics) callCounter(k callKey) prometheus.Counter {
+	if c, ok := m.callCounters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.calls.WithLabelValues(k.identity, k.tool, k.server, string(k.decision), string(k.outcome))
+	m.callCounters.Store(k, c)
+	return c
 }
 
 // ChildPhase implements mux.Observer.

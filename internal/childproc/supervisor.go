@@ -326,6 +326,9 @@ func trimMemory() {
 	}
 	for _, m := range maps {
 		if m.file && !m.written {
+			// Random: a page used again is mapped alone, not with the 15
+			// around it the kernel would otherwise map too.
+			_ = madvise(m.start, m.end-m.start, unix.MADV_RANDOM)
 			_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
 		}
 	}

@@ -194,7 +194,7 @@ func (s *Spawner) startSupervised(ctx context.Context, spec Spec, id *ids, nnp b
 	if err != nil {
 		return nil, err
 	}
-	return c.spawn(spec, path, id, nnp)
+	return c.spawn(ctx, spec, path, id, nnp)
 }
 
 // supervisorConn returns the live supervisor, starting one if there is none.

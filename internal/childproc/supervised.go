@@ -1,6 +1,7 @@
 package childproc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,10 +91,9 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 // Pid returns the supervisor's process id.
 func (c *supervisorConn) pid() int { return c.cmd.Process.Pid }
 
-// spawn has the supervisor start path as spec says. It waits for the
-// answer whatever happens: a child started for a caller that gave up
-// would be nobody's to stop. The supervisor answers at once, or dies.
-func (c *supervisorConn) spawn(spec Spec, path string, id *ids, nnp bool) (*Process, error) {
+// spawn has the supervisor start path as spec says. A child started for a
+// caller that gave up (ctx) is killed as soon as it is known.
+func (c *supervisorConn) spawn(ctx context.Context, spec Spec, path string, id *ids, nnp bool) (*Process, error) {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -128,6 +128,9 @@ func (c *supervisorConn) spawn(spec Spec, path string, id *ids, nnp bool) (*Proc
 	c.mu.Unlock()
 
 	b, err := json.Marshal(req)
+	if err == nil && len(b) > maxMessage {
+		err = fmt.Errorf("arguments and environment take %d bytes, more than the %d a request may", len(b), maxMessage)
+	}
 	if err == nil {
 		_, _, err = c.conn.WriteMsgUnix(b, unix.UnixRights(int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())), nil)
 	}
@@ -144,7 +147,20 @@ func (c *supervisorConn) spawn(spec Spec, path string, id *ids, nnp bool) (*Proc
 			return nil, fmt.Errorf("ask the supervisor to start %s: %w", path, err)
 		}
 	}
-	if err := <-reply; err != nil {
+	select {
+	case err = <-reply:
+	case <-ctx.Done():
+		c.mu.Lock()
+		_, waiting := c.pending[req.ID]
+		delete(c.pending, req.ID) // read kills the child when it learns its pid
+		c.mu.Unlock()
+		if waiting {
+			closeAll(stdinW, stdoutR, stderrR)
+			return nil, ctx.Err()
+		}
+		err = <-reply // the answer is on its way
+	}
+	if err != nil {
 		closeAll(stdinW, stdoutR, stderrR)
 		return nil, err
 	}
@@ -176,6 +192,9 @@ func (c *supervisorConn) read() {
 				c.procs[m.Pid] = p
 			}
 			c.mu.Unlock()
+			if reply == nil && p != nil && m.Err == "" {
+				p.Kill() // its caller gave up; its exit ends it as any other's
+			}
 			if reply != nil {
 				if m.Err != "" {
 					reply <- errors.New(m.Err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -221,5 +222,51 @@ func TestCloseKillsWhatIsLeft(t *testing.T) {
 	}
 	if _, err := s.Start(context.Background(), Spec{Path: "cat"}); !errors.Is(err, ErrSpawnerClosed) {
 		t.Errorf("Start after Close: %v", err)
+	}
+}
+
+// A Start whose caller gives up before the supervisor answers returns the
+// context's error, and the child started all the same is killed and
+// reaped once its pid is known.
+func TestAbandonedStartIsKilled(t *testing.T) {
+	s := supervised(t)
+	startT(t, s, Spec{Path: "cat"}) // the supervisor is up
+	sup := s.SupervisorPid()
+	// Stopped, it cannot answer until continued.
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Start(ctx, Spec{Path: "sleep", Args: []string{"1000"}})
+		errc <- err
+	}()
+	c := s.sup
+	ts.WaitFor(t, "the request to be sent", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.spawning) == 1
+	})
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start: %v, want context.Canceled", err)
+	}
+	if err := syscall.Kill(sup, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ts.WaitFor(t, "the abandoned child to be killed and reaped", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.spawning) == 0 && len(c.procs) == 1 // the cat alone
+	})
+}
+
+// A request larger than the socket carries is refused before it is sent.
+func TestOversizedRequest(t *testing.T) {
+	s := supervised(t)
+	_, err := s.Start(context.Background(), Spec{Path: "true", Env: []string{"BIG=" + strings.Repeat("x", maxMessage)}})
+	if err == nil || !strings.Contains(err.Error(), "more than the 262144 a request may") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -133,9 +133,9 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	identity := IdentityFrom(r.Context())
 	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, h: h,
-		header: http.Header{}}
+		header: http.Header{}, slots: &relaySlots{}}
 	defer rec.settle()
-	ctx := context.WithValue(r.Context(), httpRequestKey{}, true)
+	ctx := withRelaySlots(context.WithValue(r.Context(), httpRequestKey{}, true), rec.slots)
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
@@ -453,6 +453,7 @@ func (h *HTTPUpstream) sweep() {
 // as it likes.
 type recorder struct {
 	http.ResponseWriter
+	slots   *relaySlots // the payloads of this request's placeholders (relay.go)
 	rc      *http.ResponseController
 	write   time.Duration
 	h       *HTTPUpstream
@@ -603,7 +604,7 @@ func (s *recorder) Write(b []byte) (int, error) {
 		s.writeHeader(http.StatusOK)
 	}
 	s.extend()
-	out, swapped := swapFramed(b)
+	out, swapped := swapFramedFrom(b, s.slots)
 	if s.own && len(out) > 0 && out[0] == '{' {
 		// mcp-go's answer as a JSON body, to a response mcpmux made a stream.
 		out, swapped = sseEvent(out), true

@@ -15,7 +15,8 @@ package mux
 // string never fails, and nothing inside the payload can be mistaken for
 // the key, since its quotes are escaped.
 //
-// Where the edge that writes the answer keeps relaySlots (a stdio session),
+// Where the edge that writes the answer keeps relaySlots (a stdio session,
+// an HTTP request),
 // an after-hook parks the payload in one of them before mcp-go encodes the
 // placeholder, which then carries only the slot's number: the payload is
 // neither escaped nor unescaped, and the edge splices it in as it is.
@@ -136,7 +137,7 @@ func addRelayHooks(h *server.Hooks) {
 }
 
 // relaySlots holds the payloads of the placeholders one edge writes (a
-// stdio session's answerWriter) from the after-hook that parks them until
+// stdio session's answerWriter, an HTTP request's recorder) from the after-hook that parks them until
 // the edge takes them. Only that edge's requests take mu.
 type relaySlots struct {
 	mu   sync.Mutex
@@ -398,13 +399,17 @@ var sseData = []byte("\ndata: ")
 // swapFramed is swapRelayed for one Write of mcp-go's streamable HTTP
 // transport: a JSON body (json.Encoder: the message and a newline) or one
 // server-sent event whose data is one line.
-func swapFramed(b []byte) ([]byte, bool) {
+func swapFramed(b []byte) ([]byte, bool) { return swapFramedFrom(b, nil) }
+
+// swapFramedFrom is swapFramed for an edge that keeps slots (see
+// swapRelayedFrom).
+func swapFramedFrom(b []byte, slots *relaySlots) ([]byte, bool) {
 	if !bytes.Contains(b, relayNeedle) && !bytes.Contains(b, listChangedNeedle) && !bytes.Contains(b, taskStatusNeedle) &&
 		!bytes.Contains(b, errorNeedle) {
 		return b, false
 	}
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {
-		return swapRelayed(b)
+		return swapRelayedFrom(b, slots)
 	}
 	var start int
 	if bytes.HasPrefix(b, sseData[1:]) {
@@ -420,7 +425,7 @@ func swapFramed(b []byte) ([]byte, bool) {
 	} else {
 		end += start
 	}
-	swapped, ok := swapRelayed(b[start:end])
+	swapped, ok := swapRelayedFrom(b[start:end], slots)
 	if !ok {
 		return b, false
 	}

@@ -446,38 +446,51 @@ func cancelledID(line []byte) (string, bool) {
 	return idKey(msg.Params.RequestID)
 }
 
-// answerID returns the id, in canonical form, of a response with an id. It
-// reads only the top-level keys up to the first that decides, never the
-// result, which may be large.
+// answerID returns the id, in canonical form, of a response with an id: the
+// first of the top-level keys method, result and error decides, and the id
+// must come before it. msg is mcp-go's (valid JSON); the result is skipped,
+// not decoded.
 func answerID(msg []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(msg))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	top, ok := members(msg)
+	if !ok {
 		return "", false
 	}
-	var id any
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		switch key {
+	var id []byte
+	for _, m := range top.m {
+		switch m.key {
 		case "method":
 			return "", false
 		case "result", "error":
-			if id == nil {
-				return "", false
-			}
-			return idKey(id)
+			return answerIDKey(id)
 		case "id":
-			if dec.Decode(&id) != nil {
-				return "", false
-			}
-			continue
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return "", false
+			id = msg[m.start:m.end]
 		}
 	}
 	return "", false
+}
+
+// answerIDKey is idKey of the JSON id raw; nil and null are no id.
+func answerIDKey(raw []byte) (string, bool) {
+	if plainInteger(raw) {
+		return string(raw), true // what idKey makes of it
+	}
+	var id any
+	if len(raw) == 0 || json.Unmarshal(raw, &id) != nil || id == nil {
+		return "", false
+	}
+	return idKey(id)
+}
+
+// plainInteger reports a JSON integer of at most 15 digits, without a sign
+// or exponent, which a float64 holds exactly.
+func plainInteger(b []byte) bool {
+	if len(b) == 0 || len(b) > 15 || len(b) > 1 && b[0] == '0' {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

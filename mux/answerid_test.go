@@ -1,0 +1,64 @@
+package mux
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// answerIDByTokens is answerID as it was first written, on encoding/json's
+// tokenizer: the reference FuzzAnswerID holds the one-scan answerID to.
+func answerIDByTokens(msg []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	var id any
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch key {
+		case "method":
+			return "", false
+		case "result", "error":
+			if id == nil {
+				return "", false
+			}
+			return idKey(id)
+		case "id":
+			if dec.Decode(&id) != nil {
+				return "", false
+			}
+			continue
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// FuzzAnswerID: on every message mcp-go could write (valid JSON), answerID
+// finds the id the tokenizer finds, in the same canonical form.
+func FuzzAnswerID(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"id":"a\u0041","error":{"code":1}}`, `{"result":1,"id":2}`,
+		`{"id":1.0e2,"result":null}`, `{"id":-0,"result":1}`, `{"id":null,"result":1}`, `{"method":"x","id":1}`,
+		`{"id":123456789012345678,"result":1}`, `{"id":"<&>","result":1}`, "{\"id\":[1],\"result\":1}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if !json.Valid(msg) {
+			return
+		}
+		id, ok := answerID(msg)
+		refID, refOK := answerIDByTokens(msg)
+		if id != refID || ok != refOK {
+			t.Fatalf("answerID(%s) = %s, %v; the tokenizer reads %s, %v", msg, id, ok, refID, refOK)
+		}
+	})
+}

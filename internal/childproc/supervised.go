@@ -88,7 +88,7 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 	return c, nil
 }
 
-// Pid returns the supervisor's process id.
+// pid returns the supervisor's process id.
 func (c *supervisorConn) pid() int { return c.cmd.Process.Pid }
 
 // spawn has the supervisor start path as spec says. A child started for a

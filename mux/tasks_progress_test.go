@@ -41,6 +41,10 @@ func (a afterReturn) Unwrap() http.ResponseWriter { a.use(); return a.ResponseWr
 func TestTaskProgressReachesItsSession(t *testing.T) {
 	release := make(chan struct{})
 	sent := make(chan struct{})
+	// The task ends only once its progress is through: the child's own
+	// mcp-go server drops a notification that the forwarder of mcpmux's
+	// tasks/result POST takes just as that POST ends.
+	delivered := make(chan struct{})
 	var once sync.Once
 	tool := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-release
@@ -48,6 +52,10 @@ func TestTaskProgressReachesItsSession(t *testing.T) {
 			_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
 				map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "total": 2})
 			once.Do(func() { close(sent) })
+			select {
+			case <-delivered:
+			case <-ctx.Done():
+			}
 		}
 		return mcp.NewToolResultText("done"), nil
 	}
@@ -73,7 +81,9 @@ func TestTaskProgressReachesItsSession(t *testing.T) {
 	t.Logf("created: %s", raw)
 	close(release)
 	<-sent
-	if !c.Await(string(mcp.MethodNotificationProgress), testsupport.Wait) {
+	arrived := c.Await(string(mcp.MethodNotificationProgress), testsupport.Wait)
+	close(delivered)
+	if !arrived {
 		t.Errorf("the task's progress never reached the client (late uses of a finished ResponseWriter: %d)", late.Load())
 	}
 	if n := late.Load(); n > 0 {

@@ -2,9 +2,10 @@ package mux
 
 // Rounds (protocol 2026-07-28, multi round-trip requests): a 2026-07-28
 // client takes no requests from a server, so a child's sampling/createMessage,
-// elicitation/create or roots/list during such a client's tools/call is
-// handed to the client in an input-required result instead, and the client's
-// retry of the call (inputResponses, requestState) carries the answers back.
+// elicitation/create or roots/list during such a client's tools/call,
+// prompts/get or resources/read is handed to the client in an input-required
+// result instead, and the client's retry of the request (inputResponses,
+// requestState) carries the answers back.
 //
 // The child is spoken to at 2025-11-25 and knows nothing of this: its call
 // goes on while the client answers. A round owns that call: its goroutine
@@ -36,11 +37,13 @@ import (
 
 // errUnknownState is the answer to a retry whose requestState names no
 // round this caller may resume: unknown, expired, already used, of another
-// identity or of another tool.
-var errUnknownState = errors.New("requestState is unknown or expired; call the tool again without it")
+// identity, of another kind of request or of another tool, prompt or URI.
+// unknownState words it for the client.
+var errUnknownState = errors.New("requestState is unknown or expired")
 
-// errRetryRefused ends a round whose retry the policy refused.
-var errRetryRefused = errors.New("the policy no longer allows the tool")
+// errRetryRefused ends a round whose retry the policy refused; the retry
+// is refused as one for a name that does not exist.
+var errRetryRefused = errors.New("the policy no longer allows it")
 
 // errRequestGone ends a round whose upstream request ended while waiting.
 var errRequestGone = errors.New("the client's request ended")
@@ -53,18 +56,20 @@ type roundTable struct {
 	idle    chan struct{} // cap 1: a token when running drops to zero
 }
 
-// round is one call of a 2026-07-28 client's whose child may ask the client
-// for input.
+// round is one request of a 2026-07-28 client's (tools/call, prompts/get or
+// resources/read) whose child may ask the client for input.
 type round struct {
 	rt       *roundTable
 	identity string
-	name     string // the exposed tool name, as the client called it
+	method   mcp.MCPMethod // the kind of request
+	name     string        // the exposed tool or prompt name, or the exposed URI
 	// ctx is the child call's: the first request's values, not its end;
 	// end ends it, and with it the round.
-	ctx    context.Context
-	end    context.CancelCauseFunc
-	done   chan struct{} // closed once result is set
-	result Result
+	ctx  context.Context
+	end  context.CancelCauseFunc
+	done chan struct{} // closed once answer is set
+	// answer is the handler's answer to the request, once the work ended.
+	answer roundAnswer
 	wake   chan struct{} // cap 1: a child request joined pending
 
 	mu      sync.Mutex
@@ -97,9 +102,65 @@ func roundFrom(ctx context.Context) *round {
 	return r
 }
 
-// wantsRound reports whether a call is to run as a round: a 2026-07-28
+// roundWork is the work of a request at its child, run detached from the
+// request: it returns the handler's answer (a *mcp.CallToolResult, a
+// *mcp.GetPromptResult or []mcp.ResourceContents) and writes the request's
+// one audit line.
+type roundWork func(ctx context.Context) (any, error)
+
+// roundAnswer is what an upstream request of a round is answered with:
+// inputRequired when not nil, else value or err. err is errUnknownState or
+// errRetryRefused when the retry named no round it may resume.
+type roundAnswer struct {
+	inputRequired json.RawMessage
+	value         any
+	err           error
+}
+
+// unknownState is the text of errUnknownState for a retry of method: what
+// the client can do about it.
+func unknownState(method mcp.MCPMethod) string {
+	again := map[mcp.MCPMethod]string{mcp.MethodToolsCall: "call the tool", mcp.MethodPromptsGet: "get the prompt",
+		mcp.MethodResourcesRead: "read the resource"}[method]
+	return errUnknownState.Error() + "; " + again + " again without it"
+}
+
+// inRound answers a request (method, for the exposed name) that takes
+// rounds: a 2026-07-28 retry resumes the round its requestState names, and
+// a first request of a client that declared a capability for the child's
+// requests starts one running work. allowed says whether the policy lets
+// the caller make the request now (asked only of a request that may take
+// a round); a retry it refuses ends its round. ok
+// is false for a request that takes no round (the handler answers it as
+// any other), and for a refused retry that names no round of the caller's
+// (refused like any request for the name).
+func (m *Mux) inRound(ctx context.Context, method mcp.MCPMethod, name string, mrt mcp.MultiRoundTripParams, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
+	if mrt.RequestState != "" && server.IsModernRequest(ctx) {
+		r := m.rounds.take(mrt.RequestState, IdentityFrom(ctx), method, name)
+		ok := allowed()
+		switch {
+		case !ok && r == nil:
+			return roundAnswer{}, false
+		case !ok:
+			r.end(errRetryRefused)
+			return roundAnswer{err: errRetryRefused}, true
+		case r == nil:
+			return roundAnswer{err: errUnknownState}, true
+		}
+		// Attached first: what the child sends once answered is this retry's.
+		r.attach(ctx)
+		r.answerAsks(mrt.InputResponses)
+		return m.awaitRound(ctx, r), true
+	}
+	if !wantsRound(ctx) || !allowed() {
+		return roundAnswer{}, false
+	}
+	return m.awaitRound(ctx, m.startRound(ctx, method, name, work)), true
+}
+
+// wantsRound reports whether a request is to run as a round: a 2026-07-28
 // request of a client that declared sampling, elicitation or roots. Any
-// other client's call runs as today, and a child's request during it is
+// other client's request runs as today, and a child's request during it is
 // relayed (earlier clients) or refused as undeclared.
 func wantsRound(ctx context.Context) bool {
 	info := server.RequestProtocolInfoFromContext(ctx)
@@ -110,12 +171,13 @@ func wantsRound(ctx context.Context) bool {
 	return c.Sampling != nil || c.Elicitation != nil || c.Roots != nil
 }
 
-// startRound starts the call req of ctx's request (which carries the
-// client's _meta) as a round, attached to that request, and returns it. The round's goroutine ends when the call does; the round itself when
-// its answer is handed out, its retry is refused, its upstream request ends
-// while waiting, call_timeout passes since now, or mcpmux stops.
-func (m *Mux) startRound(ctx context.Context, req mcp.CallToolRequest) *round {
-	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), name: req.Params.Name,
+// startRound starts work for ctx's request (which carries the client's
+// _meta) as a round, attached to that request, and returns it. The round's
+// goroutine ends when the work does; the round itself when its answer is
+// handed out, its retry is refused, its upstream request ends while
+// waiting, call_timeout passes since now, or mcpmux stops.
+func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string, work roundWork) *round {
+	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), method: method, name: name,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
@@ -143,11 +205,11 @@ func (m *Mux) startRound(ctx context.Context, req mcp.CallToolRequest) *round {
 		stopCut()
 	})
 	r.attach(ctx)
-	args := callArguments(req)
 	r.rt.running.Add(1)
 	go func() {
 		defer r.rt.finished()
-		r.result = m.CallTool(r.ctx, r.identity, r.name, args)
+		v, err := work(r.ctx)
+		r.answer = roundAnswer{value: v, err: err}
 		close(r.done)
 	}()
 	return r
@@ -170,33 +232,15 @@ func (rt *roundTable) wait() {
 	}
 }
 
-// resumeRound answers a retry (req carries a requestState): the round it
-// names, if this caller may resume it, gets the client's answers, and the
-// retry is answered as the first request was (awaitRound). A tool the
-// policy no longer allows ends the round. A retry does not count against
-// the rate limit: it is the same call.
-func (m *Mux) resumeRound(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
-	r := m.rounds.take(req.Params.RequestState, IdentityFrom(ctx), req.Params.Name)
-	if r == nil {
-		return mcp.NewToolResultError(errUnknownState.Error())
-	}
-	if t, ok := m.catalog.Load().lookup(kindTool, req.Params.Name); !ok || !m.policyFor(ctx).Allows(t.item()) {
-		r.end(errRetryRefused)
-		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name)
-	}
-	// Attached first: what the child sends once answered is this retry's.
-	r.attach(ctx)
-	r.answer(req.Params.InputResponses)
-	return m.awaitRound(ctx, r)
-}
-
-// refuseRetry ends the round a retry that mcp-go's filter refused names,
-// if the caller may resume it; it reports whether there was one.
-func (m *Mux) refuseRetry(ctx context.Context, req *mcp.CallToolRequest) bool {
-	if req.Params.RequestState == "" || !server.IsModernRequest(ctx) {
+// refuseRetry ends the round a retry (method, for the exposed name, under
+// state) that mcp-go's filter refused names, if the caller may resume it;
+// it reports whether there was one. A retry does not count against the
+// rate limit (it is the same call), but the policy is checked again.
+func (m *Mux) refuseRetry(ctx context.Context, method mcp.MCPMethod, name, state string) bool {
+	if state == "" || !server.IsModernRequest(ctx) {
 		return false
 	}
-	r := m.rounds.take(req.Params.RequestState, IdentityFrom(ctx), req.Params.Name)
+	r := m.rounds.take(state, IdentityFrom(ctx), method, name)
 	if r != nil {
 		r.end(errRetryRefused)
 	}
@@ -204,14 +248,15 @@ func (m *Mux) refuseRetry(ctx context.Context, req *mcp.CallToolRequest) bool {
 }
 
 // take removes and returns the round waiting under token if it belongs to
-// identity and tool name; nil otherwise, leaving another's round alone.
-func (rt *roundTable) take(token, identity, name string) *round {
+// identity, the kind of request and the exposed name; nil otherwise,
+// leaving another's round alone.
+func (rt *roundTable) take(token, identity string, method mcp.MCPMethod, name string) *round {
 	v, ok := rt.byToken.Load(token)
 	if !ok {
 		return nil
 	}
 	r := v.(*round)
-	if r.identity != identity || r.name != name || !rt.byToken.CompareAndDelete(token, r) {
+	if r.identity != identity || r.method != method || r.name != name || !rt.byToken.CompareAndDelete(token, r) {
 		return nil
 	}
 	r.mu.Lock()
@@ -224,16 +269,16 @@ func (rt *roundTable) take(token, identity, name string) *round {
 }
 
 // awaitRound answers ctx's request, attached to r, with what comes first:
-// the call's result, or an input-required result with every child request
+// the work's answer, or an input-required result with every child request
 // pending (the round then waits for its retry). If the request ends first,
-// so does the call.
-func (m *Mux) awaitRound(ctx context.Context, r *round) *mcp.CallToolResult {
+// so does the work.
+func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
 	for {
 		select {
 		case <-r.done:
 			r.detach()
 			r.end(nil)
-			return toolAnswer(r.result, r.name)
+			return r.answer
 		case <-r.wake:
 			select {
 			case <-r.done: // the answer wins: the loop takes it
@@ -241,13 +286,13 @@ func (m *Mux) awaitRound(ctx context.Context, r *round) *mcp.CallToolResult {
 			default:
 			}
 			if raw, ok := r.handOut(); ok {
-				return relayToolResult(raw)
+				return roundAnswer{inputRequired: raw}
 			}
 		case <-ctx.Done():
 			r.detach()
 			r.end(errRequestGone)
 			<-r.done
-			return toolAnswer(r.result, r.name)
+			return r.answer
 		}
 	}
 }
@@ -333,9 +378,9 @@ func inputRequired(keys []string, asks []*childAsk, token string) json.RawMessag
 	return b.Bytes()
 }
 
-// answer hands each request of the last input-required result its
+// answerAsks hands each request of the last input-required result its
 // response, as the client sent it; one without a response gets an error.
-func (r *round) answer(responses mcp.InputResponses) {
+func (r *round) answerAsks(responses mcp.InputResponses) {
 	r.mu.Lock()
 	asked := r.asked
 	r.asked = nil

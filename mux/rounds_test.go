@@ -172,7 +172,7 @@ func TestRoundsByHand(t *testing.T) {
 		return len(r.pending) == 2
 	})
 
-	if other := handCall(t, bob, "ht", "asks", args, first.RequestState, nil); !other.IsError || other.Text() != errUnknownState.Error() {
+	if other := handCall(t, bob, "ht", "asks", args, first.RequestState, nil); !other.IsError || other.Text() != unknownState(mcp.MethodToolsCall) {
 		t.Fatalf("bob's retry of alice's round: %+v", other)
 	}
 	second := handCall(t, alice, "ht", "asks", args, first.RequestState,
@@ -180,7 +180,7 @@ func TestRoundsByHand(t *testing.T) {
 	if second.ResultType != "input_required" || len(second.InputRequests) != 2 || second.RequestState == first.RequestState {
 		t.Fatalf("second answer %+v, want both pending requests under a new state", second)
 	}
-	if again := handCall(t, alice, "ht", "asks", args, first.RequestState, nil); !again.IsError || again.Text() != errUnknownState.Error() {
+	if again := handCall(t, alice, "ht", "asks", args, first.RequestState, nil); !again.IsError || again.Text() != unknownState(mcp.MethodToolsCall) {
 		t.Fatalf("a used requestState: %+v", again)
 	}
 	answers := map[string]any{}
@@ -227,7 +227,7 @@ func TestRoundNobodyRetries(t *testing.T) {
 	}
 	l.waitRecord(t, "st", "cancelled ")
 	testsupport.WaitFor(t, "the round to be gone", func() bool { return roundOf(l.m, first.RequestState) == nil })
-	if late := handCall(t, u, "st", "asks", map[string]any{"tag": "late", "rounds": "sampling"}, first.RequestState, map[string]any{}); !late.IsError || late.Text() != errUnknownState.Error() {
+	if late := handCall(t, u, "st", "asks", map[string]any{"tag": "late", "rounds": "sampling"}, first.RequestState, map[string]any{}); !late.IsError || late.Text() != unknownState(mcp.MethodToolsCall) {
 		t.Errorf("a retry after call_timeout: %+v", late)
 	}
 	testsupport.WaitFor(t, "the call's audit line", func() bool {

@@ -124,7 +124,11 @@ func (s *session) rawRequest(ctx context.Context, method string, params any) (js
 			p["_meta"] = meta
 		}
 	}
-	return s.send(ctx, id, method, params)
+	raw, err := s.send(ctx, id, method, params)
+	if err != nil && !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
+		s.cancel(id, context.Cause(ctx)) // as callTool does
+	}
+	return raw, err
 }
 
 // nextID returns an id for a request of mcpmux's own. String ids keep them

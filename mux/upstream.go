@@ -210,14 +210,27 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if t := m.tasks.begin(ctx); t != nil {
 		return m.runTask(t, req)
 	}
-	if server.IsModernRequest(ctx) && req.Params.RequestState != "" {
-		return m.resumeRound(withClientMeta(ctx, req.Params.Meta), req), nil
+	ctx = withClientMeta(ctx, req.Params.Meta)
+	name, args := req.Params.Name, callArguments(req)
+	allowed := func() bool {
+		t, ok := m.catalog.Load().lookup(kindTool, name)
+		return ok && m.policyFor(ctx).Allows(t.item())
 	}
-	if wantsRound(ctx) {
-		return m.awaitRound(ctx, m.startRound(withClientMeta(ctx, req.Params.Meta), req)), nil
+	a, isRound := m.inRound(ctx, mcp.MethodToolsCall, name, req.Params.MultiRoundTripParams, allowed,
+		func(ctx context.Context) (any, error) {
+			return toolAnswer(m.CallTool(ctx, IdentityFrom(ctx), name, args), name), nil
+		})
+	switch {
+	case !isRound:
+		return toolAnswer(m.CallTool(ctx, IdentityFrom(ctx), name, args), name), nil
+	case a.inputRequired != nil:
+		return relayToolResult(a.inputRequired), nil
+	case errors.Is(a.err, errUnknownState):
+		return mcp.NewToolResultError(unknownState(mcp.MethodToolsCall)), nil
+	case errors.Is(a.err, errRetryRefused):
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + name), nil
 	}
-	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
-	return toolAnswer(r, req.Params.Name), nil
+	return a.value.(*mcp.CallToolResult), nil
 }
 
 // callArguments returns a call's arguments as CallTool takes them: as the
@@ -244,20 +257,44 @@ func toolAnswer(r Result, name string) *mcp.CallToolResult {
 
 // handlePrompt is the handler of every exposed prompt: mcp-go's filter has
 // checked the policy.
-func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *mcp.GetPromptResult, err error) {
+func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	begun := time.Now()
-	e, ok := m.catalog.Load().lookup(kindPrompt, req.Params.Name)
-	if !ok || !m.policyFor(ctx).Allows(e.item()) {
+	ctx = withClientMeta(ctx, req.Params.Meta)
+	name := req.Params.Name
+	e, ok := m.catalog.Load().lookup(kindPrompt, name)
+	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.item()) }
+	notFound := fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	a, isRound := m.inRound(ctx, mcp.MethodPromptsGet, name, req.Params.MultiRoundTripParams, allowed,
+		func(ctx context.Context) (any, error) { return m.getPrompt(ctx, e, req.Params.Arguments, begun) })
+	switch {
+	case !isRound && !allowed():
 		// The policy changed since mcp-go's filter ran; its error hook
 		// writes the audit line.
-		return nil, fmt.Errorf("prompt '%s' not found: %w", req.Params.Name, server.ErrPromptNotFound)
+		return nil, notFound
+	case !isRound:
+		return m.getPrompt(ctx, e, req.Params.Arguments, begun)
+	case a.inputRequired != nil:
+		return relayPromptResult(a.inputRequired), nil
+	case errors.Is(a.err, errUnknownState):
+		return nil, invalidParams(unknownState(mcp.MethodPromptsGet))
+	case errors.Is(a.err, errRetryRefused):
+		// The round's work writes the one audit line.
+		return nil, errors.Join(notFound, errRetryRefused)
+	case a.err != nil:
+		return nil, a.err
 	}
+	return a.value.(*mcp.GetPromptResult), nil
+}
+
+// getPrompt gets prompt e with args at its child and writes the audit line
+// of the prompts/get begun then.
+func (m *Mux) getPrompt(ctx context.Context, e *entry, args map[string]string, begun time.Time) (_ *mcp.GetPromptResult, err error) {
 	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, DecisionAllowed, err, begun) }()
 	params := map[string]any{"name": e.orig}
-	if req.Params.Arguments != nil {
-		params["arguments"] = req.Params.Arguments
+	if args != nil {
+		params["arguments"] = args
 	}
-	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), e.child, string(mcp.MethodPromptsGet), params)
+	raw, err := m.request(ctx, e.child, string(mcp.MethodPromptsGet), params)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +306,12 @@ func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (res *
 		return nil, fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
 	}
 	return relayPromptResult(raw), nil
+}
+
+// invalidParams is the error for a request the client can mend: INVALID_PARAMS
+// with message.
+func invalidParams(message string) error {
+	return &relayedError{details: mcp.JSONRPCErrorDetails{Code: mcp.INVALID_PARAMS, Message: message}, wrapped: errors.New(message)}
 }
 
 // request sends one request of a client's to c and returns the raw result.
@@ -283,6 +326,11 @@ func (m *Mux) request(ctx context.Context, c *child, method string, params any) 
 	}
 	raw, err := sess.rawRequest(ctx, method, params)
 	if err != nil {
+		// Ended by its own context (the client gave up, its round ended,
+		// the call timeout): the child, told to cancel, is not gone.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("server %s: %s: %w", c.alias, method, context.Cause(ctx))
+		}
 		if sess.failed(ctx, err) {
 			return nil, fmt.Errorf("server %s went away during %s: %s", c.alias, method, sess.lostWhy)
 		}
@@ -309,20 +357,44 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 // readResource routes a resources/read to the child that owns the URI and
 // relays its answer. A URI the caller may not read is refused exactly like
 // one no child has, and never reaches a child.
-func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) (_ []mcp.ResourceContents, err error) {
+func (m *Mux) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	begun := time.Now()
+	ctx = withClientMeta(ctx, req.Params.Meta)
 	uri := req.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+	allowed := func() bool {
+		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias})
+	}
+	a, isRound := m.inRound(ctx, mcp.MethodResourcesRead, uri, req.Params.MultiRoundTripParams, allowed,
+		func(ctx context.Context) (any, error) { return m.readAt(ctx, c, uri, orig, begun) })
+	switch {
+	case !isRound && !allowed():
 		d := DecisionDenied
 		if !ok {
 			d = DecisionUnknown
 		}
 		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
 		return nil, resourceNotFound(ctx, uri)
+	case !isRound:
+		return m.readAt(ctx, c, uri, orig, begun)
+	case a.inputRequired != nil:
+		return relayResourceContents(a.inputRequired), nil
+	case errors.Is(a.err, errUnknownState):
+		return nil, invalidParams(unknownState(mcp.MethodResourcesRead))
+	case errors.Is(a.err, errRetryRefused):
+		// The round's work writes the one audit line.
+		return nil, resourceNotFound(ctx, uri)
+	case a.err != nil:
+		return nil, a.err
 	}
+	return a.value.([]mcp.ResourceContents), nil
+}
+
+// readAt reads orig, exposed as uri, at c and writes the audit line of the
+// resources/read begun then.
+func (m *Mux) readAt(ctx context.Context, c *child, uri, orig string, begun time.Time) (_ []mcp.ResourceContents, err error) {
 	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
-	raw, err := m.request(withClientMeta(ctx, req.Params.Meta), c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
+	raw, err := m.request(ctx, c, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return nil, err
 	}
@@ -475,8 +547,10 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 		}
 		return
 	}
-	if method == mcp.MethodPromptsGet && errors.Is(err, server.ErrPromptNotFound) {
-		if req, ok := message.(*mcp.GetPromptRequest); ok {
+	if method == mcp.MethodPromptsGet && errors.Is(err, server.ErrPromptNotFound) && !errors.Is(err, errRetryRefused) {
+		req, ok := message.(*mcp.GetPromptRequest)
+		// A refused retry ends its round, whose work writes the one line.
+		if ok && !m.refuseRetry(ctx, method, req.Params.Name, req.Params.RequestState) {
 			m.promptRefused(ctx, req.Params.Name, time.Now())
 		}
 		return
@@ -485,7 +559,7 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 		return
 	}
 	req, ok := message.(*mcp.CallToolRequest)
-	if !ok || m.refuseRetry(ctx, req) {
+	if !ok || m.refuseRetry(ctx, method, req.Params.Name, req.Params.RequestState) {
 		// A refused retry ends its round, whose call writes the one line.
 		return
 	}

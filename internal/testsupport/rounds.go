@@ -16,6 +16,17 @@ import (
 // ModernMeta): over HTTP it carries the headers that revision requires.
 func ModernRPC(t testing.TB, c *client.Client, method string, params any) json.RawMessage {
 	t.Helper()
+	res, rerr := ModernTry(t, c, method, params)
+	if rerr != nil {
+		t.Fatalf("%s %v: %v", method, params, rerr)
+	}
+	return res
+}
+
+// ModernTry is RPC for a hand-made 2026-07-28 request, as ModernRPC sends
+// it: its result, or its JSON-RPC error.
+func ModernTry(t testing.TB, c *client.Client, method string, params any) (json.RawMessage, *RPCError) {
+	t.Helper()
 	encoded, err := json.Marshal(params)
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +47,9 @@ func ModernRPC(t testing.TB, c *client.Client, method string, params any) json.R
 		t.Fatalf("%s: %v", method, err)
 	}
 	if resp.Error != nil {
-		t.Fatalf("%s %v: %d %s", method, params, resp.Error.Code, resp.Error.Message)
+		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
 	}
-	return resp.Result
+	return resp.Result, nil
 }
 
 // ModernMeta is the _meta a hand-made 2026-07-28 request carries: the
@@ -52,8 +63,9 @@ func ModernMeta(caps map[string]any) map[string]any {
 	}
 }
 
-// InputRequired is a tools/call result as a 2026-07-28 client reads it,
-// input-required or final, with the requests' params as they came.
+// InputRequired is a tools/call, prompts/get or resources/read result as a
+// 2026-07-28 client reads it, input-required or final, with the requests'
+// params as they came.
 type InputRequired struct {
 	ResultType    string `json:"resultType"`
 	InputRequests map[string]struct {
@@ -65,6 +77,15 @@ type InputRequired struct {
 	Content      []struct {
 		Text string `json:"text"`
 	} `json:"content"`
+	// Messages and Contents are a final prompts/get's and resources/read's.
+	Messages []struct {
+		Content struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"messages"`
+	Contents []struct {
+		Text string `json:"text"`
+	} `json:"contents"`
 }
 
 // ReadInputRequired decodes raw, failing t if it cannot.
@@ -77,10 +98,16 @@ func ReadInputRequired(t testing.TB, raw json.RawMessage) InputRequired {
 	return r
 }
 
-// Text is the text of a final result's first content, or "".
+// Text is the text of a final result's first content (a tool's), message
+// (a prompt's) or contents (a resource's), or "".
 func (r InputRequired) Text() string {
-	if len(r.Content) == 0 {
-		return ""
+	switch {
+	case len(r.Content) > 0:
+		return r.Content[0].Text
+	case len(r.Messages) > 0:
+		return r.Messages[0].Content.Text
+	case len(r.Contents) > 0:
+		return r.Contents[0].Text
 	}
-	return r.Content[0].Text
+	return ""
 }

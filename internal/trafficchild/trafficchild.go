@@ -68,7 +68,8 @@ func New(flush *Flusher) *Child {
 	hooks.AddBeforeCallTool(func(_ context.Context, id any, req *mcp.CallToolRequest) {
 		c.note("call %s %s %s", req.Params.Name, req.GetString("tag", ""), jsonOf(id))
 	})
-	s := server.NewMCPServer("traffic", "1", server.WithToolCapabilities(true), server.WithLogging(), server.WithHooks(hooks))
+	s := server.NewMCPServer("traffic", "1", server.WithToolCapabilities(true), server.WithLogging(), server.WithHooks(hooks),
+		server.WithPromptCapabilities(false), server.WithResourceCapabilities(false, false))
 	c.Server = s
 	s.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), c.rootsChanged)
 	s.AddTool(mcp.NewTool("traffic", mcp.WithString("tag"), mcp.WithString("meet"), mcp.WithNumber("n"),
@@ -78,6 +79,31 @@ func New(flush *Flusher) *Child {
 	s.AddTool(mcp.NewTool("ask", mcp.WithString("what"), mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.ask)
 	s.AddTool(mcp.NewTool("asked", mcp.WithString("what")), c.asked)
 	s.AddTool(mcp.NewTool("asks", mcp.WithString("tag"), mcp.WithString("rounds"), mcp.WithString("gate")), c.asks)
+	// The same asks as a prompt (arguments tag, rounds) and as a resource
+	// (traffic://asks/TAG?rounds=...), answering with the same text.
+	s.AddPrompt(mcp.NewPrompt("asks", mcp.WithArgument("tag"), mcp.WithArgument("rounds")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			text, err := c.askRounds(ctx, req.Params.Arguments["tag"], req.Params.Arguments["rounds"], "", req.Params.Meta)
+			if err != nil {
+				return nil, err
+			}
+			return mcp.NewGetPromptResult("asks", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text))}), nil
+		})
+	s.AddResourceTemplate(mcp.NewResourceTemplate("traffic://asks/{tag}{?rounds}", "asks"),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			// mcp-go gives a template's variables as the values matched.
+			arg := func(k string) string {
+				if v, ok := req.Params.Arguments[k].([]string); ok && len(v) > 0 {
+					return v[0]
+				}
+				return ""
+			}
+			text, err := c.askRounds(ctx, arg("tag"), arg("rounds"), "", req.Params.Meta)
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}, nil
+		})
 	s.AddTool(mcp.NewTool("log", mcp.WithString("level"), mcp.WithString("logger"), mcp.WithString("text"),
 		mcp.WithBoolean("later"), mcp.WithBoolean("deferred")), c.log)
 	s.AddTool(mcp.NewTool("level"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -253,25 +279,33 @@ func (c *Child) traffic(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 // round after the first waits instead until Meet(gate, 2) is called. It
 // answers with its tag and what each request got, in order.
 func (c *Child) asks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	tag, gate := req.GetString("tag", ""), req.GetString("gate", "")
+	text, err := c.askRounds(ctx, req.GetString("tag", ""), req.GetString("rounds", ""), req.GetString("gate", ""), req.Params.Meta)
+	if err != nil {
+		return nil, err
+	}
+	return mcp.NewToolResultText(text), nil
+}
+
+// askRounds is asks for a request whose _meta is meta.
+func (c *Child) askRounds(ctx context.Context, tag, spec, gate string, meta *mcp.Meta) (string, error) {
 	srv := server.ServerFromContext(ctx)
 	var got []string
 	var mu sync.Mutex
 	var rounds []*sync.WaitGroup
-	for i, round := range strings.Split(req.GetString("rounds", ""), "/") {
+	for i, round := range strings.Split(spec, "/") {
 		if i > 0 && gate != "" {
 			if err := c.meet(ctx, gate, 2); err != nil {
-				return nil, err
+				return "", err
 			}
 		}
 		notes := 1
-		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		if meta != nil && meta.ProgressToken != nil {
 			notes++
 		}
 		c.flush.wait(func() {
 			if notes > 1 {
 				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
-					"progressToken": req.Params.Meta.ProgressToken, "progress": i + 1, "message": fmt.Sprintf("%s round %d", tag, i+1)})
+					"progressToken": meta.ProgressToken, "progress": i + 1, "message": fmt.Sprintf("%s round %d", tag, i+1)})
 			}
 			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
 				"level": "error", "logger": "traffic", "data": fmt.Sprintf("round %d of %s", i+1, tag)})
@@ -298,7 +332,7 @@ func (c *Child) asks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	for _, wg := range rounds {
 		wg.Wait()
 	}
-	return mcp.NewToolResultText(tag + ": " + strings.Join(got, " | ")), nil
+	return tag + ": " + strings.Join(got, " | "), nil
 }
 
 // Meet is one of the n calls meet waits for under name, from the test: it

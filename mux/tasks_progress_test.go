@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -41,27 +42,38 @@ func (a afterReturn) Unwrap() http.ResponseWriter { a.use(); return a.ResponseWr
 func TestTaskProgressReachesItsSession(t *testing.T) {
 	release := make(chan struct{})
 	sent := make(chan struct{})
-	// The task ends only once its progress is through: the child's own
-	// mcp-go server drops a notification that the forwarder of mcpmux's
-	// tasks/result POST takes just as that POST ends.
-	delivered := make(chan struct{})
-	var once sync.Once
+	// The child's own mcp-go server drops a notification that the
+	// forwarder of a POST of mcpmux's takes as that POST ends, or after:
+	// so the task sends its progress once mcpmux waits on tasks/result,
+	// and ends only once the progress is through.
+	resultAsked, delivered := make(chan struct{}), make(chan struct{})
+	var once, asked sync.Once
+	hooks := &server.Hooks{}
+	hooks.AddBeforeAny(func(_ context.Context, _ any, method mcp.MCPMethod, _ any) {
+		if method == mcp.MethodTasksResult {
+			asked.Do(func() { close(resultAsked) })
+		}
+	})
 	tool := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-release
+		select { // not ctx: mcp-go may end it with the creating request
+		case <-resultAsked:
+		case <-time.After(testsupport.Wait):
+		}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
 				map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "total": 2})
 			once.Do(func() { close(sent) })
 			select {
 			case <-delivered:
-			case <-ctx.Done():
+			case <-time.After(testsupport.Wait):
 			}
 		}
 		return mcp.NewToolResultText("done"), nil
 	}
 	m := startLab(t, labSpec{
 		allow:     []string{"reader"},
-		childOpts: []server.ServerOption{server.WithTaskCapabilities(true, true, true)},
+		childOpts: []server.ServerOption{server.WithTaskCapabilities(true, true, true), server.WithHooks(hooks)},
 		tools: []server.ServerTool{{Tool: mcp.NewTool("slow", mcp.WithTaskSupport(mcp.TaskSupportRequired)),
 			Handler: tool}},
 	})
@@ -75,6 +87,10 @@ func TestTaskProgressReachesItsSession(t *testing.T) {
 	t.Cleanup(func() { up.Shutdown(context.Background()); hs.Close() })
 
 	c := connectTasks(t, hs.URL+"/mcp")
+	// Before any GET stream, mcpmux's notification goes through mcp-go's
+	// channel, where the lingering forwarder of an answered POST can take
+	// and drop it (ownnotes.go).
+	awaitGETStream(t, m, c)
 	raw := testsupport.MustRPC(t, c.Client, "tools/call", map[string]any{
 		"name": "lab__slow", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000},
 		"_meta": map[string]any{"progressToken": "p1"}})

@@ -197,7 +197,11 @@ func TestHostileAnswersEveryOtherCall(t *testing.T) {
 		id := strings.TrimPrefix(l["stderr"].(string), "hostile skipped ")
 		childSaw(t, m, "hostile cancelled "+id)
 	}
-	if n := len(m.Log.Lines(ts.Msg("call", "tool", "h__echo", "outcome", "timeout"))); n != calls/2 {
+	// A call's audit line is written before its answer, but the log is read
+	// from another pipe than the answers.
+	timeouts := func() int { return len(m.Log.Lines(ts.Msg("call", "tool", "h__echo", "outcome", "timeout"))) }
+	ts.WaitFor(t, "an audit line for each timed-out call", func() bool { return timeouts() >= calls/2 })
+	if n := timeouts(); n != calls/2 {
 		t.Errorf("%d audit lines with outcome timeout, want %d", n, calls/2)
 	}
 	labEchoes(t, m, 20)

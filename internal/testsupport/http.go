@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,6 +219,8 @@ type HTTPClient struct {
 	Listen bool
 	// Log is mcpmux's log, shown when connecting fails; may be nil.
 	Log *LogTap
+	// Options are the client's (e.g. its sampling handler).
+	Options []client.ClientOption
 }
 
 // ConnectHTTP connects an mcp-go streamable HTTP client to url and
@@ -252,7 +255,7 @@ func ConnectHTTPErr(t testing.TB, url string, o HTTPClient) (*Conn, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var copts []client.ClientOption
+	copts := slices.Clone(o.Options)
 	if o.Version != "" {
 		copts = append(copts, client.WithProtocolVersion(o.Version))
 	}

@@ -308,7 +308,7 @@ func StartMuxModern(t testing.TB, lab *Lab, args ...string) *Mux {
 
 // startMux starts mcpmux; prep, when not nil, may change the command
 // before it starts.
-func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args []string) *Mux {
+func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args []string, opts ...client.ClientOption) *Mux {
 	t.Helper()
 	bin, _ := Binaries(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--config", lab.Config}, args...)...)
@@ -334,7 +334,6 @@ func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args
 	})
 
 	tr := transport.NewIO(stdout, stdin, nil)
-	var opts []client.ClientOption
 	if version != "" {
 		opts = append(opts, client.WithProtocolVersion(version))
 	}

@@ -132,10 +132,10 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(b.reader())
 	}
 	identity := IdentityFrom(r.Context())
-	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, h: h,
-		header: http.Header{}, slots: &relaySlots{}}
+	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
+	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
-	ctx := withRelaySlots(context.WithValue(r.Context(), httpRequestKey{}, true), rec.slots)
+	ctx := withRelaySlots(context.WithValue(r.Context(), httpRequestKey{}, true), &rec.slots)
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
@@ -285,6 +285,9 @@ func readChunks(r io.Reader, length int64) (body, error) {
 
 // reader reads the body from its start.
 func (b body) reader() io.Reader {
+	if len(b) == 1 {
+		return bytes.NewReader(b[0])
+	}
 	rs := make([]io.Reader, len(b))
 	for i, c := range b {
 		rs[i] = bytes.NewReader(c)
@@ -346,7 +349,30 @@ const (
 // or a body that is not one JSON object is neither), and the protocol era
 // from the Mcp-Protocol-Version header and params._meta, an initialize of
 // the 2026-07-28 era opening nothing.
+//
+// Most bodies are neither, and are told so without being decoded: a method
+// decodes to one of the two names only if the body holds the name as it is
+// or an escape (a backslash) that may spell it.
 func classify(header http.Header, b body) messageKind {
+	if len(b) == 1 && !mayNameSessionMethod(b[0]) {
+		return otherMessage
+	}
+	return classifyDecoded(header, b)
+}
+
+var (
+	initializeNeedle = []byte(mcp.MethodInitialize)
+	listenNeedle     = []byte(mcp.MethodSubscriptionsListen)
+)
+
+// mayNameSessionMethod reports whether a JSON string in msg could decode to
+// initialize or subscriptions/listen.
+func mayNameSessionMethod(msg []byte) bool {
+	return bytes.IndexByte(msg, '\\') >= 0 || bytes.Contains(msg, initializeNeedle) || bytes.Contains(msg, listenNeedle)
+}
+
+// classifyDecoded is classify by decoding the body.
+func classifyDecoded(header http.Header, b body) messageKind {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method mcp.MCPMethod   `json:"method,omitempty"`
@@ -453,7 +479,7 @@ func (h *HTTPUpstream) sweep() {
 // as it likes.
 type recorder struct {
 	http.ResponseWriter
-	slots   *relaySlots // the payloads of this request's placeholders (relay.go)
+	slots   relaySlots // the payloads of this request's placeholders (relay.go)
 	rc      *http.ResponseController
 	write   time.Duration
 	h       *HTTPUpstream
@@ -604,7 +630,7 @@ func (s *recorder) Write(b []byte) (int, error) {
 		s.writeHeader(http.StatusOK)
 	}
 	s.extend()
-	out, swapped := swapFramedFrom(b, s.slots)
+	out, swapped := swapFramedFrom(b, &s.slots)
 	if s.own && len(out) > 0 && out[0] == '{' {
 		// mcp-go's answer as a JSON body, to a response mcpmux made a stream.
 		out, swapped = sseEvent(out), true

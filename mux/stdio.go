@@ -11,6 +11,7 @@ import (
 	"log"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,61 +288,71 @@ func leadingID(head []byte) json.RawMessage {
 // "method not found"; one with a result is taken for an answer to mcp-go).
 // Notifications are not waited for, nor a subscriptions/listen stream,
 // which stays open until the session ends. The fields are matched as mcp-go
-// matches them (encoding/json: any case, the last of duplicates), but only
-// the id is decoded into values; the result, which may be most of a large
-// line, is only checked.
+// matches them (encoding/json: any case, as bytes.EqualFold, the last of
+// duplicates), by one scan of the top level: only the id is decoded into a
+// value, the rest is checked (strings for jsonrpc and method, numbers that
+// fit a float64 in id and result).
 func requestID(line []byte) (string, bool) {
-	var msg struct {
-		JSONRPC wireString `json:"jsonrpc"`
-		ID      any        `json:"id"`
-		Method  wireString `json:"method"`
-		Result  wireValue  `json:"result"`
-	}
-	if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
+	if !json.Valid(line) {
 		return "", false
 	}
-	if msg.JSONRPC.s == mcp.JSONRPC_VERSION && (msg.Result.set || msg.Method.s == string(mcp.MethodSubscriptionsListen)) {
+	top, ok := members(line)
+	if !ok {
+		return "", false // null decodes without an id; anything else fails
+	}
+	var jsonrpc, method string
+	var id []byte
+	result := false
+	for _, m := range top.m {
+		v := line[m.start:m.end]
+		switch {
+		case strings.EqualFold(m.key, "jsonrpc"):
+			if jsonrpc, ok = wireString(v); !ok {
+				return "", false
+			}
+		case strings.EqualFold(m.key, "method"):
+			if method, ok = wireString(v); !ok {
+				return "", false
+			}
+		case strings.EqualFold(m.key, "id"):
+			if !numbersFit(v) {
+				return "", false
+			}
+			id = v
+		case strings.EqualFold(m.key, "result"):
+			if !numbersFit(v) {
+				return "", false
+			}
+			result = string(v) != "null"
+		}
+	}
+	if jsonrpc == mcp.JSONRPC_VERSION && (result || method == string(mcp.MethodSubscriptionsListen)) {
 		return "", false
 	}
-	return idKey(msg.ID)
+	return answerIDKey(id)
 }
-
-// errWireType stands for the error encoding/json gives mcp-go for a field
-// of the wrong type.
-var errWireType = errors.New("wrong type")
 
 // maxWireString is the longest raw JSON string that can still decode to
 // "subscriptions/listen" (every character escaped as \uXXXX); a longer one
 // is no name requestID compares with, and is not decoded.
 const maxWireString = 6*len(mcp.MethodSubscriptionsListen) + 2
 
-// wireString is a string field as mcp-go decodes it (a string or null;
-// anything else fails the whole message). s holds a short one's value.
-type wireString struct{ s string }
-
-func (w *wireString) UnmarshalJSON(b []byte) error {
-	*w = wireString{}
+// wireString reads v, a valid JSON value, as encoding/json decodes it into
+// mcp-go's string fields: a string or null ("" for null and for strings
+// too long to matter); ok is false for anything else, which fails the whole
+// message.
+func wireString(v []byte) (s string, ok bool) {
 	switch {
-	case string(b) == "null":
-		return nil
-	case b[0] != '"':
-		return errWireType
-	case len(b) <= maxWireString:
-		return json.Unmarshal(b, &w.s)
+	case string(v) == "null":
+		return "", true
+	case v[0] != '"':
+		return "", false
+	case len(v) > maxWireString:
+		return "", true
+	case bytes.IndexByte(v, '\\') < 0:
+		return string(v[1 : len(v)-1]), true
 	}
-	return nil
-}
-
-// wireValue is a field mcp-go decodes into an any: set unless null, and a
-// failure wherever a number in it is out of float64's range, as for mcp-go.
-type wireValue struct{ set bool }
-
-func (w *wireValue) UnmarshalJSON(b []byte) error {
-	w.set = string(b) != "null"
-	if !numbersFit(b) {
-		return errWireType
-	}
-	return nil
+	return s, json.Unmarshal(v, &s) == nil
 }
 
 // numbersFit reports whether every number in the valid JSON value b can be

@@ -153,11 +153,11 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 	if cs == nil {
 		return nil, ctx
 	}
-	key, err := json.Marshal(id)
-	if err != nil {
+	key, ok := idJSON(id)
+	if !ok {
 		return nil, ctx
 	}
-	c := &inCall{key: string(key), cs: cs, identity: IdentityFrom(ctx), seq: t.seq.Add(1),
+	c := &inCall{key: key, cs: cs, identity: IdentityFrom(ctx), seq: t.seq.Add(1),
 		own: attachment{ctx: ctx, token: clientToken(ctx)}, round: roundFrom(ctx)}
 	c.own.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
 	c.idle.L = &c.mu
@@ -168,6 +168,26 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 	}
 	t.calls.Store(c.key, c)
 	return c, context.WithValue(ctx, callKey{}, c)
+}
+
+// idJSON is id as JSON, the form of the in-flight table's keys; the ids
+// mcpmux makes (nextID) need no encoder.
+func idJSON(id mcp.RequestId) (string, bool) {
+	if s, ok := id.Value().(string); ok && plainIDString(s) {
+		return `"` + s + `"`, true
+	}
+	key, err := json.Marshal(id)
+	return string(key), err == nil
+}
+
+// plainIDString reports a string JSON writes as it is between quotes.
+func plainIDString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // remove ends c: it leaves the table, progress that arrives from now on is

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type session struct {
 	lostAs   FailureReason // the kind of lostWhy; valid once lost is closed
 
 	sse     bool          // the legacy SSE transport
+	park    *answerPark   // stdio: takes large results past mcp-go's decoding
 	limit   int64         // max_message_bytes
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
@@ -134,7 +136,7 @@ func (s *session) rawRequest(ctx context.Context, method string, params any) (js
 // nextID returns an id for a request of mcpmux's own. String ids keep them
 // apart from the numeric ones of the client's handshake and pings.
 func (s *session) nextID() mcp.RequestId {
-	return mcp.NewRequestId(fmt.Sprintf("mcpmux-%d", s.ids.Add(1)))
+	return mcp.NewRequestId("mcpmux-" + strconv.FormatUint(s.ids.Add(1), 10))
 }
 
 // callTool sends tools/call under an id of mcpmux's own, so that a call
@@ -207,6 +209,12 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 // max_message_bytes is an error wrapping errMessageTooLarge, and leaves the
 // session as the transport left it (a stdio child's goes on).
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
+	var slot *parkSlot
+	if key, ok := idJSON(id); ok && s.park != nil {
+		var done func()
+		slot, done = s.park.expect(key)
+		defer done()
+	}
 	ctx, tooLarge := withTooLargeFlag(ctx)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
@@ -218,6 +226,11 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 		return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
 	case resp.Error != nil:
 		return nil, &rpcError{details: *resp.Error, err: resp.Error.AsError()}
+	}
+	if slot != nil {
+		if raw := slot.raw.Load(); raw != nil {
+			return *raw, nil
+		}
 	}
 	return resp.Result, nil
 }
@@ -321,7 +334,8 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	sess := newSession(limit)
 	sess.proc = proc
 	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
-	sess.tr = transport.NewIO(lines, proc.Stdin, nil)
+	sess.park = newAnswerPark(lines)
+	sess.tr = transport.NewIO(sess.park, proc.Stdin, nil)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
 	sess.wg.Go(func() {

@@ -1,0 +1,164 @@
+package mux
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// parkMin is the size from which an answer line of a stdio child is worth
+// taking past mcp-go's transport, which decodes every line twice (once for
+// its id and method, once as a response) with encoding/json.
+const parkMin = 4 << 10
+
+// answerPark sits between a stdio child's stdout (its lineReader) and
+// mcp-go's transport. A line of parkMin bytes or more that is certainly the
+// child's result for a request mcpmux waits for (expect) reaches mcp-go as
+// the same response with an empty result, and the result itself is handed
+// to the waiter by its slot, as the bytes the child wrote: mcp-go's
+// transport would have handed on the same bytes (a json.RawMessage), after
+// decoding them twice. Every other line passes unchanged. Only the
+// transport's read goroutine reads; waiting is safe for every caller, and
+// no lock is shared by the calls.
+type answerPark struct {
+	min     int // parkMin; the tests park any size
+	br      *bufio.Reader
+	out     []byte // what is still to be handed on
+	err     error  // the error after out
+	waiting sync.Map
+}
+
+// parkSlot receives the result of one request, if it was parked.
+type parkSlot struct{ raw atomic.Pointer[[]byte] }
+
+func newAnswerPark(r io.Reader) *answerPark {
+	return &answerPark{min: parkMin, br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// expect registers the request whose id is key (its JSON) until done is
+// called; the slot holds its parked result, if any, once the transport has
+// delivered its response.
+func (a *answerPark) expect(key string) (slot *parkSlot, done func()) {
+	slot = &parkSlot{}
+	a.waiting.Store(key, slot)
+	return slot, func() { a.waiting.CompareAndDelete(key, slot) }
+}
+
+func (a *answerPark) Read(p []byte) (int, error) {
+	for len(a.out) == 0 {
+		if a.err != nil {
+			return 0, a.err
+		}
+		a.out, a.err = a.readLine()
+	}
+	n := copy(p, a.out)
+	a.out = a.out[n:]
+	return n, nil
+}
+
+// readLine returns the next line, or what stands for it.
+func (a *answerPark) readLine() ([]byte, error) {
+	frag, err := a.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		// The common case: a line within the buffer is handed on from it,
+		// unless it is large enough to park.
+		if len(frag) < a.min || err != nil {
+			return frag, err // valid until the next read, which waits for it
+		}
+		line := append([]byte(nil), frag...) // parked: it must outlive the buffer
+		return a.park(line), nil
+	}
+	line := append([]byte(nil), frag...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		frag, err = a.br.ReadSlice('\n')
+		line = append(line, frag...)
+	}
+	if err != nil || len(line) < a.min {
+		return line, err
+	}
+	return a.park(line), nil
+}
+
+// park returns line, or, if it is the result of a request waited for, the
+// same response without it, the result going to the request's slot.
+func (a *answerPark) park(line []byte) []byte {
+	id, result, ok := parkableAnswer(line)
+	if !ok {
+		return line
+	}
+	v, ok := a.waiting.Load(string(id))
+	if !ok {
+		return line
+	}
+	raw := result
+	if !v.(*parkSlot).raw.CompareAndSwap(nil, &raw) {
+		return line // a second answer under the id: mcp-go drops it
+	}
+	out := make([]byte, 0, len(id)+len(parkedAnswer)+2)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	return append(out, parkedAnswer...)
+}
+
+// parkedAnswer ends the line that stands for a parked answer.
+const parkedAnswer = `,"result":{}}` + "\n"
+
+// transportFields are the members mcp-go's stdio transport decodes from a
+// line from the child (its probe for an id and method, and
+// transport.JSONRPCResponse); encoding/json matches them ignoring case.
+var transportFields = [...]string{"jsonrpc", "id", "method", "result", "error"}
+
+// parkableAnswer reports whether line is one mcp-go's stdio transport takes
+// for a response under a string id, with a result that is a JSON object and
+// no error, whatever else it holds, and returns the id (JSON) and the
+// result. It accepts only the plain shape: valid JSON, each of the
+// transport's fields at most once and spelled as mcp-go writes it,
+// "jsonrpc":"2.0", and an id without escapes.
+func parkableAnswer(line []byte) (id, result []byte, ok bool) {
+	if !jsonValid(line) {
+		return nil, nil, false
+	}
+	top, ok := members(line)
+	if !ok {
+		return nil, nil, false
+	}
+	var jsonrpc []byte
+	for _, m := range top.m {
+		v := line[m.start:m.end]
+		switch m.key {
+		case "jsonrpc":
+			if jsonrpc != nil {
+				return nil, nil, false
+			}
+			jsonrpc = v
+		case "id":
+			if id != nil || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+				return nil, nil, false
+			}
+			id = v
+		case "result":
+			if result != nil || v[0] != '{' {
+				return nil, nil, false
+			}
+			result = v
+		default:
+			for _, f := range transportFields {
+				if strings.EqualFold(m.key, f) {
+					return nil, nil, false
+				}
+			}
+		}
+	}
+	if string(jsonrpc) != `"2.0"` || id == nil || result == nil {
+		return nil, nil, false
+	}
+	return id, result, true
+}
+
+// jsonValid is json.Valid.
+var jsonValid = json.Valid

@@ -93,11 +93,11 @@ func textContents(b []byte) bool {
 		return true
 	}
 	for i < len(b) {
-		end := skipValue(b, i)
-		if end < 0 || !textContent(b[i:end]) {
+		o, ok := members(b[i:])
+		if !ok || !textContent(b[i:], o) {
 			return false
 		}
-		i = skipSpace(b, end)
+		i = skipSpace(b, i+o.close+1)
 		if i >= len(b) {
 			return false
 		}
@@ -113,9 +113,10 @@ func textContents(b []byte) bool {
 	return false
 }
 
-func textContent(b []byte) bool {
-	o, ok := members(b)
-	if !ok || len(o.m) != 2 {
+// textContent reports whether o, the members of the object b opens with,
+// are exactly "type":"text" and "text" (a string).
+func textContent(b []byte, o object) bool {
+	if len(o.m) != 2 {
 		return false
 	}
 	var typ, text bool

@@ -3,7 +3,6 @@ package mux
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -159,6 +158,3 @@ func parkableAnswer(line []byte) (id, result []byte, ok bool) {
 	}
 	return id, result, true
 }
-
-// jsonValid is json.Valid.
-var jsonValid = json.Valid

@@ -553,10 +553,18 @@ func skipSpace(b []byte, i int) int {
 // or -1.
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		i += q
+		// The quote ends the string unless an odd number of backslashes
+		// escape it; the opening quote stops the count.
+		k := i - 1
+		for b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
 			return i + 1
 		}
 	}

@@ -1,0 +1,43 @@
+package mux
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzJSONValid holds jsonValid to json.Valid.
+func FuzzJSONValid(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"a\"b\\c\u00e9\n"}],"isError":false}}`,
+		` [1, -0.5e+3, 0, 1E9, true, false, null, "", {}, []] `, `01`, `1.`, `-`, `1e`, `"\u12g4"`, `"a` + "\x01" + `"`,
+		`{"a" 1}`, `{"a":1,}`, `[1,]`, `"\x"`, "\"\xff\xfe\"", `{"a":{"b":[{"c":"d"}]}}`, `nul`, `truex`, "",
+		strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth),
+		strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := jsonValid(b), json.Valid(b); got != want {
+			t.Fatalf("jsonValid(%q) = %v, json.Valid says %v", short(b), got, want)
+		}
+	})
+}
+
+func BenchmarkJSONValid(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"` +
+		strings.Repeat(`abcdefgh\"ij\n`, 256<<10/13) + `"}]}}`)
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"json.Valid", json.Valid}, {"jsonValid", jsonValid}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			for b.Loop() {
+				if !v.valid(msg) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}

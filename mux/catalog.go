@@ -198,6 +198,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
 	cat := &childCatalog{caps: caps}
 	leftOut := map[string]string{}
+	vetted := schemaMemo{}
 	// skip logs an item that is left out, once for as long as the reason holds.
 	skip := func(k kind, name, why string, err error) {
 		key := kindWire[k].label + " " + name
@@ -207,7 +208,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 				Msg(kindWire[k].label + " left out: " + why)
 		}
 	}
-	defer func() { c.leftOut = leftOut }()
+	defer func() { c.leftOut, c.vetted = leftOut, vetted }()
 	for k := range numKinds {
 		seen := map[string]bool{}
 		for i, r := range raw[k] {
@@ -233,7 +234,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			e := &entry{kind: k, orig: id, child: c, def: r}
 			if k == kindTool {
-				why, err := m.checkTool(c, e, &w, readOnly.Match(id), caps)
+				why, err := m.checkTool(c, e, &w, readOnly.Match(id), caps, vetted)
 				if why != "" {
 					skip(k, id, why, err)
 					continue
@@ -322,7 +323,7 @@ func (e *entry) rename() error {
 
 // checkTool checks a tool's definition and prepares its argument checker;
 // it returns why the tool must be left out, or "".
-func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, caps mcp.ServerCapabilities) (string, error) {
+func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, caps mcp.ServerCapabilities, vetted schemaMemo) (string, error) {
 	if w.Execution != nil && (w.Execution.TaskSupport == mcp.TaskSupportOptional || w.Execution.TaskSupport == mcp.TaskSupportRequired) &&
 		toolTasks(caps) != nil {
 		e.task = w.Execution.TaskSupport
@@ -343,7 +344,7 @@ func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, c
 			return "not a valid definition", err
 		}
 	}
-	if e.args, err = newArgChecker(norm, m.cfg.Limits); err != nil {
+	if e.args, err = vetted.argChecker(norm, m.cfg.Limits, c.vetted); err != nil {
 		return schemaRefusal(err), err
 	}
 	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
@@ -365,8 +366,10 @@ func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, c
 	if err := json.Unmarshal(e.def, &typed); err != nil {
 		return "not a valid definition", err
 	}
-	if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
-		return "invalid x-mcp-header annotations", err
+	if mayAnnotateHeaders(e.def) {
+		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
+			return "invalid x-mcp-header annotations", err
+		}
 	}
 	var ann struct {
 		ReadOnlyHint *bool `json:"readOnlyHint"`
@@ -374,6 +377,27 @@ func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, c
 	_ = json.Unmarshal(w.Annotations, &ann)
 	e.readOnly = markedReadOnly || c.cfg.TrustAnnotations && ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
 	return "", nil
+}
+
+// headerKey is the member mcp-go's header annotations check looks for.
+const headerKey = "x-mcp-header"
+
+// mayAnnotateHeaders reports whether a tool's definition could hold an
+// x-mcp-header member as encoding/json, which mcp-go's check decodes with,
+// would read it: in any case (none of its letters folds to a non-ASCII
+// one), or spelled with escapes (any backslash). A definition without one
+// passes that check, which re-encodes and decodes the whole inputSchema to
+// find out.
+func mayAnnotateHeaders(def []byte) bool {
+	if bytes.IndexByte(def, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+len(headerKey) <= len(def); i++ {
+		if def[i+1] == '-' && bytes.EqualFold(def[i:i+len(headerKey)], []byte(headerKey)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rebuildCatalog merges what every child lists now and, if the result

@@ -64,6 +64,9 @@ type child struct {
 	// re-read of the same catalog does not repeat the warning. Only the
 	// goroutines of run touch it, one at a time.
 	leftOut map[string]string
+	// vetted is what vetting found of the inputSchemas of the last catalog
+	// built, for the next build (schemaMemo); touched as leftOut is.
+	vetted schemaMemo
 }
 
 // childState is one published moment of a child's life. It is never

@@ -115,6 +115,38 @@ func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
 	return &argChecker{raw: raw, perValue: perValue}, nil
 }
 
+// schemaMemo holds what vetting found of the inputSchemas that passed it,
+// by their exact bytes, for one child's catalog: vetting is a function of
+// the bytes and the limits alone, and compiling is most of what building a
+// catalog costs. Tools listing the same schema share its bytes.
+type schemaMemo map[string]vettedSchema
+
+type vettedSchema struct {
+	raw      []byte
+	perValue []int64
+}
+
+// argChecker returns the checker of one tool's inputSchema raw (see
+// newArgChecker), vetting it only when neither prev (what the child's last
+// catalog vetted) nor next (this catalog, so far) has; next records it. A
+// refused schema is not recorded, so it is vetted, and its refusal logged,
+// each time. The checker is new either way: compiled copies for calls are
+// never carried from one catalog to the next.
+func (memo schemaMemo) argChecker(raw []byte, lim config.Limits, prev schemaMemo) (*argChecker, error) {
+	v, ok := memo[string(raw)]
+	if !ok {
+		if v, ok = prev[string(raw)]; !ok {
+			a, err := newArgChecker(raw, lim)
+			if err != nil {
+				return nil, err
+			}
+			v = vettedSchema{raw: a.raw, perValue: a.perValue}
+		}
+		memo[string(v.raw)] = v
+	}
+	return &argChecker{raw: v.raw, perValue: v.perValue}, nil
+}
+
 // check returns nil when args fit, or an error naming each failing path.
 // levels is how many values args has at each depth (from decodeArguments);
 // arguments that could take more than maxValidationWork are refused

@@ -1,0 +1,90 @@
+package mux
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// A tool whose x-mcp-header annotations mcp-go refuses is left out however
+// its definition spells the member (encoding/json matches it in any case
+// and with escapes), and a definition with no such member is kept.
+func TestHeaderAnnotationsAnySpelling(t *testing.T) {
+	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\n")
+	// An annotation on an object property is refused by mcp-go.
+	bad := func(name, key string) string {
+		return `{"name":"` + name + `","inputSchema":{"type":"object","properties":{"p":{"type":"object","` + key + `":"X-P"}}}}`
+	}
+	l.offer(t, "main", [numKinds]string{kindTool: "[" + strings.Join([]string{
+		bad("plain", "x-mcp-header"),
+		bad("upper", "X-MCP-Header"),
+		bad("escaped", `x\u002dmcp-header`),
+		`{"name":"fine","description":"has x-mcp-headers in its text","inputSchema":{"type":"object","properties":{"p":{"type":"string","x-mcp-header":"X-P"}}}}`,
+		`{"name":"none","inputSchema":{"type":"object","properties":{"p":{"type":"object"}}}}`,
+	}, ",") + "]"})
+	if got := strings.Join(l.names(kindTool), " "); got != "main__fine main__none" {
+		t.Errorf("exposed %q, want main__fine main__none", got)
+	}
+	if n := strings.Count(l.log.String(), "invalid x-mcp-header annotations"); n != 3 {
+		t.Errorf("%d tools logged as left out for their annotations, want 3\n%s", n, l.log.String())
+	}
+}
+
+func TestMayAnnotateHeaders(t *testing.T) {
+	for _, c := range []struct {
+		def  string
+		want bool
+	}{
+		{`{"name":"a","inputSchema":{"type":"object"}}`, false},
+		{`{"name":"a-b","inputSchema":{"properties":{"x-mcp-heade":{}}}}`, false},
+		{`{"x-mcp-header":1}`, true},
+		{`{"X-Mcp-HEADER":1}`, true},
+		{`{"x-mcp-header`, true},
+		{`{"a":"\n"}`, true}, // any escape could spell the member
+		{`x-mcp-heade`, false},
+		{``, false},
+	} {
+		if got := mayAnnotateHeaders([]byte(c.def)); got != c.want {
+			t.Errorf("mayAnnotateHeaders(%s) = %v, want %v", c.def, got, c.want)
+		}
+	}
+}
+
+// Vetting is remembered by a schema's exact bytes: tools listing the same
+// schema share one copy of it, a re-read listing it again gets a new
+// checker on the same bytes, and a tool whose schema changed under the same
+// name is vetted again (and refused when it no longer passes).
+func TestSchemaVettingRemembered(t *testing.T) {
+	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\n\n[limits]\nmax_schema_depth = 3\n")
+	shared := `{"type":"object","properties":{"q":{"type":"string"}}}`
+	deep := `{"type":"object","properties":{"q":{"type":"object","properties":{"r":{"type":"object"}}}}}`
+	list := func(schemaB string) string {
+		return `[{"name":"a","inputSchema":` + shared + `},{"name":"b","inputSchema":` + schemaB + `}]`
+	}
+	args := func() map[string]*argChecker {
+		out := map[string]*argChecker{}
+		for _, e := range l.m.catalog.Load().kinds[kindTool].list {
+			out[e.orig] = e.args
+		}
+		return out
+	}
+	bytesOf := func(a *argChecker) *byte { return unsafe.SliceData(a.raw) }
+
+	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
+	first := args()
+	if len(first) != 2 || bytesOf(first["a"]) != bytesOf(first["b"]) {
+		t.Fatalf("tools a and b with one schema: checkers %v, want two sharing the schema's bytes", first)
+	}
+	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
+	second := args()
+	if second["a"] == first["a"] || bytesOf(second["a"]) != bytesOf(first["a"]) {
+		t.Errorf("re-read: checker %p on %p, want a new checker on the first read's bytes %p", second["a"], bytesOf(second["a"]), bytesOf(first["a"]))
+	}
+	l.offer(t, "main", [numKinds]string{kindTool: list(deep)})
+	if got := strings.Join(l.names(kindTool), " "); got != "main__a" {
+		t.Errorf("b's schema now nests too deep: exposed %q, want main__a", got)
+	}
+	if !strings.Contains(l.log.String(), "its inputSchema is nested deeper than max_schema_depth") {
+		t.Errorf("b's refusal not logged:\n%s", l.log.String())
+	}
+}

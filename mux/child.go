@@ -101,7 +101,7 @@ func (c *child) publish(st childState) {
 	if old.phase != st.phase {
 		c.deps.observe.ChildPhase(c.alias, st.phase)
 	}
-	if old.listed != st.listed {
+	if old.listed != st.listed && !c.deps.starting.Load() {
 		c.deps.rebuildCatalog()
 	}
 }
@@ -173,7 +173,9 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			ready.Msg("server ready")
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 			firstDone()
-			returnMemory()
+			if !c.deps.starting.Load() { // otherwise Start returns it once for all
+				returnMemory()
+			}
 
 			why := c.serve(ctx, sess, &sv.listed)
 			if ctx.Err() != nil {

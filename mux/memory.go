@@ -8,5 +8,5 @@ import "runtime/debug"
 // at the collector's own pace its pages would stay resident until the next
 // collection, which an idle mcpmux has only every two minutes. It blocks
 // the caller for one collection, so it is called once a catalog is
-// published, never before.
+// published, never before, and once for all the children's first starts.
 func returnMemory() { debug.FreeOSMemory() }

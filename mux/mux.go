@@ -75,6 +75,11 @@ type Mux struct {
 
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
+	// starting is set while the children's first starts run (Start), when
+	// nothing upstream reads the merged catalog yet (see WaitReady): a
+	// child's catalog then only publishes the child's state, and the merged
+	// one is built once, as the last first start ends.
+	starting atomic.Bool
 
 	admit    admission     // rate limits and max_in_flight (admission.go)
 	inflight atomic.Int64  // calls being forwarded
@@ -135,13 +140,19 @@ func (m *Mux) Start(ctx context.Context) {
 	m.spawner = childproc.NewSpawner(m.guard)
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
+	m.starting.Store(true)
 	for _, c := range m.children {
 		var once sync.Once
 		m.wg.Go(func() { c.run(ctx, func() { once.Do(pending.Done) }) })
 	}
 	m.wg.Go(func() {
 		pending.Wait()
+		// Cleared before the build, so that a child publishing from now on
+		// rebuilds itself, and one that saw it set is in this build.
+		m.starting.Store(false)
+		m.rebuildCatalog()
 		m.initialOnce.Do(func() { close(m.initial) })
+		returnMemory()
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,11 +91,12 @@ func RunSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	debug.SetGCPercent(10)
 
-	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob), forked: make(chan struct{}, 1)}
+	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob),
+		forked: make(chan struct{}, 1), busy: make(chan struct{}, 1)}
 	go s.reap()
 	go s.forker(s.plain, false)
 	go s.forker(s.nnp, true)
-	trimMemory()
+	go s.trimmer()
 	s.serve()
 	s.killGroups()
 	return 0
@@ -107,7 +109,14 @@ type supervisor struct {
 	plain  chan spawnJob
 	nnp    chan spawnJob
 	forked chan struct{} // a child was forked, for reap
+	busy   chan struct{} // a child was forked, for trimmer
 }
+
+// trimIdle is how long the supervisor waits after its start, or its last
+// fork, before it trims its memory: mcpmux starts its children together,
+// and trimming between two forks would make each wait for the trim and
+// then fault back in the code it dropped.
+const trimIdle = 200 * time.Millisecond
 
 type spawnJob struct {
 	req   supRequest
@@ -208,13 +217,27 @@ func (s *supervisor) forker(jobs <-chan spawnJob, nnp bool) {
 		s.mu.Unlock()
 		// reap waits for every child; the handle would only hold a pidfd.
 		_ = cmd.Process.Release()
-		select {
-		case s.forked <- struct{}{}:
-		default:
+		for _, ch := range []chan struct{}{s.forked, s.busy} {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
-		// Children start rarely, and what starting one touched is not
-		// needed until the next.
-		trimMemory()
+	}
+}
+
+// trimmer trims the supervisor's memory once setting up, and then each
+// burst of forks, has been over for trimIdle: children start rarely, and
+// what starting one touched is not needed until the next.
+func (s *supervisor) trimmer() {
+	t := time.NewTimer(trimIdle)
+	for {
+		select {
+		case <-s.busy:
+			t.Reset(trimIdle)
+		case <-t.C:
+			trimMemory()
+		}
 	}
 }
 

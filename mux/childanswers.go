@@ -27,6 +27,7 @@ const parkMin = 4 << 10
 type answerPark struct {
 	min     int // parkMin; the tests park any size
 	br      *bufio.Reader
+	long    []byte // a line longer than br's buffer
 	out     []byte // what is still to be handed on
 	err     error  // the error after out
 	waiting sync.Map
@@ -60,28 +61,36 @@ func (a *answerPark) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readLine returns the next line, or what stands for it.
+// readLine returns the next line, or what stands for it. A line longer
+// than the reader's buffer is gathered in long, kept for the next one up to
+// maxKeptLine.
 func (a *answerPark) readLine() ([]byte, error) {
 	frag, err := a.br.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		// The common case: a line within the buffer is handed on from it,
-		// unless it is large enough to park.
+		// The common case: a line within the buffer is handed on from it
+		// (valid until the next read, which waits for it to be taken).
 		if len(frag) < a.min || err != nil {
-			return frag, err // valid until the next read, which waits for it
+			return frag, err
 		}
-		line := append([]byte(nil), frag...) // parked: it must outlive the buffer
-		return a.park(line), nil
+		return a.park(frag), nil
 	}
-	line := append([]byte(nil), frag...)
+	if cap(a.long) > maxKeptLine {
+		a.long = nil
+	}
+	line := append(a.long[:0], frag...)
 	for errors.Is(err, bufio.ErrBufferFull) {
 		frag, err = a.br.ReadSlice('\n')
 		line = append(line, frag...)
 	}
+	a.long = line
 	if err != nil || len(line) < a.min {
 		return line, err
 	}
 	return a.park(line), nil
 }
+
+// maxKeptLine bounds the buffer a child's long lines leave behind.
+const maxKeptLine = 1 << 20
 
 // park returns line, or, if it is the result of a request waited for, the
 // same response without it, the result going to the request's slot.
@@ -94,7 +103,7 @@ func (a *answerPark) park(line []byte) []byte {
 	if !ok {
 		return line
 	}
-	raw := result
+	raw := append([]byte(nil), result...) // line's buffer is read into again
 	if !v.(*parkSlot).raw.CompareAndSwap(nil, &raw) {
 		return line // a second answer under the id: mcp-go drops it
 	}

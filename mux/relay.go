@@ -242,12 +242,12 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 	if out, ok := announcement(msg); ok {
 		return out, true
 	}
-	if bytes.Contains(msg, errorNeedle) && json.Valid(msg) {
+	if bytes.Contains(msg, errorNeedle) && jsonValid(msg) {
 		if out, ok := swapError(msg); ok {
 			return out, true
 		}
 	}
-	if !bytes.Contains(msg, relayNeedle) || !json.Valid(msg) {
+	if !bytes.Contains(msg, relayNeedle) || !jsonValid(msg) {
 		return msg, false
 	}
 	top, ok := members(msg)
@@ -307,7 +307,7 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 		return msg, false
 	}
 	p := []byte(payload)
-	if !json.Valid(p) {
+	if !jsonValid(p) {
 		return msg, false
 	}
 	pObj, ok := members(p)

@@ -293,7 +293,7 @@ func leadingID(head []byte) json.RawMessage {
 // value, the rest is checked (strings for jsonrpc and method, numbers that
 // fit a float64 in id and result).
 func requestID(line []byte) (string, bool) {
-	if !json.Valid(line) {
+	if !jsonValid(line) {
 		return "", false
 	}
 	top, ok := members(line)

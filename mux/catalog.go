@@ -2,6 +2,7 @@ package mux
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -199,6 +200,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 	cat := &childCatalog{caps: caps}
 	leftOut := map[string]string{}
 	vetted := schemaMemo{}
+	checked := map[[sha256.Size]byte]checkedTool{}
 	// skip logs an item that is left out, once for as long as the reason holds.
 	skip := func(k kind, name, why string, err error) {
 		key := kindWire[k].label + " " + name
@@ -208,21 +210,30 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 				Msg(kindWire[k].label + " left out: " + why)
 		}
 	}
-	defer func() { c.leftOut, c.vetted = leftOut, vetted }()
+	defer func() { c.leftOut, c.vetted, c.checked = leftOut, vetted, checked }()
 	for k := range numKinds {
 		seen := map[string]bool{}
 		for i, r := range raw[k] {
 			var w wireEntry
-			if key, dup := repeatedKey(r); dup {
-				skip(k, fmt.Sprintf("#%d", i), "its definition has the member "+strconv.Quote(key)+
-					" twice (ignoring case), which clients would read differently", nil)
-				continue
+			var sum [sha256.Size]byte
+			t, known := checkedTool{}, false
+			if k == kindTool {
+				sum = sha256.Sum256(r)
+				t, known = c.checked[sum]
 			}
-			if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
-				skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
-				continue
+			id := t.id
+			if !known {
+				if key, dup := repeatedKey(r); dup {
+					skip(k, fmt.Sprintf("#%d", i), "its definition has the member "+strconv.Quote(key)+
+						" twice (ignoring case), which clients would read differently", nil)
+					continue
+				}
+				if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
+					skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
+					continue
+				}
+				id = w.id(k)
 			}
-			id := w.id(k)
 			if seen[id] {
 				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+kindWire[k].noun+" twice; the first definition is kept", nil)
 				continue
@@ -234,10 +245,20 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			e := &entry{kind: k, orig: id, child: c, def: r}
 			if k == kindTool {
-				why, err := m.checkTool(c, e, &w, readOnly.Match(id), caps, vetted)
-				if why != "" {
-					skip(k, id, why, err)
+				if !known {
+					var why string
+					var err error
+					if t, why, err = m.checkTool(c, &w, r, caps, vetted); why != "" {
+						skip(k, id, why, err)
+						continue
+					}
+				}
+				if why := t.apply(e, readOnly.Match(id) || c.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
+					skip(k, id, why, nil)
 					continue
+				}
+				if t.id != "" {
+					checked[sum] = t
 				}
 			}
 			cat.entries[k] = append(cat.entries[k], e)
@@ -321,62 +342,105 @@ func (e *entry) rename() error {
 	return nil
 }
 
-// checkTool checks a tool's definition and prepares its argument checker;
-// it returns why the tool must be left out, or "".
-func (m *Mux) checkTool(c *child, e *entry, w *wireEntry, markedReadOnly bool, caps mcp.ServerCapabilities, vetted schemaMemo) (string, error) {
-	if w.Execution != nil && (w.Execution.TaskSupport == mcp.TaskSupportOptional || w.Execution.TaskSupport == mcp.TaskSupportRequired) &&
-		toolTasks(caps) != nil {
-		e.task = w.Execution.TaskSupport
+// checkedTool is what checking a tool's definition found, which depends on
+// its bytes alone. A child's catalog remembers it for each tool whose
+// definition passed, by the definition's SHA-256, so that a re-read or a
+// respawn listing the same bytes checks nothing again.
+type checkedTool struct {
+	id           string // the tool's name; "" when it is not to be remembered
+	def          []byte // the definition as fixed by the checks; nil: as listed
+	schema       vettedSchema
+	task         mcp.TaskSupport // as listed in execution.taskSupport
+	readOnlyHint bool
+}
+
+// apply gives e what t found, and the task support and read-only marking
+// that the child's declared capabilities and the config add; it returns why
+// the tool must be left out, or "".
+func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities) string {
+	if (t.task == mcp.TaskSupportOptional || t.task == mcp.TaskSupportRequired) && toolTasks(caps) != nil {
+		e.task = t.task
 	}
-	if w.Execution != nil && w.Execution.TaskSupport == mcp.TaskSupportRequired && e.task == "" {
-		return "it can only run as a task, and the server does not declare tasks for tools/call", nil
+	if t.task == mcp.TaskSupportRequired && e.task == "" {
+		return taskOnly
 	}
+	if t.def != nil {
+		e.def = t.def
+	}
+	// A new checker: compiled copies for calls are never carried over.
+	e.args = &argChecker{raw: t.schema.raw, perValue: t.schema.perValue}
+	e.readOnly = readOnly
+	return ""
+}
+
+const taskOnly = "it can only run as a task, and the server does not declare tasks for tools/call"
+
+// checkTool checks the definition def of a tool, decoded as w, and vets
+// its inputSchema; it returns what it found, or why the tool must be left
+// out.
+func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted schemaMemo) (checkedTool, string, error) {
+	t := checkedTool{id: w.Name}
+	if w.Execution != nil {
+		t.task = w.Execution.TaskSupport
+	}
+	if t.task == mcp.TaskSupportRequired && toolTasks(caps) == nil {
+		return t, taskOnly, nil
+	}
+	fixed, changed := def, false
 	in := w.InputSchema
-	if t := bytes.TrimSpace(in); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+	if trimmed := bytes.TrimSpace(in); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		in = json.RawMessage(`{"type":"object"}`)
 	}
 	norm, err := objectSchema(in)
 	if err != nil {
-		return "its inputSchema is not an object schema", err
+		return t, "its inputSchema is not an object schema", err
 	}
 	if !bytes.Equal(norm, w.InputSchema) {
-		if e.def, err = withField(e.def, "inputSchema", norm); err != nil {
-			return "not a valid definition", err
+		changed = true
+		if fixed, err = withField(fixed, "inputSchema", norm); err != nil {
+			return t, "not a valid definition", err
 		}
 	}
-	if e.args, err = vetted.argChecker(norm, m.cfg.Limits, c.vetted); err != nil {
-		return schemaRefusal(err), err
+	a, err := vetted.argChecker(norm, m.cfg.Limits, c.vetted)
+	if err != nil {
+		return t, schemaRefusal(err), err
 	}
+	t.schema = vettedSchema{raw: a.raw, perValue: a.perValue}
 	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
-		fixed, err := objectSchema(out)
+		repaired, err := objectSchema(out)
 		switch {
 		case bytes.Equal(out, []byte("null")) || err != nil:
 			// The tool still works; clients just cannot check its structured
-			// content.
+			// content. Not remembered, so that every read says so.
 			c.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
-			e.def, err = withoutField(e.def, "outputSchema")
-		case !bytes.Equal(fixed, w.OutputSchema):
-			e.def, err = withField(e.def, "outputSchema", fixed)
+			t.id, changed = "", true
+			fixed, err = withoutField(fixed, "outputSchema")
+		case !bytes.Equal(repaired, w.OutputSchema):
+			changed = true
+			fixed, err = withField(fixed, "outputSchema", repaired)
 		}
 		if err != nil {
-			return "not a valid definition", err
+			return t, "not a valid definition", err
 		}
 	}
 	var typed mcp.Tool
-	if err := json.Unmarshal(e.def, &typed); err != nil {
-		return "not a valid definition", err
+	if err := json.Unmarshal(fixed, &typed); err != nil {
+		return t, "not a valid definition", err
 	}
-	if mayAnnotateHeaders(e.def) {
+	if mayAnnotateHeaders(fixed) {
 		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
-			return "invalid x-mcp-header annotations", err
+			return t, "invalid x-mcp-header annotations", err
 		}
 	}
 	var ann struct {
 		ReadOnlyHint *bool `json:"readOnlyHint"`
 	}
 	_ = json.Unmarshal(w.Annotations, &ann)
-	e.readOnly = markedReadOnly || c.cfg.TrustAnnotations && ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
-	return "", nil
+	t.readOnlyHint = ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
+	if changed {
+		t.def = fixed
+	}
+	return t, "", nil
 }
 
 // headerKey is the member mcp-go's header annotations check looks for.

@@ -61,11 +61,20 @@ func BenchmarkCatalogBuildChild(b *testing.B) {
 			c := m.children[0]
 			var lists [numKinds][]json.RawMessage
 			lists[kindTool] = raw
-			b.ReportAllocs()
-			for b.Loop() {
-				if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
-					b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
-				}
+			// first: nothing remembered from a catalog before (a first start);
+			// reread: the same list read again (a re-read or a respawn).
+			for _, first := range []bool{true, false} {
+				b.Run(map[bool]string{true: "first", false: "reread"}[first], func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if first {
+							c.vetted, c.checked = nil, nil
+						}
+						if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
+							b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
+						}
+					}
+				})
 			}
 		})
 	}

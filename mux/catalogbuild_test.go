@@ -1,9 +1,13 @@
 package mux
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // A tool whose x-mcp-header annotations mcp-go refuses is left out however
@@ -86,5 +90,53 @@ func TestSchemaVettingRemembered(t *testing.T) {
 	}
 	if !strings.Contains(l.log.String(), "its inputSchema is nested deeper than max_schema_depth") {
 		t.Errorf("b's refusal not logged:\n%s", l.log.String())
+	}
+}
+
+// A definition read again with the same bytes is not checked again, but
+// what depends on more than its bytes is decided anew: a task-only tool is
+// offered while the child declares tasks for tools/call and left out on a
+// read where it does not; a fixed definition stays fixed; a tool whose
+// outputSchema is dropped is warned about on every read.
+func TestCheckedToolsRemembered(t *testing.T) {
+	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\nread_only = [\"ro\"]\n")
+	c := l.m.child("main")
+	var raw [numKinds][]json.RawMessage
+	if err := json.Unmarshal([]byte(`[
+		{"name":"task","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
+		{"name":"untyped","inputSchema":{"properties":{}}},
+		{"name":"ro","inputSchema":{"type":"object"}},
+		{"name":"badout","inputSchema":{"type":"object"},"outputSchema":{"type":"string"}}
+	]`), &raw[kindTool]); err != nil {
+		t.Fatal(err)
+	}
+	tasks := mcp.ServerCapabilities{Tasks: &mcp.TasksCapability{Requests: &mcp.TaskRequestsCapability{Tools: &struct {
+		Call *struct{} `json:"call,omitempty"`
+	}{Call: &struct{}{}}}}}
+	describe := func(cat *childCatalog) string {
+		var out []string
+		for _, e := range cat.tools() {
+			out = append(out, fmt.Sprintf("%s task=%q ro=%t def=%s", e.orig, e.task, e.readOnly, e.def))
+		}
+		return strings.Join(out, "\n")
+	}
+	first := describe(l.m.buildChildCatalog(c, raw, tasks))
+	if len(c.checked) != 3 {
+		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", len(c.checked))
+	}
+	if again := describe(l.m.buildChildCatalog(c, raw, tasks)); again != first {
+		t.Errorf("read again:\n%s\nwant, as the first time:\n%s", again, first)
+	}
+	for _, want := range []string{`task task="required"`, `"inputSchema":{"type":"object","properties":{}}`, "ro task=\"\" ro=true"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("catalog lacks %q:\n%s", want, first)
+		}
+	}
+	without := describe(l.m.buildChildCatalog(c, raw, mcp.ServerCapabilities{}))
+	if strings.Contains(without, "task task=") || !strings.Contains(l.log.String(), taskOnly) {
+		t.Errorf("without tasks declared, the task-only tool is still offered or its refusal not logged:\n%s\n%s", without, l.log.String())
+	}
+	if n := strings.Count(l.log.String(), "outputSchema left out"); n != 3 {
+		t.Errorf("outputSchema warning logged %d times over 3 reads, want 3", n)
 	}
 }

@@ -3,6 +3,7 @@ package mux
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,10 @@ type child struct {
 	// vetted is what vetting found of the inputSchemas of the last catalog
 	// built, for the next build (schemaMemo); touched as leftOut is.
 	vetted schemaMemo
+	// checked is what checking found of each tool definition of the last
+	// catalog built that passed, by the definition's SHA-256
+	// (checkedTool); touched as leftOut is.
+	checked map[[sha256.Size]byte]checkedTool
 }
 
 // childState is one published moment of a child's life. It is never

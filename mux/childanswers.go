@@ -41,13 +41,16 @@ func newAnswerPark(r io.Reader) *answerPark {
 }
 
 // expect registers the request whose id is key (its JSON) until done is
-// called; the slot holds its parked result, if any, once the transport has
-// delivered its response.
-func (a *answerPark) expect(key string) (slot *parkSlot, done func()) {
-	slot = &parkSlot{}
+// called with the slot it returns; the slot holds the request's parked
+// result, if any, once the transport has delivered its response.
+func (a *answerPark) expect(key string) *parkSlot {
+	slot := &parkSlot{}
 	a.waiting.Store(key, slot)
-	return slot, func() { a.waiting.CompareAndDelete(key, slot) }
+	return slot
 }
+
+// done ends expect's registration of slot under key.
+func (a *answerPark) done(key string, slot *parkSlot) { a.waiting.CompareAndDelete(key, slot) }
 
 func (a *answerPark) Read(p []byte) (int, error) {
 	for len(a.out) == 0 {

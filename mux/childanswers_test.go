@@ -55,7 +55,7 @@ func FuzzAnswerPark(f *testing.F) {
 		a.min = int(chunk%2) * parkMin // any size, or only large lines
 		slots := map[string]*parkSlot{}
 		for _, id := range []string{"mcpmux-1", "mcpmux-2", "mcpmux-3"} {
-			slots["string:"+id], _ = a.expect(`"` + id + `"`) // keyed as the transport keys them
+			slots["string:"+id] = a.expect(`"` + id + `"`) // keyed as the transport keys them
 		}
 		var got bytes.Buffer
 		buf := make([]byte, int(chunk)%64+1)
@@ -116,8 +116,8 @@ func TestAnswerParkPassesTheRest(t *testing.T) {
 	big := `{"jsonrpc":"2.0","id":"mcpmux-9","result":{"x":"` + strings.Repeat("y", parkMin) + `"}}` + "\n"
 	small := `{"jsonrpc":"2.0","id":"mcpmux-1","result":{}}` + "\n"
 	a := newAnswerPark(strings.NewReader(big + small))
-	slot, done := a.expect(`"mcpmux-1"`)
-	defer done()
+	slot := a.expect(`"mcpmux-1"`)
+	defer a.done(`"mcpmux-1"`, slot)
 	var got bytes.Buffer
 	if _, err := got.ReadFrom(a); err != nil {
 		t.Fatal(err)

@@ -488,6 +488,7 @@ func members(b []byte) (object, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return o, false
 	}
+	o.m = make([]member, 0, 6) // one allocation for the objects of a message
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		o.close = i
@@ -536,10 +537,46 @@ func members(b []byte) (object, bool) {
 // of one without escapes the decoder.
 func decodeKey(s []byte) (string, bool) {
 	if bytes.IndexByte(s, '\\') < 0 {
-		return string(s[1 : len(s)-1]), true
+		return knownKey(s[1 : len(s)-1]), true
 	}
 	var k string
 	return k, json.Unmarshal(s, &k) == nil
+}
+
+// knownKey is string(k), without allocating for the keys the call path
+// reads on every message.
+func knownKey(k []byte) string {
+	switch string(k) {
+	case "jsonrpc":
+		return "jsonrpc"
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "result":
+		return "result"
+	case "error":
+		return "error"
+	case "params":
+		return "params"
+	case "_meta":
+		return "_meta"
+	case relayKey:
+		return relayKey
+	case "content":
+		return "content"
+	case "type":
+		return "type"
+	case "text":
+		return "text"
+	case "isError":
+		return "isError"
+	case "structuredContent":
+		return "structuredContent"
+	case "resultType":
+		return "resultType"
+	}
+	return string(k)
 }
 
 func skipSpace(b []byte, i int) int {

@@ -211,9 +211,8 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	var slot *parkSlot
 	if key, ok := idJSON(id); ok && s.park != nil {
-		var done func()
-		slot, done = s.park.expect(key)
-		defer done()
+		slot = s.park.expect(key)
+		defer s.park.done(key, slot)
 	}
 	ctx, tooLarge := withTooLargeFlag(ctx)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{

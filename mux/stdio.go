@@ -300,8 +300,7 @@ func requestID(line []byte) (string, bool) {
 	if !ok {
 		return "", false // null decodes without an id; anything else fails
 	}
-	var jsonrpc, method string
-	var id []byte
+	var jsonrpc, method, id []byte
 	result := false
 	for _, m := range top.m {
 		v := line[m.start:m.end]
@@ -326,7 +325,7 @@ func requestID(line []byte) (string, bool) {
 			result = string(v) != "null"
 		}
 	}
-	if jsonrpc == mcp.JSONRPC_VERSION && (result || method == string(mcp.MethodSubscriptionsListen)) {
+	if string(jsonrpc) == mcp.JSONRPC_VERSION && (result || string(method) == string(mcp.MethodSubscriptionsListen)) {
 		return "", false
 	}
 	return answerIDKey(id)
@@ -338,21 +337,25 @@ func requestID(line []byte) (string, bool) {
 const maxWireString = 6*len(mcp.MethodSubscriptionsListen) + 2
 
 // wireString reads v, a valid JSON value, as encoding/json decodes it into
-// mcp-go's string fields: a string or null ("" for null and for strings
+// mcp-go's string fields: a string or null (empty for null and for strings
 // too long to matter); ok is false for anything else, which fails the whole
-// message.
-func wireString(v []byte) (s string, ok bool) {
+// message. A string without escapes comes back as v's own bytes.
+func wireString(v []byte) (s []byte, ok bool) {
 	switch {
 	case string(v) == "null":
-		return "", true
+		return nil, true
 	case v[0] != '"':
-		return "", false
+		return nil, false
 	case len(v) > maxWireString:
-		return "", true
+		return nil, true
 	case bytes.IndexByte(v, '\\') < 0:
-		return string(v[1 : len(v)-1]), true
+		return v[1 : len(v)-1], true
 	}
-	return s, json.Unmarshal(v, &s) == nil
+	var d string
+	if json.Unmarshal(v, &d) != nil {
+		return nil, false
+	}
+	return []byte(d), true
 }
 
 // numbersFit reports whether every number in the valid JSON value b can be

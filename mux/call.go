@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -216,8 +217,7 @@ const (
 func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
-	stop := context.AfterFunc(m.cut, func() { cut(context.Cause(m.cut)) })
-	defer stop()
+	defer m.cuts.add(m.cut, cut)()
 	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(ctx))
 	defer cancel()
 	g := m.admit.gate(t.child)
@@ -234,6 +234,37 @@ func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res c
 	sent := time.Now()
 	res, outcome = m.send(ctx, t, args)
 	return res, outcome, time.Since(sent)
+}
+
+// callCuts reaches every call in flight when mcpmux stops. Registering with
+// the stop context itself (context.AfterFunc) would take its lock, one for
+// all calls, twice a call; a call here is one entry of a concurrent map
+// instead, and the stop context has one AfterFunc for them all.
+type callCuts struct {
+	once  sync.Once
+	calls sync.Map // *callCut -> struct{}
+}
+
+type callCut struct{ cut context.CancelCauseFunc }
+
+// add makes stop's end cut the call, with stop's cause, until the returned
+// function is called.
+func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remove func()) {
+	c.once.Do(func() {
+		context.AfterFunc(stop, func() {
+			c.calls.Range(func(k, _ any) bool {
+				k.(*callCut).cut(context.Cause(stop))
+				return true
+			})
+		})
+	})
+	e := &callCut{cut: cut}
+	c.calls.Store(e, struct{}{})
+	// A call added as stop ends may come after the Range: it sees stop done.
+	if stop.Err() != nil {
+		cut(context.Cause(stop))
+	}
+	return func() { c.calls.Delete(e) }
 }
 
 // send is forward's part once the call has its slot.

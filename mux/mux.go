@@ -89,6 +89,7 @@ type Mux struct {
 	// instead would stop mcp-go from sending the answers.
 	cut      context.Context
 	cutCalls context.CancelCauseFunc
+	cuts     callCuts // the calls in flight, reached by cut (call.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -25,19 +25,20 @@ const parkMin = 4 << 10
 // transport's read goroutine reads; waiting is safe for every caller, and
 // no lock is shared by the calls.
 type answerPark struct {
-	min     int // parkMin; the tests park any size
-	br      *bufio.Reader
-	long    []byte // a line longer than br's buffer
-	out     []byte // what is still to be handed on
-	err     error  // the error after out
-	waiting sync.Map
+	min, max  int // parkMin and parkMax; the tests change them
+	br        *bufio.Reader
+	long      []byte // a line longer than br's buffer
+	streaming bool   // the rest of a line over parkMax is being handed on
+	out       []byte // what is still to be handed on
+	err       error  // the error after out
+	waiting   sync.Map
 }
 
 // parkSlot receives the result of one request, if it was parked.
 type parkSlot struct{ raw atomic.Pointer[[]byte] }
 
 func newAnswerPark(r io.Reader) *answerPark {
-	return &answerPark{min: parkMin, br: bufio.NewReaderSize(r, 64<<10)}
+	return &answerPark{min: parkMin, max: parkMax, br: bufio.NewReaderSize(r, 64<<10)}
 }
 
 // expect registers the request whose id is key (its JSON) until done is
@@ -66,9 +67,17 @@ func (a *answerPark) Read(p []byte) (int, error) {
 
 // readLine returns the next line, or what stands for it. A line longer
 // than the reader's buffer is gathered in long, kept for the next one up to
-// maxKeptLine.
+// maxKeptLine; one longer than parkMax is not parked: what was gathered is
+// handed on, and the rest of it as it comes, so that it is not held twice
+// (mcp-go holds it too, and lineReader lets it reach max_message_bytes).
 func (a *answerPark) readLine() ([]byte, error) {
 	frag, err := a.br.ReadSlice('\n')
+	if a.streaming {
+		if a.streaming = errors.Is(err, bufio.ErrBufferFull); a.streaming {
+			err = nil
+		}
+		return frag, err
+	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		// The common case: a line within the buffer is handed on from it
 		// (valid until the next read, which waits for it to be taken).
@@ -82,6 +91,10 @@ func (a *answerPark) readLine() ([]byte, error) {
 	}
 	line := append(a.long[:0], frag...)
 	for errors.Is(err, bufio.ErrBufferFull) {
+		if len(line) >= a.max {
+			a.long, a.streaming = line, true
+			return line, nil
+		}
 		frag, err = a.br.ReadSlice('\n')
 		line = append(line, frag...)
 	}
@@ -92,8 +105,12 @@ func (a *answerPark) readLine() ([]byte, error) {
 	return a.park(line), nil
 }
 
-// maxKeptLine bounds the buffer a child's long lines leave behind.
-const maxKeptLine = 1 << 20
+// maxKeptLine bounds the buffer a child's long lines leave behind, and
+// parkMax the answers parked.
+const (
+	maxKeptLine = 1 << 20
+	parkMax     = 4 << 20
+)
 
 // park returns line, or, if it is the result of a request waited for, the
 // same response without it, the result going to the request's slot.

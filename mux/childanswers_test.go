@@ -50,9 +50,13 @@ func FuzzAnswerPark(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`+"\n"+`{"id":"mcpmux-1","jsonrpc":"2.0","result":{"a":1}}`), uint8(0))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-1","Result":{},"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"b":[]}}`+"\r\n"), uint8(3))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 70000)+`"}}`+"\n"), uint8(200))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 200000)+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-1","result":{}}`+"\n"), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		a := newAnswerPark(bytes.NewReader(data))
 		a.min = int(chunk%2) * parkMin // any size, or only large lines
+		if chunk%4 >= 2 {
+			a.min, a.max = 0, 1 // what is longer than the read buffer is never parked
+		}
 		slots := map[string]*parkSlot{}
 		for _, id := range []string{"mcpmux-1", "mcpmux-2", "mcpmux-3"} {
 			slots["string:"+id] = a.expect(`"` + id + `"`) // keyed as the transport keys them

@@ -6,10 +6,14 @@ package mux
 // tools/call makes mcp-go create a task in its store, answer the client at
 // once and run handleCall on its own goroutine. That run calls the child
 // with the same augmentation, follows the child's task to its end and
-// returns the child's tasks/result, relayed as the child sent it; tasks/get,
-// tasks/result, tasks/list and tasks/cancel are answered by mcp-go's store,
-// the task ids the client sees are mcp-go's, and the child's never leave the
-// mux.
+// returns the child's tasks/result, relayed as the child sent it; tasks/result
+// and tasks/cancel are answered by mcp-go's store, which the run's end and
+// OnTaskCancelled keep in step with the child. tasks/get and tasks/list are
+// answered by mcp-go's store too, and then, for a task still working there,
+// the child is asked for its own task, whose status (working or
+// input_required), statusMessage and pollInterval replace mcp-go's
+// (childStatus). The task ids the client sees are mcp-go's, and the child's
+// never leave the mux.
 //
 // What mcp-go v1.2.1 does not do, the mux does here:
 //   - it cancels a task handler's context as soon as the task is created
@@ -39,6 +43,7 @@ import (
 // upTask is one task mcp-go hosts for a call of the mux's.
 type upTask struct {
 	id        string
+	call      *taskCall // set under mu once the run starts
 	cs        server.ClientSession
 	sessionID string
 	// ctx has the values of the tools/call's context (session, identity,
@@ -200,6 +205,11 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 		}
 	})
 	h.AddBeforeGetTask(func(ctx context.Context, _ any, req *mcp.GetTaskRequest) { m.guardTask(ctx, &req.Params.TaskId) })
+	h.AddAfterGetTask(func(ctx context.Context, _ any, _ *mcp.GetTaskRequest, res *mcp.GetTaskResult) {
+		if res != nil {
+			m.withChildStatus(ctx, []*mcp.Task{&res.Task})
+		}
+	})
 	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
 		m.guardTask(ctx, &req.Params.TaskId)
 	})
@@ -217,7 +227,64 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 			}
 		}
 		res.Tasks = mine
+		ts := make([]*mcp.Task, len(mine))
+		for i := range mine {
+			ts[i] = &mine[i]
+		}
+		m.withChildStatus(ctx, ts)
 	})
+}
+
+// childStatusWait bounds the wait for a child's answer to tasks/get asked
+// on behalf of a client's tasks/get or tasks/list.
+const childStatusWait = 5 * time.Second
+
+// withChildStatus puts into each of ts that mcp-go still has working what
+// the child says of its own task behind it: its status while that is
+// working or input_required, its statusMessage and its pollInterval. The
+// ids, times and ttl stay mcp-go's. A terminal status of the child's is
+// never shown before mcp-go's own: the task keeps mcp-go's "working" until
+// the run's tasks/result has brought the child's outcome into mcp-go's
+// store, so that a client told "completed" always finds the result. A task
+// whose child cannot be asked (no child task yet, the child down or
+// restarting, an error, no answer within min(call_timeout, 5s) or the
+// request's end) is left as mcp-go has it. The children are asked
+// concurrently, each question on the goroutine that waits for its answer.
+func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
+	ctx, cancel := context.WithTimeout(ctx, min(m.cfg.Mux.CallTimeout, childStatusWait))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, task := range ts {
+		if task.Status.IsTerminal() {
+			continue
+		}
+		t := m.tasks.lookup(task.TaskId)
+		if t == nil {
+			continue
+		}
+		t.mu.Lock()
+		tc := t.call
+		t.mu.Unlock()
+		ct := tc.child()
+		if ct == nil {
+			continue
+		}
+		wg.Go(func() {
+			st, err := ct.status(ctx)
+			if err != nil {
+				m.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
+				return
+			}
+			if st.Status != mcp.TaskStatusWorking && st.Status != mcp.TaskStatusInputRequired {
+				return
+			}
+			task.Status, task.StatusMessage = st.Status, st.StatusMessage
+			if st.PollInterval != nil {
+				task.PollInterval = st.PollInterval
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // taskStatus tells the owner of a task that it ended, as mcp-go would have
@@ -260,6 +327,43 @@ type taskCall struct {
 	// failed is set when the child's task failed or was cancelled at the
 	// child: the upstream task then fails with it.
 	failed error
+
+	mu       sync.Mutex
+	followed *childTask // the child's task, once the child created it
+}
+
+// childTask is a child's own task, on the session that created it.
+type childTask struct {
+	s  *session
+	id string
+}
+
+// child returns the child's task of tc, or nil before there is one.
+func (tc *taskCall) child() *childTask {
+	if tc == nil {
+		return nil
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.followed
+}
+
+// status asks the child for its task as it is now.
+func (ct *childTask) status(ctx context.Context) (mcp.Task, error) {
+	select {
+	case <-ct.s.lost:
+		return mcp.Task{}, fmt.Errorf("task %s: the session is gone: %s", ct.id, ct.s.lostWhy)
+	default:
+	}
+	raw, err := ct.s.send(ctx, ct.s.nextID(), string(mcp.MethodTasksGet), map[string]any{"taskId": ct.id})
+	if err != nil {
+		return mcp.Task{}, fmt.Errorf("task %s: tasks/get: %w", ct.id, err)
+	}
+	var st mcp.Task
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return mcp.Task{}, fmt.Errorf("task %s: %w: tasks/get: %v", ct.id, errMalformedResult, err)
+	}
+	return st, nil
 }
 
 type taskCallKey struct{}
@@ -291,6 +395,9 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 	m.tasks.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
 	tc := &taskCall{params: &params}
+	t.mu.Lock()
+	t.call = tc
+	t.mu.Unlock()
 	ctx := context.WithValue(t.ctx, taskCallKey{}, tc)
 	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
 	switch {
@@ -365,6 +472,9 @@ func (s *session) followTask(ctx context.Context, tc *taskCall, created json.Raw
 		return created, nil
 	}
 	id := ct.Task.TaskId
+	tc.mu.Lock()
+	tc.followed = &childTask{s: s, id: id}
+	tc.mu.Unlock()
 	ref := map[string]any{"taskId": id}
 	defer func() {
 		if ctx.Err() != nil {

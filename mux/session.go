@@ -210,9 +210,11 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 // session as the transport left it (a stdio child's goes on).
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	var slot *parkSlot
-	if key, ok := idJSON(id); ok && s.park != nil {
-		slot = s.park.expect(key)
-		defer s.park.done(key, slot)
+	if s.park != nil {
+		if key, ok := idJSON(id); ok {
+			slot = s.park.expect(key)
+			defer s.park.done(key, slot)
+		}
 	}
 	ctx, tooLarge := withTooLargeFlag(ctx)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{

@@ -44,6 +44,7 @@ func (e *ExitError) Error() string {
 // Its reader goroutine is owned by the Spawner, which waits for done.
 type supervisorConn struct {
 	conn *net.UnixConn
+	out  *outbox // the one writer of conn; read closes it
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the supervisor has exited and been reaped
 
@@ -84,6 +85,10 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 		conn: fc.(*net.UnixConn), cmd: cmd, done: make(chan struct{}),
 		pending: map[uint64]chan error{}, procs: map[int]*Process{}, spawning: map[uint64]*Process{},
 	}
+	c.out = newOutbox(func(b, oob []byte) error {
+		_, _, err := c.conn.WriteMsgUnix(b, oob, nil)
+		return err
+	})
 	go c.read()
 	return c, nil
 }
@@ -132,7 +137,9 @@ func (c *supervisorConn) spawn(ctx context.Context, spec Spec, path string, id *
 		err = fmt.Errorf("arguments and environment take %d bytes, more than the %d a request may", len(b), maxMessage)
 	}
 	if err == nil {
-		_, _, err = c.conn.WriteMsgUnix(b, unix.UnixRights(int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())), nil)
+		sent := make(chan error, 1)
+		c.out.post(b, unix.UnixRights(int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())), func(err error) { sent <- err })
+		err = <-sent
 	}
 	// The supervisor has its own copies now; ours would keep the pipes open.
 	closeAll(stdinR, stdoutW, stderrW)
@@ -216,6 +223,7 @@ func (c *supervisorConn) read() {
 			}
 		}
 	}
+	c.out.close(ErrSupervisorGone)
 	c.mu.Lock()
 	c.gone = true
 	pending, procs := c.pending, c.procs
@@ -231,10 +239,11 @@ func (c *supervisorConn) read() {
 	_ = c.cmd.Wait()
 }
 
-// release tells the supervisor that mcpmux is done with p's group.
+// release tells the supervisor that mcpmux is done with p's group. It never
+// blocks: read calls it.
 func (c *supervisorConn) release(p *Process) {
 	b, _ := json.Marshal(supRequest{Op: "release", Pid: p.pgid, ID: p.spawnID})
-	_, _, _ = c.conn.WriteMsgUnix(b, nil, nil)
+	c.out.post(b, nil, nil)
 }
 
 // close ends the lifeline: the supervisor kills what is left and exits.

@@ -92,7 +92,7 @@ func RunSupervisor() int {
 	debug.SetGCPercent(10)
 
 	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob),
-		forked: make(chan struct{}, 1), busy: make(chan struct{}, 1)}
+		forked: make(chan struct{}, 1), busy: make(chan struct{}, 1), out: newOutbox(sendToMux)}
 	go s.reap()
 	go s.forker(s.plain, false)
 	go s.forker(s.nnp, true)
@@ -103,7 +103,9 @@ func RunSupervisor() int {
 }
 
 type supervisor struct {
-	sendMu sync.Mutex
+	// out is the only writer of the socket: serve, which reads it, must
+	// never wait for mcpmux to read, nor anything holding mu (see outbox).
+	out    *outbox
 	mu     sync.Mutex
 	groups map[int]uint64 // children's groups not yet released: pid -> spawn id
 	plain  chan spawnJob
@@ -199,7 +201,7 @@ func (s *supervisor) forker(jobs <-chan spawnJob, nnp bool) {
 	for j := range jobs {
 		err := setup
 		var cmd *exec.Cmd
-		// Held from before the fork until the answer is sent, so that reap
+		// Held from before the fork until the answer is queued, so that reap
 		// cannot report the child's exit first: mcpmux learns the pid first.
 		s.mu.Lock()
 		if err == nil {
@@ -274,7 +276,7 @@ func (s *supervisor) reap() {
 		case errors.Is(err, syscall.ECHILD):
 			<-s.forked // no child yet: wait for one
 		case err == nil:
-			// Under mu, so that the answer to its spawn has gone first.
+			// Under mu, so that the answer to its spawn is queued first.
 			s.mu.Lock()
 			s.send(supMessage{Exited: pid, Status: uint32(ws)})
 			s.mu.Unlock()
@@ -282,15 +284,19 @@ func (s *supervisor) reap() {
 	}
 }
 
-// send writes one message to mcpmux; once mcpmux is gone nothing is sent.
+// send queues one message to mcpmux without waiting for it to be sent;
+// messages go in the order sent was called.
 func (s *supervisor) send(m supMessage) {
 	b, _ := json.Marshal(m)
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
+	s.out.post(b, nil, nil)
+}
+
+// sendToMux writes one message; once mcpmux is gone nothing is sent.
+func sendToMux(b, oob []byte) error {
 	for {
-		err := unix.Sendmsg(supervisorFD, b, nil, nil, 0)
+		err := unix.Sendmsg(supervisorFD, b, oob, nil, 0)
 		if !errors.Is(err, unix.EINTR) {
-			return
+			return err
 		}
 	}
 }

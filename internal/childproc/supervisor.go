@@ -107,6 +107,7 @@ type supervisor struct {
 	// never wait for mcpmux to read, nor anything holding mu (see outbox).
 	out    *outbox
 	mu     sync.Mutex
+	dying  bool           // killGroups has run: nothing more is forked
 	groups map[int]uint64 // children's groups not yet released: pid -> spawn id
 	plain  chan spawnJob
 	nnp    chan spawnJob
@@ -199,33 +200,44 @@ func (s *supervisor) forker(jobs <-chan spawnJob, nnp bool) {
 		}
 	}
 	for j := range jobs {
-		err := setup
-		var cmd *exec.Cmd
-		// Held from before the fork until the answer is queued, so that reap
-		// cannot report the child's exit first: mcpmux learns the pid first.
-		s.mu.Lock()
-		if err == nil {
-			cmd, err = s.fork(j)
-		}
-		closeAll(j.files...) // the child has its own copies
-		if err != nil {
-			s.send(supMessage{ID: j.req.ID, Err: err.Error()})
-			s.mu.Unlock()
-			continue
-		}
-		pid := cmd.Process.Pid
-		s.groups[pid] = j.req.ID
-		s.send(supMessage{ID: j.req.ID, Pid: pid})
-		s.mu.Unlock()
-		// reap waits for every child; the handle would only hold a pidfd.
-		_ = cmd.Process.Release()
-		for _, ch := range []chan struct{}{s.forked, s.busy} {
-			select {
-			case ch <- struct{}{}:
-			default:
+		if s.forkJob(j, setup) {
+			for _, ch := range []chan struct{}{s.forked, s.busy} {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}
+}
+
+// forkJob forks the child of j, unless setup failed or the supervisor is
+// dying, and answers mcpmux; it says whether a child was forked.
+func (s *supervisor) forkJob(j spawnJob, setup error) bool {
+	// Held from before the fork until the answer is queued, so that reap
+	// cannot report the child's exit first: mcpmux learns the pid first.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer closeAll(j.files...) // the child has its own copies
+	if s.dying {
+		// killGroups has run: a child forked now would outlive mcpmux.
+		return false
+	}
+	err := setup
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd, err = s.fork(j)
+	}
+	if err != nil {
+		s.send(supMessage{ID: j.req.ID, Err: err.Error()})
+		return false
+	}
+	pid := cmd.Process.Pid
+	s.groups[pid] = j.req.ID
+	s.send(supMessage{ID: j.req.ID, Pid: pid})
+	// reap waits for every child; the handle would only hold a pidfd.
+	_ = cmd.Process.Release()
+	return true
 }
 
 // trimmer trims the supervisor's memory once setting up, and then each
@@ -302,10 +314,12 @@ func sendToMux(b, oob []byte) error {
 }
 
 // killGroups kills every group not released, running or not: a child that
-// exited on its stdin's end may have left a grandchild in its group.
+// exited on its stdin's end may have left a grandchild in its group. A
+// forker that took a job before the lifeline ended forks nothing after.
 func (s *supervisor) killGroups() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dying = true
 	for pgid := range s.groups {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}

@@ -47,6 +47,9 @@ type supervisorConn struct {
 	out  *outbox // the one writer of conn; read closes it
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the supervisor has exited and been reaped
+	// maxRequest is the longest request the socket's buffers carry, at most
+	// maxMessage.
+	maxRequest int
 
 	mu      sync.Mutex
 	gone    bool
@@ -65,6 +68,11 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor"), os.NewFile(uintptr(fds[1]), "supervisor-lifeline")
 	defer theirs.Close()
+	limit, err := sizeBuffers(fds[0], fds[1])
+	if err != nil {
+		closeAll(ours)
+		return nil, fmt.Errorf("supervisor socket: %w", err)
+	}
 	fc, err := net.FileConn(ours)
 	_ = ours.Close()
 	if err != nil {
@@ -82,7 +90,7 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 		return nil, fmt.Errorf("start supervisor %s: %w", binary, err)
 	}
 	c := &supervisorConn{
-		conn: fc.(*net.UnixConn), cmd: cmd, done: make(chan struct{}),
+		conn: fc.(*net.UnixConn), cmd: cmd, done: make(chan struct{}), maxRequest: limit,
 		pending: map[uint64]chan error{}, procs: map[int]*Process{}, spawning: map[uint64]*Process{},
 	}
 	c.out = newOutbox(func(b, oob []byte) error {
@@ -91,6 +99,29 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 	})
 	go c.read()
 	return c, nil
+}
+
+// sizeBuffers sets both ends' buffers for a message of maxMessage (a
+// SEQPACKET message must fit the sender's buffer whole, and the default,
+// net.core.wmem_default, is less) and returns the longest message they
+// carry: less than maxMessage where net.core.wmem_max caps the buffer.
+func sizeBuffers(fds ...int) (int, error) {
+	limit := maxMessage
+	for _, fd := range fds {
+		for _, opt := range []int{unix.SO_SNDBUF, unix.SO_RCVBUF} {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, maxMessage+maxMessage/4); err != nil {
+				return 0, fmt.Errorf("setsockopt: %w", err)
+			}
+			// The kernel doubles what it grants, for its own bookkeeping;
+			// half of that is for the message.
+			got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+			if err != nil {
+				return 0, fmt.Errorf("getsockopt: %w", err)
+			}
+			limit = min(limit, got/2)
+		}
+	}
+	return limit, nil
 }
 
 // pid returns the supervisor's process id.
@@ -133,8 +164,8 @@ func (c *supervisorConn) spawn(ctx context.Context, spec Spec, path string, id *
 	c.mu.Unlock()
 
 	b, err := json.Marshal(req)
-	if err == nil && len(b) > maxMessage {
-		err = fmt.Errorf("arguments and environment take %d bytes, more than the %d a request may", len(b), maxMessage)
+	if err == nil && len(b) > c.maxRequest {
+		err = fmt.Errorf("arguments and environment take %d bytes, more than the %d a request may", len(b), c.maxRequest)
 	}
 	if err == nil {
 		sent := make(chan error, 1)

@@ -270,3 +270,21 @@ func TestOversizedRequest(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A request under maxMessage but over the socket's default send buffer
+// (net.core.wmem_default, 212992) reaches the supervisor: the buffers are
+// sized for maxMessage.
+func TestLargeRequest(t *testing.T) {
+	s := supervised(t)
+	var env []string
+	for i := range 3 { // one string over 128 KiB would fail the exec
+		env = append(env, fmt.Sprintf("BIG%d=%s", i, strings.Repeat("x", 80<<10)))
+	}
+	p, err := s.Start(context.Background(), Spec{Path: "true", Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ExitErr(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,5 +1,7 @@
 package mux
 
+import "encoding/binary"
+
 // jsonValid reports whether b is one JSON value with optional surrounding
 // whitespace, exactly as json.Valid does (FuzzJSONValid holds it to it):
 // the bytes of strings are not checked for UTF-8, and nesting deeper than
@@ -93,9 +95,8 @@ func validLiteral(b []byte, i int, lit string) int {
 // b[i], or -1.
 func validString(b []byte, i int) int {
 	for i++; i < len(b); {
-		if plainStringByte[b[i]] {
-			i++
-			continue
+		if i = plainRun(b, i); i >= len(b) {
+			return -1
 		}
 		switch b[i] {
 		case '"':
@@ -120,6 +121,31 @@ func validString(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// Eight bytes at a time: repeated bytes, and the high bit of each.
+const (
+	everyByte = 0x0101010101010101
+	highBits  = 0x8080808080808080
+)
+
+// plainRun returns the offset of the first byte from b[i] on that a JSON
+// string does not hold as it is (a quote, a backslash or a control
+// character), or len(b). It tests eight bytes at a time (a byte below n
+// is found by (x - n·everyByte) &^ x & highBits; an equal one as a zero
+// of the XOR), and looks at single bytes only around the one it finds.
+func plainRun(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(everyByte*'"'), x^(everyByte*'\\')
+		if ((x-everyByte*0x20)&^x|(q-everyByte)&^q|(s-everyByte)&^s)&highBits != 0 {
+			break
+		}
+	}
+	for i < len(b) && plainStringByte[b[i]] {
+		i++
+	}
+	return i
 }
 
 // validNumber returns the offset just past the valid number at b[i], or -1.

@@ -24,20 +24,26 @@ func FuzzJSONValid(f *testing.F) {
 	})
 }
 
+// BenchmarkJSONValid validates a 256 KiB result of plain text, and one
+// with an escape every 13 bytes.
 func BenchmarkJSONValid(b *testing.B) {
-	msg := []byte(`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"` +
-		strings.Repeat(`abcdefgh\"ij\n`, 256<<10/13) + `"}]}}`)
-	for _, v := range []struct {
-		name  string
-		valid func([]byte) bool
-	}{{"json.Valid", json.Valid}, {"jsonValid", jsonValid}} {
-		b.Run(v.name, func(b *testing.B) {
-			b.SetBytes(int64(len(msg)))
-			for b.Loop() {
-				if !v.valid(msg) {
-					b.Fatal("invalid")
+	for _, text := range []struct{ name, text string }{
+		{"plain", strings.Repeat("x", 256<<10)},
+		{"escaped", strings.Repeat(`abcdefgh\"ij\n`, 256<<10/13)},
+	} {
+		msg := []byte(`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"` + text.text + `"}]}}`)
+		for _, v := range []struct {
+			name  string
+			valid func([]byte) bool
+		}{{"json.Valid", json.Valid}, {"jsonValid", jsonValid}} {
+			b.Run(text.name+"/"+v.name, func(b *testing.B) {
+				b.SetBytes(int64(len(msg)))
+				for b.Loop() {
+					if !v.valid(msg) {
+						b.Fatal("invalid")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

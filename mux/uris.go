@@ -537,11 +537,12 @@ func (r *uriRewriter) str() error {
 		end := i + j
 		escapedQuote := false
 		for ; i < end; i++ {
-			c := in[i]
-			if c >= 0x20 && c != '\\' {
-				continue
+			// Plain bytes are skipped eight at a time; the quote at end
+			// stops the run at the latest.
+			if i = plainRun(in, i); i >= end {
+				break
 			}
-			if c < 0x20 {
+			if c := in[i]; c < 0x20 {
 				return r.syntaxErrorAt(i, "in a string (a control character)")
 			}
 			switch in[i+1] { // i < end, so in[i+1] exists

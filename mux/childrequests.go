@@ -82,7 +82,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	switch {
 	case call != nil && call.round != nil:
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
-		return call.round.ask(ctx, req)
+		return call.round.ask(ctx, c, req)
 	case call != nil:
 		target = call.own.ctx
 		// What the child sent before the request goes first; and mcpmux's

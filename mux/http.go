@@ -600,7 +600,10 @@ func (s *recorder) writeStream(event []byte) error {
 	if _, err := s.ResponseWriter.Write(event); err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errUnflushed, err)
+	}
+	return nil
 }
 
 // settle runs when the request is over: a reservation not handed out is

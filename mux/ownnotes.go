@@ -75,6 +75,7 @@ func (n ownNote) event() ([]byte, error) {
 // the request.
 type getStream struct {
 	cancel context.CancelFunc // ends the request, and with it mcp-go's side
+	owner  *upstreamSession   // set by addStream; nil in tests of a lone stream
 
 	mu     sync.Mutex
 	open   bool
@@ -124,11 +125,25 @@ func (s *getStream) close() {
 // or that mcp-go has not begun, returns.
 var errStreamOver = errors.New("the GET stream is over")
 
+// errUnflushed wraps the error of a write to a GET stream whose bytes were
+// written but not flushed: the client may have them, so they are not sent
+// again.
+var errUnflushed = errors.New("the GET stream's event was written but not flushed")
+
 // run writes what the stream is offered with write until close, and
-// hands to giveBack what it could not write and what was left when the
-// stream closed. A write that fails ends the stream: its client is not
+// hands on what it could not write and what was left when the stream
+// closed: to the session's other open stream if it has one, else to
+// giveBack. A write that fails ends the stream: its client is not
 // reading, or has gone.
 func (s *getStream) run(write func([]byte) error, giveBack func(ownNote)) {
+	handOn := func(n ownNote) {
+		if s.owner != nil {
+			if taken, err := s.owner.offerExcept(n, s); taken && err == nil {
+				return
+			}
+		}
+		giveBack(n)
+	}
 	for {
 		select {
 		case n := <-s.queue:
@@ -140,13 +155,15 @@ func (s *getStream) run(write func([]byte) error, giveBack func(ownNote)) {
 			if err := write(ev); err != nil {
 				s.close()
 				s.cancel()
-				giveBack(n)
+				if !errors.Is(err, errUnflushed) {
+					handOn(n)
+				}
 			}
 		case <-s.stop:
 			for {
 				select {
 				case n := <-s.queue:
-					giveBack(n)
+					handOn(n)
 				default:
 					return
 				}

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -48,12 +49,45 @@ var errRetryRefused = errors.New("the policy no longer allows it")
 // errRequestGone ends a round whose upstream request ended while waiting.
 var errRequestGone = errors.New("the client's request ended")
 
-// roundTable holds the rounds waiting for a retry and counts the goroutines
-// of all rounds, which Mux.Close waits for.
+// errNotRetried ends a round whose work has its answer but whose client
+// did not retry within resultHold.
+var errNotRetried = errors.New("the client did not retry for the answer")
+
+// Bounds of rounds. A round that asked the client something holds its
+// child call's max_in_flight slot (the child is still working on it) and
+// its state until the client retries or call_timeout passes; these keep a
+// client that never retries from holding more.
+const (
+	// maxRoundsWaiting is how many rounds that asked the client something
+	// mcpmux holds at once, for all identities together.
+	maxRoundsWaiting = 1000
+	// maxRoundAsks is how many of a child's requests one round holds for
+	// the client's answers at once.
+	maxRoundAsks = 16
+	// resultHold is how long a round whose work has its answer waits for
+	// the client's retry (at most call_timeout from the first request).
+	resultHold = 30 * time.Second
+)
+
+// roundsPerServer is how many rounds that asked the client something one
+// identity holds of server c at once: half its max_in_flight, at least
+// one, so that one identity's unanswered rounds never take all its slots.
+func roundsPerServer(c *child) int64 { return max(1, int64(c.cfg.MaxInFlight)/2) }
+
+// roundsClosed marks roundTable.running once Mux.Close has begun.
+const roundsClosed = int64(1) << 62
+
+// roundTable holds the rounds waiting for a retry, counts the goroutines
+// of all rounds, which Mux.Close waits for, and the rounds that asked the
+// client something, which the bounds above cap.
 type roundTable struct {
-	byToken sync.Map // requestState -> *round
-	running atomic.Int64
+	byToken sync.Map      // requestState -> *round
+	running atomic.Int64  // goroutines, plus roundsClosed once closed
 	idle    chan struct{} // cap 1: a token when running drops to zero
+	waiting atomic.Int64  // rounds that asked, of every identity
+	held    sync.Map      // identity + "\x00" + alias -> *atomic.Int64; -1 once dropped
+	// hold is resultHold; tests shorten it.
+	holdFor time.Duration
 }
 
 // round is one request of a 2026-07-28 client's (tools/call, prompts/get or
@@ -80,6 +114,8 @@ type round struct {
 	pending []*childAsk     // child requests not yet handed to the client
 	asked   map[string]*childAsk
 	keys    int
+	heldKey string // the key of roundTable.held this round counts under; "" if none
+	over    bool   // the round has ended: it takes no reservation
 }
 
 // childAsk is one request of the child's waiting for the client's answer.
@@ -145,6 +181,7 @@ func (m *Mux) inRound(ctx context.Context, method mcp.MCPMethod, name string, mr
 			r.end(errRetryRefused)
 			return roundAnswer{err: errRetryRefused}, true
 		case r == nil:
+			m.unknownStateRefused(ctx, method, name)
 			return roundAnswer{err: errUnknownState}, true
 		}
 		// Attached first: what the child sends once answered is this retry's.
@@ -155,7 +192,29 @@ func (m *Mux) inRound(ctx context.Context, method mcp.MCPMethod, name string, mr
 	if !wantsRound(ctx) || !allowed() {
 		return roundAnswer{}, false
 	}
-	return m.awaitRound(ctx, m.startRound(ctx, method, name, work)), true
+	r := m.startRound(ctx, method, name, work)
+	if r == nil {
+		return roundAnswer{}, false
+	}
+	return m.awaitRound(ctx, r), true
+}
+
+// unknownStateRefused writes the audit line of a retry (method, for the
+// exposed name) whose requestState names no round of the caller's: as for
+// a request of a name that does not exist. Like such a request it does not
+// count against the rate limit.
+func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, name string) {
+	now := time.Now()
+	switch method {
+	case mcp.MethodToolsCall:
+		rec := CallRecord{Identity: IdentityFrom(ctx), Decision: DecisionUnknown, Outcome: OutcomeRefused}
+		m.auditLine(rec, name, 0)
+		m.observe.CallDone(rec)
+	case mcp.MethodPromptsGet:
+		m.auditAccess(ctx, "prompt", name, "", DecisionUnknown, nil, now)
+	case mcp.MethodResourcesRead:
+		m.auditAccess(ctx, "resource", name, "", DecisionUnknown, nil, now)
+	}
 }
 
 // wantsRound reports whether a request is to run as a round: a 2026-07-28
@@ -175,8 +234,13 @@ func wantsRound(ctx context.Context) bool {
 // _meta) as a round, attached to that request, and returns it. The round's
 // goroutine ends when the work does; the round itself when its answer is
 // handed out, its retry is refused, its upstream request ends while
-// waiting, call_timeout passes since now, or mcpmux stops.
+// waiting, call_timeout passes since now, its answer waits resultHold for
+// a retry, or mcpmux stops. It returns nil once Mux.Close has begun: the
+// request then runs as one without rounds, and is cut as any other.
 func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string, work roundWork) *round {
+	if !m.rounds.enter() {
+		return nil
+	}
 	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), method: method, name: name,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
@@ -195,28 +259,56 @@ func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string,
 	// answered (ask watches ctx).
 	context.AfterFunc(r.ctx, func() {
 		r.mu.Lock()
-		tok := r.token
-		r.token = ""
+		tok, held := r.token, r.heldKey
+		r.token, r.heldKey, r.over = "", "", true
 		r.mu.Unlock()
 		if tok != "" {
 			r.rt.byToken.CompareAndDelete(tok, r)
+		}
+		if held != "" {
+			r.rt.unhold(held)
 		}
 		stopTimer()
 		stopCut()
 	})
 	r.attach(ctx)
-	r.rt.running.Add(1)
 	go func() {
 		defer r.rt.finished()
 		v, err := work(r.ctx)
 		r.answer = roundAnswer{value: v, err: err}
 		close(r.done)
+		// Answered between rounds: the answer waits a while for the retry,
+		// not all of call_timeout.
+		if r.attached() == nil {
+			t := time.AfterFunc(r.rt.resultHold(), func() { r.end(errNotRetried) })
+			context.AfterFunc(r.ctx, func() { t.Stop() })
+		}
 	}()
 	return r
 }
 
+func (rt *roundTable) resultHold() time.Duration {
+	if rt.holdFor > 0 {
+		return rt.holdFor
+	}
+	return resultHold
+}
+
+// enter counts a new round's goroutine; false once close has begun.
+func (rt *roundTable) enter() bool {
+	for {
+		n := rt.running.Load()
+		if n&roundsClosed != 0 {
+			return false
+		}
+		if rt.running.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 func (rt *roundTable) finished() {
-	if rt.running.Add(-1) == 0 {
+	if rt.running.Add(-1)&^roundsClosed == 0 {
 		select {
 		case rt.idle <- struct{}{}:
 		default:
@@ -224,11 +316,58 @@ func (rt *roundTable) finished() {
 	}
 }
 
-// wait returns once no round's call is running; Mux.Close calls it after
-// cutting every call.
+// wait refuses new rounds and returns once no round's call is running;
+// Mux.Close calls it after cutting every call.
 func (rt *roundTable) wait() {
-	for rt.running.Load() > 0 {
+	rt.running.Or(roundsClosed)
+	for rt.running.Load()&^roundsClosed > 0 {
 		<-rt.idle
+	}
+}
+
+// hold reserves a place for a round of identity at server c among those
+// that asked the client something; it says which bound refuses it if none
+// is left.
+func (rt *roundTable) hold(identity string, c *child) (key string, refused string) {
+	for {
+		n := rt.waiting.Load()
+		if n >= maxRoundsWaiting {
+			return "", fmt.Sprintf("mcpmux holds %d calls waiting for their clients' answers, the most it holds", n)
+		}
+		if rt.waiting.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	key = identity + "\x00" + c.alias
+	limit := roundsPerServer(c)
+	for {
+		v, _ := rt.held.LoadOrStore(key, new(atomic.Int64))
+		count := v.(*atomic.Int64)
+		n := count.Load()
+		switch {
+		case n < 0: // dropped as it reached zero: a fresh one replaces it
+			rt.held.CompareAndDelete(key, count)
+			continue
+		case n >= limit:
+			rt.waiting.Add(-1)
+			return "", fmt.Sprintf("identity %q has %d calls of server %s waiting for its answers, the most it may (half the server's max_in_flight)", identity, n, c.alias)
+		}
+		if count.CompareAndSwap(n, n+1) {
+			return key, ""
+		}
+	}
+}
+
+// unhold gives back a place hold reserved.
+func (rt *roundTable) unhold(key string) {
+	rt.waiting.Add(-1)
+	v, ok := rt.held.Load(key)
+	if !ok {
+		return
+	}
+	count := v.(*atomic.Int64)
+	if count.Add(-1) == 0 && count.CompareAndSwap(0, -1) {
+		rt.held.CompareAndDelete(key, count)
 	}
 }
 
@@ -330,7 +469,9 @@ func (r *round) attached() *attachment {
 // a fresh requestState; false when none is pending.
 func (r *round) handOut() (json.RawMessage, bool) {
 	r.mu.Lock()
-	if len(r.pending) == 0 {
+	// A round that ended meanwhile hands out nothing: its request is
+	// answered with the call's own outcome.
+	if len(r.pending) == 0 || r.ctx.Err() != nil {
 		r.mu.Unlock()
 		return nil, false
 	}
@@ -351,6 +492,7 @@ func (r *round) handOut() (json.RawMessage, bool) {
 	r.rt.byToken.Store(tok, r)
 	if r.ctx.Err() != nil { // it ended meanwhile: the token must not stay
 		r.rt.byToken.CompareAndDelete(tok, r)
+		return nil, false
 	}
 	return inputRequired(keys, asks, tok), true
 }
@@ -399,9 +541,11 @@ func (r *round) answerAsks(responses mcp.InputResponses) {
 	}
 }
 
-// ask is childRequest for a call of r: req waits in the round for the
-// client's answer, until the round or the child's wait (ctx) ends.
-func (r *round) ask(ctx context.Context, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+// ask is childRequest for a call of r at c: req waits in the round for the
+// client's answer, until the round or the child's wait (ctx) ends. A
+// round over a bound (maxRoundsWaiting, roundsPerServer, maxRoundAsks)
+// refuses it at once, and the call goes on as without rounds.
+func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
 	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
 		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
 	}
@@ -425,6 +569,18 @@ func (r *round) ask(ctx context.Context, req transport.JSONRPCRequest) *transpor
 		}
 	}
 	r.mu.Lock()
+	if n := len(r.pending) + len(r.asked); n >= maxRoundAsks {
+		r.mu.Unlock()
+		return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: the call has %d requests waiting for the client's answers, the most it may", req.Method, n)
+	}
+	if r.heldKey == "" && !r.over {
+		key, refused := r.rt.hold(r.identity, c)
+		if refused != "" {
+			r.mu.Unlock()
+			return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: %s", req.Method, refused)
+		}
+		r.heldKey = key
+	}
 	r.pending = append(r.pending, a)
 	r.mu.Unlock()
 	select {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -55,9 +56,9 @@ type upstreamSession struct {
 	active atomic.Int32 // requests in progress
 	ended  atomic.Bool
 
-	mu      sync.Mutex              // this session's alone: never shared by others' calls
-	cs      server.ClientSession    // what mcp-go registered for it; nil before
-	streams map[*getStream]struct{} // listening GET streams, ended with the session
+	mu      sync.Mutex           // this session's alone: never shared by others' calls
+	cs      server.ClientSession // what mcp-go registered for it; nil before
+	streams []*getStream         // listening GET streams in the order they opened, ended with the session
 }
 
 // begin notes a request on the session; false if the session has ended.
@@ -89,24 +90,31 @@ func (u *upstreamSession) addStream(s *getStream) (remove func(), ok bool) {
 	if u.ended.Load() {
 		return nil, false
 	}
-	if u.streams == nil {
-		u.streams = map[*getStream]struct{}{}
-	}
-	u.streams[s] = struct{}{}
+	u.streams = append(u.streams, s)
+	s.owner = u
 	return func() {
 		u.mu.Lock()
-		delete(u.streams, s)
+		u.streams = slices.DeleteFunc(u.streams, func(o *getStream) bool { return o == s })
 		u.mu.Unlock()
 	}, true
 }
 
-// offer queues n on one of the session's open listening streams; taken is
-// false if none is open, and err ErrNotificationChannelBlocked if every
-// open one is full.
+// offer queues n on the newest of the session's open listening streams
+// that has room, so that one note after another takes the same stream;
+// taken is false if none is open, and err ErrNotificationChannelBlocked if
+// every open one is full.
 func (u *upstreamSession) offer(n ownNote) (taken bool, err error) {
+	return u.offerExcept(n, nil)
+}
+
+// offerExcept is offer on every stream but not.
+func (u *upstreamSession) offerExcept(n ownNote, not *getStream) (taken bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for s := range u.streams {
+	for _, s := range slices.Backward(u.streams) {
+		if s == not {
+			continue
+		}
 		if ok, serr := s.offer(n); ok {
 			if serr == nil {
 				return true, nil
@@ -142,7 +150,7 @@ func (u *upstreamSession) endLocked() bool {
 		return false
 	}
 	u.ended.Store(true)
-	for s := range u.streams {
+	for _, s := range u.streams {
 		s.cancel()
 	}
 	u.streams = nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -328,9 +329,10 @@ func (s *supervisor) killGroups() {
 // trimMemory hands back to the kernel what setting up the process left in
 // it: the heap's free pages, and the pages of code and read-only data (of
 // the executable, and of libc when it is linked) that initialisation
-// touched, which the kernel maps again from the page cache if they are used. Only mappings no page of which was
-// ever written (copied on write: anonymous) are dropped: for those the file
-// is exactly their content.
+// touched, which the kernel maps again from the page cache if they are used.
+// Only mappings no page of which was ever written (no anonymous page,
+// resident or swapped, and nothing dirty) are dropped: for those the file is
+// exactly their content.
 func trimMemory() {
 	debug.FreeOSMemory()
 	f, err := os.Open("/proc/self/smaps")
@@ -338,13 +340,26 @@ func trimMemory() {
 		return
 	}
 	defer f.Close()
-	type mapping struct {
-		start, end uintptr
-		file       bool // private, read-only, of a file
-		written    bool
+	for _, m := range unwrittenFileMappings(f) {
+		// Random: a page used again is mapped alone, not with the 15
+		// around it the kernel would otherwise map too.
+		_ = madvise(m.start, m.end-m.start, unix.MADV_RANDOM)
+		_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
 	}
-	var maps []mapping
-	sc := bufio.NewScanner(f)
+}
+
+type mapping struct{ start, end uintptr }
+
+// unwrittenFileMappings reads smaps and returns the private, read-only
+// mappings of files of which no page was ever written.
+func unwrittenFileMappings(r io.Reader) []mapping {
+	type entry struct {
+		mapping
+		file    bool // private, read-only, of a file
+		written bool
+	}
+	var maps []entry
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		fields := strings.Fields(line)
@@ -354,27 +369,29 @@ func trimMemory() {
 			end, err2 := strconv.ParseUint(hi, 16, 64)
 			perm := fields[1]
 			file := len(fields) >= 6 && strings.HasPrefix(fields[5], "/")
-			maps = append(maps, mapping{start: uintptr(start), end: uintptr(end),
+			maps = append(maps, entry{mapping: mapping{uintptr(start), uintptr(end)},
 				file: err1 == nil && err2 == nil && file && perm[1] == '-' && perm[3] == 'p'})
 			continue
 		}
 		if len(maps) == 0 {
 			continue
 		}
-		if k, v, ok := strings.Cut(line, ":"); ok && k == "Anonymous" {
+		// A page copied on write is anonymous: counted in Anonymous while
+		// resident, in Swap once swapped out (a relocated RELRO page, the
+		// GOT). Dropping one would bring back the file's unrelocated bytes.
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "Anonymous" || k == "Swap" || k == "Private_Dirty") {
 			if strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) != "0" {
 				maps[len(maps)-1].written = true
 			}
 		}
 	}
+	var out []mapping
 	for _, m := range maps {
 		if m.file && !m.written {
-			// Random: a page used again is mapped alone, not with the 15
-			// around it the kernel would otherwise map too.
-			_ = madvise(m.start, m.end-m.start, unix.MADV_RANDOM)
-			_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
+			out = append(out, m.mapping)
 		}
 	}
+	return out
 }
 
 func madvise(addr, length uintptr, advice int) error {

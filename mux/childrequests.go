@@ -84,7 +84,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
 		return call.round.ask(ctx, c, req)
 	case call != nil:
-		target = call.own.ctx
+		target = m.askVia(ctx, call.own.ctx) // a task's run: tasks.go
 		// What the child sent before the request goes first; and mcpmux's
 		// writes to an HTTP response are then done before mcp-go's begin.
 		call.flush()

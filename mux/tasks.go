@@ -12,8 +12,10 @@ package mux
 // answered by mcp-go's store too, and then, for a task still working there,
 // the child is asked for its own task, whose status (working or
 // input_required), statusMessage and pollInterval replace mcp-go's
-// (childStatus). The task ids the client sees are mcp-go's, and the child's
-// never leave the mux.
+// (withChildStatus). A request the child makes during the run (its
+// input_required) goes to the client down the response of the client's
+// tasks/result waiting for the task (askVia). The task ids the client sees
+// are mcp-go's, and the child's never leave the mux.
 //
 // What mcp-go v1.2.1 does not do, the mux does here:
 //   - it cancels a task handler's context as soon as the task is created
@@ -52,9 +54,11 @@ type upTask struct {
 	cancel context.CancelCauseFunc
 
 	mu      sync.Mutex
-	ttl     *int64      // as the client asked
-	created string      // the task's createdAt as mcp-go answered it
-	expiry  *time.Timer // forgets the task once mcp-go has; nil without a ttl
+	ttl     *int64          // as the client asked
+	waiting context.Context // the latest tasks/result of the client's; nil before one
+	asked   chan struct{}   // closed, and replaced, when a tasks/result comes
+	created string          // the task's createdAt as mcp-go answered it
+	expiry  *time.Timer     // forgets the task once mcp-go has; nil without a ttl
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -212,6 +216,9 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 	})
 	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
 		m.guardTask(ctx, &req.Params.TaskId)
+		if t := m.tasks.lookup(req.Params.TaskId); t != nil {
+			t.resultAsked(ctx)
+		}
 	})
 	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
 		m.guardTask(ctx, &req.Params.TaskId)
@@ -287,6 +294,87 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 	wg.Wait()
 }
 
+// resultAsked notes that the client waits for t's result in the request
+// of ctx, whose response stream can carry the child's requests.
+func (t *upTask) resultAsked(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.waiting = ctx
+	if t.asked != nil {
+		close(t.asked)
+		t.asked = nil
+	}
+}
+
+// askVia returns the context under which a request the child makes
+// during call (the context of a call of the mux's) is sent to its client.
+// For a task's run, where the tools/call that began it has long been
+// answered, that is the client's tasks/result waiting for the task, as
+// 2025-11-25 has it (input_required tells the client to send one): its
+// response stream carries the request. When none is waiting and the
+// client has no listening GET stream either (where mcp-go would send it),
+// the request waits for a tasks/result, until child (the child's wait for
+// its answer) or the run ends or the call timeout passes; then it goes
+// under call as it would have.
+func (m *Mux) askVia(child, call context.Context) context.Context {
+	tc := taskCallFrom(call)
+	if tc == nil || tc.task == nil {
+		return call
+	}
+	t := tc.task
+	var timeout <-chan time.Time
+	for {
+		t.mu.Lock()
+		w := t.waiting
+		if t.asked == nil {
+			t.asked = make(chan struct{})
+		}
+		asked := t.asked
+		t.mu.Unlock()
+		if w != nil && w.Err() == nil {
+			return w
+		}
+		if m.listening(t.sessionID) {
+			return call
+		}
+		if timeout == nil {
+			timer := time.NewTimer(m.cfg.Mux.CallTimeout)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		select {
+		case <-asked:
+		case <-child.Done():
+			return call
+		case <-call.Done():
+			return call
+		case <-timeout:
+			return call
+		}
+	}
+}
+
+// listening reports whether mcp-go can send a request of its own to the
+// session id outside any request of the client's: a stdio session, or an
+// HTTP session with a listening GET stream open.
+func (m *Mux) listening(id string) bool {
+	u := m.sessions.lookup(id)
+	if u == nil {
+		return true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.streams {
+		s.mu.Lock()
+		open := s.open
+		s.mu.Unlock()
+		if open {
+			return true
+		}
+	}
+	return false
+}
+
 // taskStatus tells the owner of a task that it ended, as mcp-go would have
 // told every session (sendTaskStatusNotification); the edge drops mcp-go's
 // own. It runs under mcp-go's task lock: it only queues the notification.
@@ -327,6 +415,8 @@ type taskCall struct {
 	// failed is set when the child's task failed or was cancelled at the
 	// child: the upstream task then fails with it.
 	failed error
+
+	task *upTask // the upstream task the call runs as
 
 	mu       sync.Mutex
 	followed *childTask // the child's task, once the child created it
@@ -394,7 +484,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 	t.mu.Unlock()
 	m.tasks.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
-	tc := &taskCall{params: &params}
+	tc := &taskCall{params: &params, task: t}
 	t.mu.Lock()
 	t.call = tc
 	t.mu.Unlock()

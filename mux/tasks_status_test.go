@@ -27,6 +27,8 @@ type statusChild struct {
 	state  mcp.Task // Status "" leaves mcp-go's answer alone
 	refuse bool     // tasks/get answers "not found"
 	asked  int      // tasks/get the child got
+	// hang, when set, holds each tasks/get until it is closed.
+	hang chan struct{}
 }
 
 func (sc *statusChild) set(status mcp.TaskStatus, message string, poll int64) {
@@ -57,10 +59,14 @@ func (sc *statusChild) spec() labSpec {
 	hooks := &server.Hooks{}
 	hooks.AddBeforeGetTask(func(_ context.Context, _ any, req *mcp.GetTaskRequest) {
 		sc.mu.Lock()
-		defer sc.mu.Unlock()
 		sc.asked++
 		if sc.refuse {
 			req.Params.TaskId = ""
+		}
+		hang := sc.hang
+		sc.mu.Unlock()
+		if hang != nil {
+			<-hang
 		}
 	})
 	hooks.AddAfterGetTask(func(_ context.Context, _ any, _ *mcp.GetTaskRequest, res *mcp.GetTaskResult) {
@@ -98,9 +104,11 @@ func (sc *statusChild) spec() labSpec {
 	}
 }
 
-func startStatusLab(t *testing.T) (*statusChild, string) {
+func startStatusLab(t *testing.T, muxLines string) (*statusChild, string) {
 	sc := &statusChild{release: make(chan struct{})}
-	m := startLab(t, sc.spec())
+	spec := sc.spec()
+	spec.muxLines = muxLines
+	m := startLab(t, spec)
 	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
 	return sc, url
 }
@@ -124,7 +132,7 @@ func listTask(t *testing.T, c *testsupport.Conn, id string) (mcp.Task, bool) {
 // leaves the task as mcpmux has it; the child's terminal status is never
 // shown before mcpmux's own, which arrives with the result.
 func TestTaskStatusFromChild(t *testing.T) {
-	sc, url := startStatusLab(t)
+	sc, url := startStatusLab(t, "")
 	a, b := connectTasks(t, url), connectTasks(t, url)
 	task := startTask(t, a, "lab__hold")
 	sc.set(mcp.TaskStatusWorking, "step 1 of 3", 250)
@@ -191,14 +199,21 @@ func (e elicit) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.Elic
 
 // A child task that asks for elicitation shows input_required at the
 // client, whose elicitation is relayed to it and whose answer resolves the
-// task: tasks/result answers the child's result.
+// task: tasks/result answers the child's result. With and without the
+// client's GET stream.
 func TestTaskInputRequiredThroughResult(t *testing.T) {
-	_, url := startStatusLab(t)
+	for _, listen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "GET stream", false: "POSTs only"}[listen], func(t *testing.T) { taskInputRequired(t, listen) })
+	}
+}
+
+func taskInputRequired(t *testing.T, listen bool) {
+	_, url := startStatusLab(t, "")
 	e := elicit{asked: make(chan string, 1), let: make(chan struct{})}
 	var letOnce sync.Once
 	let := func() { letOnce.Do(func() { close(e.let) }) }
 	t.Cleanup(let)
-	a := testsupport.ConnectHTTP(t, url, testsupport.HTTPClient{Version: mcp.ProtocolVersion20251125, Listen: true,
+	a := testsupport.ConnectHTTP(t, url, testsupport.HTTPClient{Version: mcp.ProtocolVersion20251125, Listen: listen,
 		Options: []client.ClientOption{client.WithElicitationHandler(e)}})
 	task := startTask(t, a, "lab__ask")
 	waitStatus(t, a, task.TaskId, mcp.TaskStatusInputRequired)
@@ -231,4 +246,27 @@ func TestTaskInputRequiredThroughResult(t *testing.T) {
 	if x := getTask(t, a, task.TaskId); x.Status != mcp.TaskStatusCompleted {
 		t.Fatalf("after tasks/result: %+v", x)
 	}
+}
+
+// A child that does not answer tasks/get within call_timeout (here 1s,
+// under the 5s bound) leaves the task as mcpmux has it.
+func TestTaskStatusChildSilent(t *testing.T) {
+	sc, url := startStatusLab(t, `call_timeout = "1s"`)
+	a := connectTasks(t, url)
+	task := startTask(t, a, "lab__hold")
+	sc.set(mcp.TaskStatusWorking, "step 1 of 3", 0)
+	testsupport.WaitFor(t, "the child's statusMessage", func() bool { return getTask(t, a, task.TaskId).StatusMessage == "step 1 of 3" })
+	hang := make(chan struct{})
+	sc.mu.Lock()
+	sc.hang = hang
+	sc.mu.Unlock()
+	before := sc.timesAsked()
+	x := getTask(t, a, task.TaskId)
+	asked := sc.timesAsked() > before
+	close(hang)
+	if x.Status != mcp.TaskStatusWorking || x.StatusMessage != "" || !asked {
+		t.Errorf("tasks/get with the child silent: %+v (child asked %t); want mcpmux's working, no message", x, asked)
+	}
+	close(sc.release)
+	waitStatus(t, a, task.TaskId, mcp.TaskStatusCompleted)
 }

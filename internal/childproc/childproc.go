@@ -240,8 +240,8 @@ type Process struct {
 	cmd      *exec.Cmd       // without a supervisor
 	sup      *supervisorConn // with one
 	spawnID  uint64          // the supervisor's request that started it
-	pgid     int
-	stopping atomic.Bool // Stop runs the group's shutdown itself
+	grp      group           // signalled only through this, never by id
+	stopping atomic.Bool     // Stop runs the group's shutdown itself
 	done     chan struct{}
 	err      error // the exit status; valid once done is closed
 }
@@ -262,7 +262,8 @@ func start(spec Spec, id *ids) (*Process, error) {
 		cmd.Env = []string{}
 	}
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred, PidFD: &pidfd}
 
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.
@@ -293,7 +294,7 @@ func start(spec Spec, id *ids) (*Process, error) {
 		Stdout: stdoutR,
 		Stderr: stderrR,
 		cmd:    cmd,
-		pgid:   cmd.Process.Pid,
+		grp:    newGroup(cmd.Process.Pid, pidfd),
 		done:   make(chan struct{}),
 	}
 	go func() { p.finish(p.cmd.Wait()) }()
@@ -307,13 +308,16 @@ func (p *Process) finish(err error) {
 	// leftover grandchild would otherwise hold the stdout pipe open and leave
 	// pending calls waiting for an answer that cannot come.
 	if !p.stopping.Load() {
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		_ = p.grp.signal(syscall.SIGKILL)
 		p.release()
 	}
 	close(p.done)
 }
 
-// release tells a supervisor that the group is gone.
+// release tells a supervisor that the group is gone. The Process keeps its
+// own pidfd until Stop returns (or it is collected): a grandchild still
+// dying of its SIGKILL is waited for, and one in a group whose id was taken
+// again is never confused with the new group.
 func (p *Process) release() {
 	if p.sup != nil {
 		p.sup.release(p)
@@ -321,7 +325,7 @@ func (p *Process) release() {
 }
 
 // Pid returns the child's process id, which is also its process group id.
-func (p *Process) Pid() int { return p.pgid }
+func (p *Process) Pid() int { return p.grp.pgid }
 
 // Done is closed when the child has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -343,11 +347,12 @@ func (p *Process) Stop(ctx context.Context) {
 	p.waitFor(ctx, StdinGrace)
 	// The child may be gone, but what it started may not be: the whole
 	// group gets its SIGTERM and its grace.
-	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	_ = p.grp.signal(syscall.SIGTERM)
 	p.waitGroupGone(ctx, SigtermGrace)
 	p.Kill()
 	<-p.done
 	p.release()
+	p.grp.close()
 }
 
 // waitGroupGone waits up to d for every process of the group to exit. The
@@ -360,7 +365,7 @@ func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) {
 	for {
 		select {
 		case <-p.done:
-			if errors.Is(syscall.Kill(-p.pgid, 0), syscall.ESRCH) {
+			if errors.Is(p.grp.signal(0), syscall.ESRCH) {
 				return
 			}
 		default:
@@ -375,9 +380,10 @@ func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Kill sends SIGKILL to the child's whole process group at once.
+// Kill sends SIGKILL to the child's whole process group at once; once Stop
+// has returned it signals no one.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	_ = p.grp.signal(syscall.SIGKILL)
 }
 
 // waitFor waits up to d for the child to exit, or until ctx ends.

@@ -14,7 +14,7 @@ import (
 func TestNoForkAfterKillGroups(t *testing.T) {
 	var mu sync.Mutex
 	var sent [][]byte
-	s := &supervisor{groups: map[int]uint64{}, out: newOutbox(func(b, _ []byte) error {
+	s := &supervisor{groups: map[uint64]group{}, out: newOutbox(func(b, _ []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		sent = append(sent, b)
@@ -37,9 +37,9 @@ func TestNoForkAfterKillGroups(t *testing.T) {
 	s.killGroups()
 	j := spawnJob{req: supRequest{Op: "spawn", ID: 1, Path: path, Args: []string{"1000"}}, files: files}
 	if s.forkJob(j, nil) {
-		for pid := range s.groups {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_, _ = syscall.Wait4(pid, nil, 0, nil)
+		for _, g := range s.groups {
+			_ = g.signal(syscall.SIGKILL)
+			_, _ = syscall.Wait4(g.pgid, nil, 0, nil)
 		}
 		t.Fatal("forked a child after killGroups")
 	}

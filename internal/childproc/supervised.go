@@ -210,13 +210,21 @@ func (c *supervisorConn) spawn(ctx context.Context, spec Spec, path string, id *
 func (c *supervisorConn) read() {
 	defer close(c.done)
 	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
 	for {
-		n, _, _, _, err := c.conn.ReadMsgUnix(buf, nil)
+		n, oobn, _, _, err := c.conn.ReadMsgUnix(buf, oob) // MSG_CMSG_CLOEXEC
 		if err != nil || n == 0 {
 			break
 		}
+		var pidfd *os.File
+		if files := receivedFiles(oob[:oobn]); len(files) == 1 {
+			pidfd = files[0]
+		} else {
+			closeAll(files...)
+		}
 		var m supMessage
 		if json.Unmarshal(buf[:n], &m) != nil {
+			closeAll(pidfd)
 			continue
 		}
 		switch {
@@ -226,8 +234,10 @@ func (c *supervisorConn) read() {
 			delete(c.pending, m.ID)
 			delete(c.spawning, m.ID)
 			if m.Err == "" && p != nil {
-				p.pgid = m.Pid
+				p.grp = group{pgid: m.Pid, fd: pidfd}
 				c.procs[m.Pid] = p
+			} else {
+				closeAll(pidfd)
 			}
 			c.mu.Unlock()
 			if reply == nil && p != nil && m.Err == "" {
@@ -241,6 +251,7 @@ func (c *supervisorConn) read() {
 				}
 			}
 		case m.Exited != 0:
+			closeAll(pidfd)
 			c.mu.Lock()
 			p := c.procs[m.Exited]
 			delete(c.procs, m.Exited)
@@ -273,7 +284,7 @@ func (c *supervisorConn) read() {
 // release tells the supervisor that mcpmux is done with p's group. It never
 // blocks: read calls it.
 func (c *supervisorConn) release(p *Process) {
-	b, _ := json.Marshal(supRequest{Op: "release", Pid: p.pgid, ID: p.spawnID})
+	b, _ := json.Marshal(supRequest{Op: "release", ID: p.spawnID})
 	c.out.post(b, nil, nil)
 }
 

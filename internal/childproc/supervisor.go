@@ -33,8 +33,8 @@ const maxMessage = 256 << 10
 
 // A request, from mcpmux to the supervisor. Op "spawn" comes with the
 // child's stdin, stdout and stderr as SCM_RIGHTS; op "release" says mcpmux
-// is done with a child's process group, which the supervisor then no
-// longer kills when mcpmux dies.
+// is done with the process group of the child spawn ID started, which the
+// supervisor then no longer kills when mcpmux dies.
 type supRequest struct {
 	Op   string   `json:"op"`
 	ID   uint64   `json:"id,omitempty"`
@@ -46,11 +46,12 @@ type supRequest struct {
 	// it runs with no_new_privs (every child with a User or Group does).
 	IDs        string `json:"ids,omitempty"`
 	NoNewPrivs bool   `json:"nnp,omitempty"`
-	Pid        int    `json:"pid,omitempty"`
 }
 
 // A message from the supervisor: the answer to spawn ID (Pid, or Err), or
-// the exit of child Exited with its wait status.
+// the exit of child Exited with its wait status. An answer with a Pid comes
+// with a pidfd of the child as SCM_RIGHTS, where the kernel made one: its
+// group is signalled through it (see group).
 type supMessage struct {
 	ID     uint64 `json:"id,omitempty"`
 	Pid    int    `json:"pid,omitempty"`
@@ -69,8 +70,11 @@ type supMessage struct {
 // behind when mcpmux is killed outright. The supervisor forks each child as
 // the leader of its own process group and, when the lifeline ends, kills
 // every group mcpmux has not released, whether its leader is still running
-// or not. The child's stdin, stdout and stderr are mcpmux's pipes, passed
-// over the socket: the supervisor copies nothing.
+// or not. Every group is signalled through its leader's pidfd, never by id:
+// a leader is reaped as soon as it exits, and the id of a group it left
+// empty may be another group's by the time it is killed (see group). The
+// child's stdin, stdout and stderr are mcpmux's pipes, passed over the
+// socket: the supervisor copies nothing.
 //
 // The supervisor runs as mcpmux's user, with an empty environment, and is
 // non-dumpable like mcpmux. A child with ids is switched to them by the
@@ -92,7 +96,7 @@ func RunSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	debug.SetGCPercent(10)
 
-	s := &supervisor{groups: map[int]uint64{}, plain: make(chan spawnJob), nnp: make(chan spawnJob),
+	s := &supervisor{groups: map[uint64]group{}, plain: make(chan spawnJob), nnp: make(chan spawnJob),
 		forked: make(chan struct{}, 1), busy: make(chan struct{}, 1), out: newOutbox(sendToMux)}
 	go s.reap()
 	go s.forker(s.plain, false)
@@ -108,8 +112,8 @@ type supervisor struct {
 	// never wait for mcpmux to read, nor anything holding mu (see outbox).
 	out    *outbox
 	mu     sync.Mutex
-	dying  bool           // killGroups has run: nothing more is forked
-	groups map[int]uint64 // children's groups not yet released: pid -> spawn id
+	dying  bool             // killGroups has run: nothing more is forked
+	groups map[uint64]group // children's groups not yet released, by spawn id
 	plain  chan spawnJob
 	nnp    chan spawnJob
 	forked chan struct{} // a child was forked, for reap
@@ -161,8 +165,9 @@ func (s *supervisor) serve() {
 		case "release":
 			closeAll(files...)
 			s.mu.Lock()
-			if s.groups[req.Pid] == req.ID { // not a later child with a reused pid
-				delete(s.groups, req.Pid)
+			if g, ok := s.groups[req.ID]; ok {
+				g.close()
+				delete(s.groups, req.ID)
 			}
 			s.mu.Unlock()
 		default:
@@ -226,16 +231,27 @@ func (s *supervisor) forkJob(j spawnJob, setup error) bool {
 	}
 	err := setup
 	var cmd *exec.Cmd
+	pidfd := -1
 	if err == nil {
-		cmd, err = s.fork(j)
+		cmd, err = s.fork(j, &pidfd)
 	}
 	if err != nil {
 		s.send(supMessage{ID: j.req.ID, Err: err.Error()})
 		return false
 	}
 	pid := cmd.Process.Pid
-	s.groups[pid] = j.req.ID
-	s.send(supMessage{ID: j.req.ID, Pid: pid})
+	s.groups[j.req.ID] = newGroup(pid, pidfd)
+	b, _ := json.Marshal(supMessage{ID: j.req.ID, Pid: pid})
+	// mcpmux gets its own pidfd: the supervisor closes its own on release,
+	// which may come before the outbox has sent this.
+	var oob []byte
+	var sent func(error)
+	if pidfd >= 0 {
+		if dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			oob, sent = unix.UnixRights(dup), func(error) { _ = unix.Close(dup) }
+		}
+	}
+	s.out.post(b, oob, sent)
 	// reap waits for every child; the handle would only hold a pidfd.
 	_ = cmd.Process.Release()
 	return true
@@ -256,7 +272,9 @@ func (s *supervisor) trimmer() {
 	}
 }
 
-func (s *supervisor) fork(j spawnJob) (*exec.Cmd, error) {
+// fork starts j's child, leader of its own group, and stores its pidfd (or
+// -1) in pidfd.
+func (s *supervisor) fork(j spawnJob, pidfd *int) (*exec.Cmd, error) {
 	cmd := exec.Command(j.req.Path, j.req.Args...)
 	cmd.Env = j.req.Env
 	if cmd.Env == nil {
@@ -264,7 +282,7 @@ func (s *supervisor) fork(j spawnJob) (*exec.Cmd, error) {
 	}
 	cmd.Dir = j.req.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = j.files[0], j.files[1], j.files[2]
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd}
 	if j.req.IDs != "" {
 		id, err := parseIDs(j.req.IDs)
 		if err != nil {
@@ -321,8 +339,8 @@ func (s *supervisor) killGroups() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dying = true
-	for pgid := range s.groups {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for _, g := range s.groups {
+		_ = g.signal(syscall.SIGKILL)
 	}
 }
 

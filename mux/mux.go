@@ -122,6 +122,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		idle:     make(chan struct{}, 1),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
+	m.rounds.log = log
 	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
 		m.observe = nopObserver{}

@@ -34,6 +34,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 )
 
 // errUnknownState is the answer to a retry whose requestState names no
@@ -86,8 +87,9 @@ type roundTable struct {
 	idle    chan struct{} // cap 1: a token when running drops to zero
 	waiting atomic.Int64  // rounds that asked, of every identity
 	held    sync.Map      // identity + "\x00" + alias -> *atomic.Int64; -1 once dropped
-	// hold is resultHold; tests shorten it.
+	// holdFor is resultHold; tests shorten it.
 	holdFor time.Duration
+	log     zerolog.Logger // tells of a child's request a bound refused
 }
 
 // round is one request of a 2026-07-28 client's (tools/call, prompts/get or
@@ -569,17 +571,16 @@ func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest)
 		}
 	}
 	r.mu.Lock()
+	refused := ""
 	if n := len(r.pending) + len(r.asked); n >= maxRoundAsks {
-		r.mu.Unlock()
-		return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: the call has %d requests waiting for the client's answers, the most it may", req.Method, n)
+		refused = fmt.Sprintf("the call has %d requests waiting for the client's answers, the most it may", n)
+	} else if r.heldKey == "" && !r.over {
+		r.heldKey, refused = r.rt.hold(r.identity, c)
 	}
-	if r.heldKey == "" && !r.over {
-		key, refused := r.rt.hold(r.identity, c)
-		if refused != "" {
-			r.mu.Unlock()
-			return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: %s", req.Method, refused)
-		}
-		r.heldKey = key
+	if refused != "" {
+		r.mu.Unlock()
+		r.rt.log.Warn().Str("identity", r.identity).Str("server", c.alias).Str("method", req.Method).Msg("a request of the server's was refused: " + refused)
+		return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: %s", req.Method, refused)
 	}
 	r.pending = append(r.pending, a)
 	r.mu.Unlock()

@@ -3,8 +3,10 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -55,8 +57,14 @@ func TestRoundAsksBound(t *testing.T) {
 	if first.ResultType != "input_required" {
 		t.Fatalf("first answer %+v", first)
 	}
-	// The refused one may come before or after the others reach the
-	// round: retry until every request the child made is answered.
+	// No retry until the child's 17th request is refused, the 16 others
+	// held.
+	r := roundOf(l.m, first.RequestState)
+	testsupport.WaitFor(t, "the 17th request refused", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.pending)+len(r.asked) == maxRoundAsks && strings.Contains(l.log.String(), "the most it may")
+	})
 	answered := len(first.InputRequests)
 	for res := first; res.ResultType == "input_required"; {
 		answers := map[string]any{}
@@ -146,4 +154,27 @@ func TestRoundHoldGivenBack(t *testing.T) {
 		t.Errorf("%d places still counted", n)
 	}
 	rt.held.Range(func(k, _ any) bool { t.Errorf("counter %q left", k); return true })
+}
+
+// TestRoundAnswerNotRetried: a round whose work has its answer between
+// rounds ends once nobody retries within its hold (shortened here), not at
+// call_timeout, and its requestState is gone.
+func TestRoundAnswerNotRetried(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "1h"`})
+	l.m.rounds.holdFor = time.Millisecond
+	answer := make(chan struct{})
+	r := l.m.startRound(WithIdentity(context.Background(), "alice"), mcp.MethodToolsCall, "st__asks",
+		func(context.Context) (any, error) { <-answer; return "done", nil })
+	r.mu.Lock()
+	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})
+	r.mu.Unlock()
+	if _, ok := r.handOut(); !ok {
+		t.Fatal("nothing handed out")
+	}
+	state := ""
+	l.m.rounds.byToken.Range(func(k, _ any) bool { state = k.(string); return false })
+	close(answer)
+	testsupport.WaitFor(t, "the unclaimed answer's round to end", func() bool {
+		return roundOf(l.m, state) == nil && errors.Is(context.Cause(r.ctx), errNotRetried)
+	})
 }

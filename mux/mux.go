@@ -12,23 +12,29 @@
 //   - child.go: one child's supervisor: restarts, backoff, reading its
 //     lists; session.go: one generation of a child (a process on pipes, or
 //     a connection to a URL) and the requests sent on it; limits.go bounds
-//     what a child may send on it;
+//     what a child may send on it; childanswers.go hands a stdio child's
+//     long answers straight to the call waiting for them; memory.go returns
+//     freed heap once catalogs are built; reason.go names why a child is down;
 //   - catalog.go, names.go, uris.go: the one registry of exposed tools,
 //     prompts, resources and templates, their names and URIs, the merged
 //     snapshot and its pre-encoded lists;
-//   - call.go: the call pipeline and its audit line; admission.go: rate
-//     limits and per-child in-flight slots; arguments.go, schema.go,
+//   - call.go: the call pipeline and its audit line; callresult.go: the
+//     check that a child's result is readable; admission.go: rate limits
+//     and per-child in-flight slots; arguments.go, schema.go,
 //     schemawork.go: checking a call's arguments and bounding that work;
-//     tasks.go: task-augmented calls;
+//     tasks.go: task-augmented calls; rounds.go: a child's requests to a
+//     2026-07-28 client, as input-required results and retries;
 //   - inflight.go: each child session's calls in flight (request id ->
 //     upstream session, progress token, context), which progress, logging
 //     (logging.go) and a child's own requests (childrequests.go) find their
 //     call in; subscriptions.go: resource subscriptions;
 //   - upstream.go: the mcp-go server, its hooks and handlers, list_changed
 //     per session; upstream_sessions.go: the one registry of upstream
-//     sessions and their identities; stdio.go and http.go: the two upstream
-//     transports, whose writers are the edge; relay.go, announce.go,
-//     jsonobj.go: what the edge does to a message;
+//     sessions and their identities; ownnotes.go: mcpmux's own
+//     notifications outside any call; stdio.go and http.go: the two
+//     upstream transports, whose writers are the edge; relay.go,
+//     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
+//     to a message;
 //   - observer.go: what metrics are told.
 package mux
 

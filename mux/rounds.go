@@ -209,9 +209,9 @@ func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, nam
 	now := time.Now()
 	switch method {
 	case mcp.MethodToolsCall:
-		rec := CallRecord{Identity: IdentityFrom(ctx), Decision: DecisionUnknown, Outcome: OutcomeRefused}
-		m.auditLine(rec, name, 0)
-		m.observe.CallDone(rec)
+		// name is in the catalog (the policy allows it), so refused calls
+		// it unknown, not hidden.
+		m.refused(IdentityFrom(ctx), name, m.catalog.Load(), now)
 	case mcp.MethodPromptsGet:
 		m.auditAccess(ctx, "prompt", name, "", DecisionUnknown, nil, now)
 	case mcp.MethodResourcesRead:

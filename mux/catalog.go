@@ -96,7 +96,9 @@ type section struct {
 type catalog struct {
 	kinds  [numKinds]section
 	hidden map[string]string // exposed form -> alias
-	wire   [numKinds][]byte  // each kind as listed, to tell whether anything changed
+	// wire is a digest of each kind as listed (definitions, owners,
+	// read-only marks, task support), to tell whether anything changed.
+	wire [numKinds][sha256.Size]byte
 	// caps is what the children together offer, for the upstream initialize.
 	caps mcp.ServerCapabilities
 	// lists caches each kind's list as one identity's policy sees it,
@@ -157,16 +159,19 @@ func (c *catalog) encode(k kind, p *policy.Policy) []byte {
 
 // encodeEntries returns the JSON array of the entries' definitions.
 func encodeEntries(entries []*entry) []byte {
-	var b bytes.Buffer
-	b.WriteByte('[')
+	n := 2 + len(entries)
+	for _, e := range entries {
+		n += len(e.def)
+	}
+	b := make([]byte, 0, n) // kept with the snapshot: no spare capacity
+	b = append(b, '[')
 	for i, e := range entries {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(e.def)
+		b = append(b, e.def...)
 	}
-	b.WriteByte(']')
-	return b.Bytes()
+	return append(b, ']')
 }
 
 // wireEntry is what mcpmux reads of any listed item; the rest is kept as
@@ -506,12 +511,15 @@ func (m *Mux) rebuildCatalog() {
 		}
 	}
 	for k := range numKinds {
-		var wire bytes.Buffer
-		for _, e := range next.kinds[k].list {
-			wire.Write(e.def)
-			fmt.Fprintf(&wire, "|%s|%s|%t|%s\n", e.child.alias, e.orig, e.readOnly, e.task)
+		if len(next.kinds[k].list) == 0 {
+			continue // the zero digest, as in emptyCatalog
 		}
-		next.wire[k] = wire.Bytes()
+		h := sha256.New()
+		for _, e := range next.kinds[k].list {
+			h.Write(e.def)
+			fmt.Fprintf(h, "|%s|%s|%t|%s\n", e.child.alias, e.orig, e.readOnly, e.task)
+		}
+		h.Sum(next.wire[k][:0])
 	}
 	prev := m.catalog.Load()
 	// The new snapshot is stored even when nothing listed changed: it holds
@@ -519,7 +527,7 @@ func (m *Mux) rebuildCatalog() {
 	m.catalog.Store(next)
 	var changed []kind
 	for k := range numKinds {
-		if !bytes.Equal(prev.wire[k], next.wire[k]) {
+		if prev.wire[k] != next.wire[k] {
 			changed = append(changed, k)
 		}
 	}

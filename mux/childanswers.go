@@ -71,6 +71,9 @@ func (a *answerPark) Read(p []byte) (int, error) {
 // handed on, and the rest of it as it comes, so that it is not held twice
 // (mcp-go holds it too, and lineReader lets it reach max_message_bytes).
 func (a *answerPark) readLine() ([]byte, error) {
+	if !a.streaming && cap(a.long) > maxKeptLine {
+		a.long = nil // the line it held has been read: keep no more than maxKeptLine
+	}
 	frag, err := a.br.ReadSlice('\n')
 	if a.streaming {
 		if a.streaming = errors.Is(err, bufio.ErrBufferFull); a.streaming {
@@ -85,9 +88,6 @@ func (a *answerPark) readLine() ([]byte, error) {
 			return frag, err
 		}
 		return a.park(frag), nil
-	}
-	if cap(a.long) > maxKeptLine {
-		a.long = nil
 	}
 	line := append(a.long[:0], frag...)
 	for errors.Is(err, bufio.ErrBufferFull) {

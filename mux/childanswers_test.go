@@ -130,3 +130,25 @@ func TestAnswerParkPassesTheRest(t *testing.T) {
 		t.Fatalf("got %q, parked %v", got.String(), slot.raw.Load() != nil)
 	}
 }
+
+// A long line leaves no more than maxKeptLine behind once it has been read,
+// whatever comes after it.
+func TestAnswerParkKeepsLittle(t *testing.T) {
+	big := `{"jsonrpc":"2.0","id":"mcpmux-9","result":{"x":"` + strings.Repeat("y", 3<<20) + `"}}` + "\n"
+	small := `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\n"
+	for name, src := range map[string]string{
+		"parked":   big + strings.Repeat(small, 3),
+		"streamed": `{"jsonrpc":"2.0","id":"mcpmux-8","result":{"x":"` + strings.Repeat("y", parkMax) + `"}}` + "\n" + small,
+	} {
+		a := newAnswerPark(strings.NewReader(src))
+		slot := a.expect(`"mcpmux-9"`)
+		var got bytes.Buffer
+		if _, err := got.ReadFrom(a); err != nil {
+			t.Fatal(err)
+		}
+		a.done(`"mcpmux-9"`, slot)
+		if c := cap(a.long); c > maxKeptLine {
+			t.Errorf("%s: %d bytes kept after the long line, want at most %d", name, c, maxKeptLine)
+		}
+	}
+}

@@ -228,7 +228,9 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 	case resp.Error != nil:
 		return nil, &rpcError{details: *resp.Error, err: resp.Error.AsError()}
 	}
-	if slot != nil {
+	// Only a parked answer stands as {}: a child that answered the id twice,
+	// unparked first, has its first answer kept, as mcp-go keeps it.
+	if slot != nil && string(resp.Result) == "{}" {
 		if raw := slot.raw.Load(); raw != nil {
 			return *raw, nil
 		}

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -49,11 +50,15 @@ func FuzzAnswerPark(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-2","result":{}, "error":{"code":1,"message":"x"}}`+"\n"+
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`+"\n"+`{"id":"mcpmux-1","jsonrpc":"2.0","result":{"a":1}}`), uint8(0))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-1","Result":{},"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"b":[]}}`+"\r\n"), uint8(3))
-	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 70000)+`"}}`+"\n"), uint8(200))
-	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 200000)+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-1","result":{}}`+"\n"), uint8(2))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 100)+`"}}`+"\n"), uint8(200))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"`+strings.Repeat("y", 300)+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-1","result":{}}`+"\n"), uint8(2))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-2","result":{"x":"`+strings.Repeat("y", 300)+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"mcpmux-2","result":{}}`+"\n"), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		a := newAnswerPark(bytes.NewReader(data))
-		a.min = int(chunk%2) * parkMin // any size, or only large lines
+		// The sizes scaled down (the smallest read buffer bufio allows), so
+		// that small inputs take every path: a line within the buffer,
+		// gathered past it, and streamed past max.
+		a := &answerPark{br: bufio.NewReaderSize(bytes.NewReader(data), 16), max: 256}
+		a.min = int(chunk%2) * 32 // any size, or only longer lines
 		if chunk%4 >= 2 {
 			a.min, a.max = 0, 1 // what is longer than the read buffer is never parked
 		}

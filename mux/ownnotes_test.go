@@ -38,20 +38,7 @@ func awaitGETStream(t *testing.T, m *Mux, c *testsupport.Conn) {
 	id := c.Client.GetSessionId()
 	testsupport.WaitFor(t, "the GET stream of "+id, func() bool {
 		u := m.sessions.lookup(id)
-		if u == nil {
-			return false
-		}
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		for _, s := range u.streams {
-			s.mu.Lock()
-			open := s.open
-			s.mu.Unlock()
-			if open {
-				return true
-			}
-		}
-		return false
+		return u != nil && u.streamOpen()
 	})
 }
 

@@ -359,20 +359,7 @@ func (m *Mux) askVia(child, call context.Context) context.Context {
 // HTTP session with a listening GET stream open.
 func (m *Mux) listening(id string) bool {
 	u := m.sessions.lookup(id)
-	if u == nil {
-		return true
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, s := range u.streams {
-		s.mu.Lock()
-		open := s.open
-		s.mu.Unlock()
-		if open {
-			return true
-		}
-	}
-	return false
+	return u == nil || u.streamOpen()
 }
 
 // taskStatus tells the owner of a task that it ended, as mcp-go would have

@@ -412,3 +412,19 @@ func (s *sessions) stdio() (server.ClientSession, string) {
 	}
 	return nil, ""
 }
+
+// streamOpen reports whether one of u's GET streams is open to mcpmux's
+// own notifications.
+func (u *upstreamSession) streamOpen() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.streams {
+		s.mu.Lock()
+		open := s.open
+		s.mu.Unlock()
+		if open {
+			return true
+		}
+	}
+	return false
+}

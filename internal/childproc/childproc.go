@@ -267,18 +267,8 @@ func start(spec Spec, id *ids) (*Process, error) {
 
 	// Plain os.Pipe rather than cmd.StdoutPipe: Wait would close the read end
 	// as soon as the child exits and drop an answer it wrote just before.
-	stdinR, stdinW, err := os.Pipe()
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW, err := stdioPipes()
 	if err != nil {
-		return nil, err
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW)
-		return nil, err
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW, stdoutR, stdoutW)
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
@@ -401,4 +391,20 @@ func closeAll(fs ...*os.File) {
 	for _, f := range fs {
 		_ = f.Close()
 	}
+}
+
+// stdioPipes makes the pipes of a child's stdin, stdout and stderr: the
+// child's end and mcpmux's end of each.
+func stdioPipes() (stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW *os.File, err error) {
+	if stdinR, stdinW, err = os.Pipe(); err != nil {
+		return
+	}
+	if stdoutR, stdoutW, err = os.Pipe(); err != nil {
+		closeAll(stdinR, stdinW)
+		return
+	}
+	if stderrR, stderrW, err = os.Pipe(); err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+	}
+	return
 }

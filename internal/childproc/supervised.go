@@ -130,18 +130,8 @@ func (c *supervisorConn) pid() int { return c.cmd.Process.Pid }
 // spawn has the supervisor start path as spec says. A child started for a
 // caller that gave up (ctx) is killed as soon as it is known.
 func (c *supervisorConn) spawn(ctx context.Context, spec Spec, path string, id *ids, nnp bool) (*Process, error) {
-	stdinR, stdinW, err := os.Pipe()
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW, err := stdioPipes()
 	if err != nil {
-		return nil, err
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW)
-		return nil, err
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW, stdoutR, stdoutW)
 		return nil, err
 	}
 	p := &Process{Stdin: stdinW, Stdout: stdoutR, Stderr: stderrR, sup: c, done: make(chan struct{})}

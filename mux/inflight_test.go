@@ -136,6 +136,14 @@ func connect(t *testing.T, tr transport.Interface, opts []client.ClientOption) *
 // stdioUpstream connects a client to m's stdio upstream as identity.
 func stdioUpstream(t *testing.T, m *Mux, identity string, opts ...client.ClientOption) *upstreamClient {
 	t.Helper()
+	return stdioClient(t, m, identity, opts, connect)
+}
+
+// stdioClient serves m's stdio upstream as identity on pipes until t ends,
+// and connects a client to it with dial.
+func stdioClient(t *testing.T, m *Mux, identity string, opts []client.ClientOption,
+	dial func(*testing.T, transport.Interface, []client.ClientOption) *upstreamClient) *upstreamClient {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
@@ -143,7 +151,7 @@ func stdioUpstream(t *testing.T, m *Mux, identity string, opts ...client.ClientO
 		served <- m.ServeStdio(context.Background(), identity, inR, outW)
 		_ = outW.Close()
 	}()
-	u := connect(t, transport.NewIO(outR, inW, nil), opts)
+	u := dial(t, transport.NewIO(outR, inW, nil), opts)
 	t.Cleanup(func() {
 		_ = u.Close()
 		_ = inW.Close()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -219,19 +217,7 @@ func TestRoundOfPromptAndReadAfterPolicyEdit(t *testing.T) {
 	if rerr != nil || r.ResultType != "input_required" {
 		t.Fatalf("read: %+v %v", r, rerr)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan error, 1)
-	go func() { watched <- l.m.policies.Watch(ctx, l.m.PolicyChanged) }()
-	defer func() {
-		cancel()
-		if err := <-watched; err != nil {
-			t.Error(err)
-		}
-	}()
-	testsupport.WaitFor(t, "the policy edit", func() bool {
-		_ = os.WriteFile(filepath.Join(l.m.cfg.Mux.PolicyDir, "alice.toml"), []byte("allow = [\"ht__*\"]\nallow_resources = [\"ht\"]\n"), 0o644)
-		return !l.m.policies.Current().For("alice").Allows(policy.Item{Kind: policy.Resource, Server: "st"})
-	})
+	editPolicy(t, l.m, "alice", "allow = [\"ht__*\"]\nallow_resources = [\"ht\"]\n", policy.Item{Kind: policy.Resource, Server: "st"})
 	if res, rerr := handKind(t, u, mcp.MethodPromptsGet, promptParams("st", "edit", "roots"), p.RequestState, map[string]any{}); rerr == nil || !strings.Contains(rerr.Message, "not found") {
 		t.Errorf("a retry of a prompt no longer allowed: %+v %v", res, rerr)
 	}

@@ -3,7 +3,6 @@ package mux
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,22 +45,7 @@ func connectModern(t *testing.T, tr transport.Interface, opts []client.ClientOpt
 // identity.
 func modernStdio(t *testing.T, m *Mux, identity string, opts ...client.ClientOption) *upstreamClient {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- m.ServeStdio(context.Background(), identity, inR, outW)
-		_ = outW.Close()
-	}()
-	u := connectModern(t, transport.NewIO(outR, inW, nil), opts)
-	t.Cleanup(func() {
-		_ = u.Close()
-		_ = inW.Close()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	})
-	return u
+	return stdioClient(t, m, identity, opts, connectModern)
 }
 
 // modernHTTP connects a 2026-07-28 client to m's HTTP upstream as identity.
@@ -245,19 +229,7 @@ func TestRoundRetryAfterPolicyEdit(t *testing.T) {
 	if first.ResultType != "input_required" {
 		t.Fatalf("first answer %+v", first)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan error, 1)
-	go func() { watched <- l.m.policies.Watch(ctx, l.m.PolicyChanged) }()
-	defer func() {
-		cancel()
-		if err := <-watched; err != nil {
-			t.Error(err)
-		}
-	}()
-	testsupport.WaitFor(t, "the policy edit", func() bool {
-		_ = os.WriteFile(filepath.Join(l.m.cfg.Mux.PolicyDir, "alice.toml"), []byte("allow = [\"ht__*\"]\n"), 0o644)
-		return !l.m.policies.Current().For("alice").Allows(policy.Item{Kind: policy.Tool, Server: "st", Name: "st__asks"})
-	})
+	editPolicy(t, l.m, "alice", "allow = [\"ht__*\"]\n", policy.Item{Kind: policy.Tool, Server: "st", Name: "st__asks"})
 	params := map[string]any{"name": "st__asks", "requestState": first.RequestState, "inputResponses": map[string]any{},
 		"_meta": testsupport.ModernMeta(map[string]any{"roots": map[string]any{}})}
 	res, rerr := testsupport.RPC(t, u.Client, string(mcp.MethodToolsCall), params)
@@ -289,4 +261,23 @@ func TestRoundWithoutCapability(t *testing.T) {
 	if got := call(map[string]any{"roots": map[string]any{}}, "roots"); got.ResultType != "input_required" {
 		t.Errorf("roots only, asked for roots: %+v", got)
 	}
+}
+
+// editPolicy writes identity's policy file as body, with m's policy watcher
+// running until t ends, and returns once item is no longer allowed.
+func editPolicy(t *testing.T, m *Mux, identity, body string, item policy.Item) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	go func() { watched <- m.policies.Watch(ctx, m.PolicyChanged) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-watched; err != nil {
+			t.Error(err)
+		}
+	})
+	testsupport.WaitFor(t, "the policy edit", func() bool {
+		_ = os.WriteFile(filepath.Join(m.cfg.Mux.PolicyDir, identity+".toml"), []byte(body), 0o644)
+		return !m.policies.Current().For(identity).Allows(item)
+	})
 }

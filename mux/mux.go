@@ -59,13 +59,13 @@ var Version = "0.1.0-dev"
 
 // Mux multiplexes the child servers of one config.
 type Mux struct {
-	cfg      *config.Config
-	policies *policy.Store
-	log      zerolog.Logger
-	audit    zerolog.Logger
-	environ  []string
-	guard    string
-	observe  Observer
+	cfg        *config.Config
+	policies   *policy.Store
+	log        zerolog.Logger
+	audit      zerolog.Logger
+	environ    []string
+	supervisor string
+	observe    Observer
 
 	children []*child // config order
 	spawner  *childproc.Spawner
@@ -105,10 +105,10 @@ type Mux struct {
 // from the config.
 type Options struct {
 	Log zerolog.Logger
-	// Guard is the path of a binary that runs childproc.RunSupervisor when
+	// Supervisor is the path of a binary that runs childproc.RunSupervisor when
 	// its first argument is childproc.SupervisorArg (mcpmux itself), so that no
 	// descendant of a child outlives mcpmux; "" starts children directly.
-	Guard string
+	Supervisor string
 	// Observer is told what happens, for metrics; nil observes nothing.
 	Observer Observer
 }
@@ -117,15 +117,15 @@ type Options struct {
 func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	log := opts.Log
 	m := &Mux{
-		cfg:      cfg,
-		policies: policies,
-		log:      log,
-		guard:    opts.Guard,
-		observe:  opts.Observer,
-		audit:    log.With().Str("log", "audit").Logger(),
-		environ:  os.Environ(),
-		initial:  make(chan struct{}),
-		idle:     make(chan struct{}, 1),
+		cfg:        cfg,
+		policies:   policies,
+		log:        log,
+		supervisor: opts.Supervisor,
+		observe:    opts.Observer,
+		audit:      log.With().Str("log", "audit").Logger(),
+		environ:    os.Environ(),
+		initial:    make(chan struct{}),
+		idle:       make(chan struct{}, 1),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
@@ -145,7 +145,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
-	m.spawner = childproc.NewSpawner(m.guard)
+	m.spawner = childproc.NewSpawner(m.supervisor)
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)

@@ -121,7 +121,7 @@ func testChild(t *testing.T, serverLines, limitLines string) *child {
 		t.Fatal(err)
 	}
 	m := New(cfg, store, Options{Log: zerolog.Nop()})
-	m.spawner = childproc.NewSpawner(m.guard)
+	m.spawner = childproc.NewSpawner(m.supervisor)
 	t.Cleanup(m.spawner.Close)
 	return m.children[0]
 }

@@ -140,7 +140,7 @@ func newLogger(cfg *config.Config, stderr io.Writer) zerolog.Logger {
 func muxOptions(log zerolog.Logger) mux.Options {
 	opts := mux.Options{Log: log}
 	if self, err := os.Executable(); err == nil {
-		opts.Guard = self
+		opts.Supervisor = self
 	} else {
 		log.Warn().Err(err).Msg("cannot find mcpmux's own binary: children run without a supervisor, and their descendants may outlive a killed mcpmux")
 	}

@@ -163,6 +163,9 @@ func (s *Spawner) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if !change {
 		id = nil // already who the child is to be
 	}
+	if spec.Path, err = exec.LookPath(spec.Path); err != nil {
+		return nil, err
+	}
 	if s.supervisor != "" {
 		return s.startSupervised(ctx, spec, id, nnp)
 	}
@@ -186,15 +189,11 @@ func (s *Spawner) startSupervised(ctx context.Context, spec Spec, id *ids, nnp b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	path, err := exec.LookPath(spec.Path)
-	if err != nil {
-		return nil, err
-	}
 	c, err := s.supervisorConn()
 	if err != nil {
 		return nil, err
 	}
-	return c.spawn(ctx, spec, path, id, nnp)
+	return c.spawn(ctx, spec, spec.Path, id, nnp)
 }
 
 // supervisorConn returns the live supervisor, starting one if there is none.
@@ -248,10 +247,7 @@ type Process struct {
 
 // start forks the process from the calling thread; with id, it runs as id.
 func start(spec Spec, id *ids) (*Process, error) {
-	path, err := exec.LookPath(spec.Path)
-	if err != nil {
-		return nil, err
-	}
+	path := spec.Path // resolved by Start
 	var cred *syscall.Credential
 	if id != nil {
 		cred = id.sysCredential()

@@ -40,9 +40,9 @@ func modes(t *testing.T, f func(t *testing.T, s *Spawner)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []struct{ name, guard string }{{"direct", ""}, {"supervised", self}} {
+	for _, m := range []struct{ name, supervisor string }{{"direct", ""}, {"supervised", self}} {
 		t.Run(m.name, func(t *testing.T) {
-			s := NewSpawner(m.guard)
+			s := NewSpawner(m.supervisor)
 			t.Cleanup(s.Close)
 			f(t, s)
 		})

@@ -12,13 +12,20 @@ import (
 // maps them again from the page cache as they are used. Unlike the
 // supervisor, the caller keeps the kernel's fault-around, since it goes on
 // running the code it drops.
-func DropFilePages() {
+func DropFilePages() { dropFilePages(false) }
+
+// dropFilePages drops those pages; with random, a page used again is mapped
+// alone (no fault-around).
+func dropFilePages(random bool) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return
 	}
 	defer f.Close()
 	for _, m := range unwrittenFileMappings(f) {
+		if random {
+			_ = madvise(m.start, m.end-m.start, unix.MADV_RANDOM)
+		}
 		_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
 	}
 }

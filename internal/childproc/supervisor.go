@@ -353,17 +353,9 @@ func (s *supervisor) killGroups() {
 // exactly their content.
 func trimMemory() {
 	debug.FreeOSMemory()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	for _, m := range unwrittenFileMappings(f) {
-		// Random: a page used again is mapped alone, not with the 15
-		// around it the kernel would otherwise map too.
-		_ = madvise(m.start, m.end-m.start, unix.MADV_RANDOM)
-		_ = madvise(m.start, m.end-m.start, unix.MADV_DONTNEED)
-	}
+	// Random: a page used again is mapped alone, not with the 15 around it
+	// the kernel would otherwise map too.
+	dropFilePages(true)
 }
 
 type mapping struct{ start, end uintptr }

@@ -145,6 +145,21 @@ func withDirectWriter(ctx context.Context, write func([]byte)) context.Context {
 	return context.WithValue(ctx, directWriterKey{}, write)
 }
 
+// attachmentOf is the upstream request of ctx as its notifications reach
+// it: its context, the client's progress token and the edge's writer.
+func attachmentOf(ctx context.Context) *attachment {
+	a := &attachment{ctx: ctx, token: clientToken(ctx)}
+	a.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	return a
+}
+
+// detached returns ctx's values without its end or the edge's writer, for
+// work that outlives the request (a task, a round): what it sends goes
+// another way than through that request's response.
+func detached(ctx context.Context) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
+}
+
 // add registers the request id, about to be sent for the upstream request
 // of ctx, and returns its entry and ctx carrying it; nil and ctx unchanged
 // for a request of mcpmux's own (no upstream session in ctx).
@@ -158,8 +173,7 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 		return nil, ctx
 	}
 	c := &inCall{key: key, cs: cs, identity: IdentityFrom(ctx), seq: t.seq.Add(1),
-		own: attachment{ctx: ctx, token: clientToken(ctx)}, round: roundFrom(ctx)}
-	c.own.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+		own: *attachmentOf(ctx), round: roundFrom(ctx)}
 	c.idle.L = &c.mu
 	if c.round != nil {
 		c.round.mu.Lock()
@@ -298,6 +312,12 @@ func (m *Mux) writeQueued(c *inCall) {
 	}
 }
 
+// notificationLine is a notification as JSON-RPC.
+func notificationLine(method string, params map[string]any) ([]byte, error) {
+	return json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
+}
+
 // notifyCall sends a notification to the client of the upstream request c: through the edge's
 // writer at once, so that it is out before the call's answer (mcp-go writes
 // its own notifications from another goroutine than its answers); for a
@@ -306,9 +326,7 @@ func (m *Mux) writeQueued(c *inCall) {
 // session's queue is full.
 func (m *Mux) notifyCall(c *attachment, method string, params map[string]any) {
 	if c.write != nil {
-		line, err := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
-			Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
-		if err == nil {
+		if line, err := notificationLine(method, params); err == nil {
 			c.write(append(line, '\n'))
 		}
 		return

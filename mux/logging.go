@@ -50,7 +50,10 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			ok = seesAlias(set.For(identity), cat, c.alias)
 			sees[identity] = ok
 		}
-		if ctx := m.srv.WithContext(context.Background(), cs); ok && logWanted(ctx, mcp.LoggingLevel(level)) {
+		if !ok {
+			continue
+		}
+		if ctx := m.srv.WithContext(context.Background(), cs); logWanted(ctx, mcp.LoggingLevel(level)) {
 			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
 		}
 	}

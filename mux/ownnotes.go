@@ -2,12 +2,10 @@ package mux
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -61,8 +59,7 @@ func (n ownNote) event() ([]byte, error) {
 		params = maps.Clone(params)
 		delete(params, ownMark)
 	}
-	line, err := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
-		Notification: mcp.Notification{Method: n.method, Params: mcp.NotificationParams{AdditionalFields: params}}})
+	line, err := notificationLine(n.method, params)
 	if err != nil {
 		return nil, err
 	}

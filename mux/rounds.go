@@ -247,15 +247,10 @@ func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
-	base := context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
-	timed, stopTimer := context.WithTimeout(base, m.cfg.Mux.CallTimeout)
+	timed, stopTimer := context.WithTimeout(detached(ctx), m.cfg.Mux.CallTimeout)
 	rctx, cancel := context.WithCancelCause(timed)
-	stopCut := context.AfterFunc(m.cut, func() { cancel(context.Cause(m.cut)) })
-	r.end = func(cause error) {
-		cancel(cause)
-		stopCut()
-		stopTimer()
-	}
+	stopCut := m.cuts.add(m.cut, cancel)
+	r.end = cancel // the AfterFunc below stops the timer and the cut
 	r.ctx = context.WithValue(rctx, roundKey{}, r)
 	// However the round ends, its state is forgotten and its child requests
 	// answered (ask watches ctx).
@@ -440,8 +435,7 @@ func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
 
 // attach makes ctx's request the one the round's notifications reach.
 func (r *round) attach(ctx context.Context) {
-	a := &attachment{ctx: ctx, token: clientToken(ctx)}
-	a.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
+	a := attachmentOf(ctx)
 	r.mu.Lock()
 	r.up, r.last = a, ctx
 	r.mu.Unlock()

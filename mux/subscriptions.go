@@ -59,9 +59,8 @@ func (s *subscriptions) lock(k subKey) func() {
 	}
 }
 
-// add records that cs subscribed to the child resource k as exposed, and
-// reports whether k had no subscriber before.
-func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) (first bool) {
+// add records that cs subscribed to the child resource k as exposed.
+func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
@@ -69,10 +68,8 @@ func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) (
 	}
 	if s.byChild[k] == nil {
 		s.byChild[k] = map[server.ClientSession]string{}
-		first = true
 	}
 	s.byChild[k][cs] = exposed
-	return first
 }
 
 // remove forgets cs's subscription to k. It reports whether cs was

@@ -110,8 +110,7 @@ func (tt *taskTable) created(ctx context.Context, tm server.TaskMetrics) {
 	t := &upTask{id: tm.TaskID, cs: cs, sessionID: tm.SessionID}
 	// The task outlives the request that made it: what it sends goes
 	// through mcp-go to the session, never through that request's writer.
-	base := context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
-	t.ctx, t.cancel = context.WithCancelCause(base)
+	t.ctx, t.cancel = context.WithCancelCause(detached(ctx))
 	tt.starting.Store(info, t)
 	tt.owned.Store(t.id, t)
 }

@@ -263,15 +263,20 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 // Authenticate returns the identity of the caller that sent r, or an error
 // wrapping one of the sentinel errors.
 func (a *Authenticator) Authenticate(r *http.Request) (identity string, err error) {
-	identity, _, err = a.authenticate(r)
+	identity, _, _, err = a.authenticate(r)
 	return identity, err
 }
 
-// authenticate is Authenticate that also tells whether a bearer token was
-// presented (and so, on failure, was the one rejected).
-func (a *Authenticator) authenticate(r *http.Request) (identity string, presented bool, err error) {
+// Claims are a verified JWT's claims, as decoded from its payload. They
+// are never modified once a request is authenticated.
+type Claims = map[string]any
+
+// authenticate is Authenticate that also returns the claims of the JWT
+// that named the identity (nil for any other credential) and tells whether
+// a bearer token was presented (and so, on failure, was the one rejected).
+func (a *Authenticator) authenticate(r *http.Request) (identity string, claims Claims, presented bool, err error) {
 	if a.open {
-		return a.identity, false, nil
+		return a.identity, nil, false, nil
 	}
 	if a.bearerFirst {
 		if v := r.Header.Values("Authorization"); len(v) > 0 || a.trustedHeader == "" {
@@ -281,41 +286,41 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, presente
 	if a.trustedHeader != "" {
 		switch v := r.Header.Values(a.trustedHeader); {
 		case len(v) > 1:
-			return "", false, fmt.Errorf("%w: header %s given %d times", ErrNoIdentity, a.trustedHeader, len(v))
+			return "", nil, false, fmt.Errorf("%w: header %s given %d times", ErrNoIdentity, a.trustedHeader, len(v))
 		case len(v) == 1 && v[0] != "":
 			if !config.ValidIdentity(v[0]) {
-				return "", false, fmt.Errorf("%w: header %s is not a valid identity", ErrNoIdentity, a.trustedHeader)
+				return "", nil, false, fmt.Errorf("%w: header %s is not a valid identity", ErrNoIdentity, a.trustedHeader)
 			}
-			return v[0], false, nil
+			return v[0], nil, false, nil
 		}
 	}
-	return "", false, ErrNoCredential
+	return "", nil, false, ErrNoCredential
 }
 
 // checkAuthorization judges a request by its Authorization header values
 // alone.
-func (a *Authenticator) checkAuthorization(v []string) (identity string, presented bool, err error) {
+func (a *Authenticator) checkAuthorization(v []string) (identity string, claims Claims, presented bool, err error) {
 	switch {
 	case len(v) == 0:
-		return "", false, ErrNoCredential
+		return "", nil, false, ErrNoCredential
 	case len(v) > 1:
-		return "", true, fmt.Errorf("%w: several Authorization headers", ErrBadToken)
+		return "", nil, true, fmt.Errorf("%w: several Authorization headers", ErrBadToken)
 	}
 	// The scheme is not quoted in the error: a client that sends a bare
 	// token would have it logged.
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return "", false, fmt.Errorf("%w: the Authorization header is not a Bearer token", ErrNoCredential)
+		return "", nil, false, fmt.Errorf("%w: the Authorization header is not a Bearer token", ErrNoCredential)
 	}
 	if tok = strings.TrimSpace(tok); tok == "" {
-		return "", false, fmt.Errorf("%w: the Authorization header has no token", ErrNoCredential)
+		return "", nil, false, fmt.Errorf("%w: the Authorization header has no token", ErrNoCredential)
 	}
-	identity, err = a.checkBearer(tok)
-	return identity, true, err
+	identity, claims, err = a.checkBearer(tok)
+	return identity, claims, true, err
 }
 
-// checkBearer authenticates a bearer token.
-func (a *Authenticator) checkBearer(tok string) (string, error) {
+// checkBearer authenticates a bearer token, returning a JWT's claims.
+func (a *Authenticator) checkBearer(tok string) (string, Claims, error) {
 	d := sha256.Sum256([]byte(tok))
 	match := -1
 	for i := range a.tokens {
@@ -323,12 +328,12 @@ func (a *Authenticator) checkBearer(tok string) (string, error) {
 		match = subtle.ConstantTimeSelect(eq, i, match)
 	}
 	if match >= 0 {
-		return a.tokens[match].identity, nil
+		return a.tokens[match].identity, nil, nil
 	}
 	if a.jwt != nil && looksLikeJWT(tok) {
 		return a.jwt.verify(tok)
 	}
-	return "", ErrUnknownToken
+	return "", nil, ErrUnknownToken
 }
 
 // looksLikeJWT reports whether tok has the shape of a JWS in compact
@@ -342,41 +347,42 @@ func looksLikeJWT(tok string) bool {
 	return ok && p != "" && !strings.Contains(s, ".")
 }
 
-// verify checks tok as a JWT and returns the identity it names.
-func (j *jwtAuth) verify(tok string) (string, error) {
+// verify checks tok as a JWT and returns the identity it names and its
+// claims.
+func (j *jwtAuth) verify(tok string) (string, Claims, error) {
 	ks := j.keys.Load()
 	if ks.err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
+		return "", nil, fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
 	}
 	claims := jwt.MapClaims{}
 	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
-			return "", fmt.Errorf("%w: %w", ErrExpired, err)
+			return "", nil, fmt.Errorf("%w: %w", ErrExpired, err)
 		}
-		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	iss, err := claims.GetIssuer()
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	if iss != j.cfg.Issuer {
-		return "", ErrWrongIssuer
+		return "", nil, ErrWrongIssuer
 	}
 	aud, err := claims.GetAudience()
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadToken, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	if !slices.Contains(aud, j.cfg.Audience) {
-		return "", ErrWrongAudience
+		return "", nil, ErrWrongAudience
 	}
 	id, _ := claims[j.cfg.IdentityClaim].(string)
 	if id == "" {
-		return "", fmt.Errorf("%w: claim %q missing or not a string", ErrNoIdentity, j.cfg.IdentityClaim)
+		return "", nil, fmt.Errorf("%w: claim %q missing or not a string", ErrNoIdentity, j.cfg.IdentityClaim)
 	}
 	if !config.ValidIdentity(id) {
-		return "", fmt.Errorf("%w: claim %q is not a valid identity", ErrNoIdentity, j.cfg.IdentityClaim)
+		return "", nil, fmt.Errorf("%w: claim %q is not a valid identity", ErrNoIdentity, j.cfg.IdentityClaim)
 	}
-	return id, nil
+	return id, Claims(claims), nil
 }
 
 // KeysStatus reports, for /readyz, whether JWTs can be verified: ok is

@@ -231,7 +231,7 @@ func mustNew(t *testing.T, up config.Upstream) (*Authenticator, *logBuffer) {
 
 type identityKey struct{}
 
-func withIdentity(ctx context.Context, id string) context.Context {
+func withIdentity(ctx context.Context, id string, _ Claims) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
 

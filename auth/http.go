@@ -11,19 +11,20 @@ import (
 const Realm = "mcpmux"
 
 // Middleware authenticates each request. On success it calls next with
-// setIdentity(ctx, identity) as the request's context. On failure it answers
+// setCaller(ctx, identity, claims) as the request's context, claims being
+// those of the JWT that named the identity (nil for other credentials). On failure it answers
 // 401 with a Bearer WWW-Authenticate challenge (realm, resource_metadata when
 // JWT is configured, and error="invalid_token" when a token was presented
 // but rejected) and a body that says nothing more, and logs one Warn line
 // with the reason and the remote address, never the credential.
-func (a *Authenticator) Middleware(next http.Handler, setIdentity func(ctx context.Context, identity string) context.Context) http.Handler {
+func (a *Authenticator) Middleware(next http.Handler, setCaller func(ctx context.Context, identity string, claims Claims) context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		identity, presented, err := a.authenticate(r)
+		identity, claims, presented, err := a.authenticate(r)
 		if err != nil {
 			a.refuse(w, r, presented, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(setIdentity(r.Context(), identity)))
+		next.ServeHTTP(w, r.WithContext(setCaller(r.Context(), identity, claims)))
 	})
 }
 

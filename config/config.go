@@ -57,6 +57,12 @@ const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	DefaultDrainTimeout       = 30 * time.Second
 	DefaultIdentityClaim      = "sub"
+	DefaultPinning            = PinningWarn
+	DefaultPinFile            = "mcpmux.lock"
+	DefaultPinNew             = PinNewPin
+	DefaultJWKSRefresh        = 15 * time.Minute
+	DefaultJWKSMaxStale       = 24 * time.Hour
+	DefaultJWKSTimeout        = 10 * time.Second
 	DefaultTransport          = "streamable"     // remote servers only
 	DefaultPingInterval       = 15 * time.Second // remote servers only
 )
@@ -102,7 +108,30 @@ type Mux struct {
 	// PageSize is the page size of the upstream tools/list; 0 means the
 	// whole catalog in one page.
 	PageSize int
+
+	// Pinning is what a tool or prompt whose definition differs from its
+	// pin does: "off" (no pins are kept), "warn" (it stays exposed, and the
+	// change is logged and counted) or "enforce" (it is held: not listed,
+	// and a call to it is refused like an unknown tool, until approved).
+	Pinning string
+	// PinFile is the absolute path of the pin file (default mcpmux.lock
+	// next to the config file). A relative pin_file is taken relative to the
+	// directory of the config file; it need not exist.
+	PinFile string
+	// PinNew is what a tool or prompt never pinned before does: "pin" (it
+	// is pinned on first sight and exposed) or "hold" (held until approved,
+	// like a changed one under enforce).
+	PinNew string
 }
+
+// The values of [mux] pinning and pin_new.
+const (
+	PinningOff     = "off"
+	PinningWarn    = "warn"
+	PinningEnforce = "enforce"
+	PinNewPin      = "pin"
+	PinNewHold     = "hold"
+)
 
 // Upstream is the [upstream] table: the side mcpmux serves.
 type Upstream struct {
@@ -166,10 +195,28 @@ type Token struct {
 type JWT struct {
 	Issuer   string // the iss accepted; never empty
 	Audience string // mcpmux's own URL; a token for another audience is refused; never empty
+	// Exactly one of JWKSFile, JWKSURL and Discovery says where the
+	// issuer's public keys are.
+	//
 	// JWKSFile is the absolute path of a local JWKS, re-read when it
 	// changes. A relative jwks_file is taken relative to the directory of
 	// the config file; it need not exist when the file is loaded.
 	JWKSFile string
+	// JWKSURL is the identity provider's JWKS URL: https, or http to a
+	// loopback address only (for tests).
+	JWKSURL string
+	// Discovery finds the JWKS URL in the issuer's
+	// /.well-known/openid-configuration (jwks_uri); the issuer must then
+	// be an https URL (or http to loopback).
+	Discovery bool
+	// JWKSRefresh is how often keys from a URL are fetched again; > 0.
+	JWKSRefresh time.Duration
+	// JWKSMaxStale is how long the last keys fetched stay valid while the
+	// provider cannot be reached; after that no JWT is accepted until a
+	// fetch succeeds. > 0.
+	JWKSMaxStale time.Duration
+	// JWKSTimeout bounds each fetch from the provider; > 0.
+	JWKSTimeout time.Duration
 	// IdentityClaim is the claim whose string value is the identity
 	// (default "sub").
 	IdentityClaim string

@@ -53,6 +53,9 @@ func TestExample(t *testing.T) {
 			LogLevel:      "info",
 			LogFormat:     "json",
 			PageSize:      0,
+			Pinning:       "warn",
+			PinFile:       filepath.Join(root, "mcpmux.lock"),
+			PinNew:        "pin",
 		},
 		Upstream: Upstream{
 			Identity:           "reader",
@@ -149,6 +152,9 @@ func TestDefaults(t *testing.T) {
 			LogLevel:      "info",
 			LogFormat:     "json",
 			PageSize:      0,
+			Pinning:       "warn",
+			PinFile:       "/etc/mcpmux/mcpmux.lock",
+			PinNew:        "pin",
 		},
 		Upstream: Upstream{
 			Path:               "/mcp",
@@ -181,6 +187,9 @@ call_timeout = "1m30s"
 log_level = "debug"
 log_format = "console"
 page_size = 50
+pinning = "enforce"
+pin_file = "pins/tools.lock"
+pin_new = "hold"
 
 [upstream]
 identity = "ops.team-1_x"
@@ -265,6 +274,9 @@ rate_burst = 10
 			LogLevel:      "debug",
 			LogFormat:     "console",
 			PageSize:      50,
+			Pinning:       "enforce",
+			PinFile:       "/etc/mcpmux/pins/tools.lock",
+			PinNew:        "hold",
 		},
 		Upstream: Upstream{
 			Identity:             "ops.team-1_x",
@@ -273,8 +285,8 @@ rate_burst = 10
 			AdminListen:          "127.0.0.1:7301",
 			AllowUnauthenticated: true,
 			Tokens: []Token{
-				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 22},
-				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 26},
+				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 25},
+				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 29},
 			},
 			JWT: &JWT{
 				Issuer:               "https://auth.example.com",

@@ -74,6 +74,8 @@ func (d *decoder) mux(t *table, m *Mux) {
 		LogLevel:      DefaultLogLevel,
 		LogFormat:     DefaultLogFormat,
 		PageSize:      DefaultPageSize,
+		Pinning:       DefaultPinning,
+		PinNew:        DefaultPinNew,
 	}
 	if t.str("separator", &m.Separator) && m.Separator != "_" && m.Separator != "__" {
 		t.errorf("separator", `must be "_" or "__", not %q`, m.Separator)
@@ -93,6 +95,13 @@ func (d *decoder) mux(t *table, m *Mux) {
 	if t.integer("page_size", &m.PageSize) && m.PageSize < 0 {
 		t.errorf("page_size", "must not be negative, not %d", m.PageSize)
 	}
+	t.oneOf("pinning", &m.Pinning, []string{PinningOff, PinningWarn, PinningEnforce})
+	pins := DefaultPinFile
+	if t.str("pin_file", &pins) && pins == "" {
+		t.errorf("pin_file", "must not be empty")
+	}
+	m.PinFile = d.abs(pins)
+	t.oneOf("pin_new", &m.PinNew, []string{PinNewPin, PinNewHold})
 	t.finish()
 }
 

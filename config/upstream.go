@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // hostnameRE matches a host name as listen addresses may use it.
@@ -361,9 +363,44 @@ func (d *decoder) jwt(t *table) *JWT {
 	required("issuer", "the iss of accepted tokens", &j.Issuer)
 	required("audience", "mcpmux's own URL, the aud of accepted tokens", &j.Audience)
 	var jwks string
-	required("jwks_file", "the file holding the issuer's public keys (JWKS)", &jwks)
-	if jwks != "" {
-		j.JWKSFile = d.abs(jwks)
+	sources := 0
+	if t.str("jwks_file", &jwks) {
+		sources++
+		if jwks == "" {
+			t.errorf("jwks_file", "must not be empty")
+		} else {
+			j.JWKSFile = d.abs(jwks)
+		}
+	}
+	if t.str("jwks_url", &j.JWKSURL) {
+		sources++
+		if why := keyURLProblem(j.JWKSURL); why != "" {
+			t.errorf("jwks_url", "%q %s", j.JWKSURL, why)
+		}
+	}
+	if t.boolean("discovery", &j.Discovery) && j.Discovery {
+		sources++
+		if why := keyURLProblem(j.Issuer); j.Issuer != "" && why != "" {
+			t.errorf("discovery", "needs an issuer to discover keys from, and issuer %q %s", j.Issuer, why)
+		}
+	}
+	switch {
+	case sources == 0:
+		t.selfErrorf("the issuer's public keys are required: set jwks_url (the identity provider's JWKS), discovery = true (find it from issuer's /.well-known/openid-configuration) or jwks_file (a local JWKS)")
+	case sources > 1:
+		t.selfErrorf("set only one of jwks_file, jwks_url and discovery = true: they are alternative sources of the same keys")
+	}
+	fetched := j.JWKSURL != "" || j.Discovery
+	if fetched {
+		j.JWKSRefresh, j.JWKSMaxStale, j.JWKSTimeout = DefaultJWKSRefresh, DefaultJWKSMaxStale, DefaultJWKSTimeout
+	}
+	for _, k := range []struct {
+		key string
+		dst *time.Duration
+	}{{"jwks_refresh", &j.JWKSRefresh}, {"jwks_max_stale", &j.JWKSMaxStale}, {"jwks_timeout", &j.JWKSTimeout}} {
+		if t.duration(k.key, k.dst) && !fetched {
+			t.errorf(k.key, "applies only to keys fetched from jwks_url or by discovery")
+		}
 	}
 	if t.str("identity_claim", &j.IdentityClaim) && j.IdentityClaim == "" {
 		t.errorf("identity_claim", "must not be empty")
@@ -382,4 +419,22 @@ func (d *decoder) jwt(t *table) *JWT {
 	}
 	t.finish()
 	return j
+}
+
+// keyURLProblem says why u cannot be where keys are fetched from, or "":
+// keys decide who may do what, so they come over HTTPS, or plain HTTP to
+// this machine only (a test's identity provider).
+func keyURLProblem(u string) string {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil || p.Host == "" || p.Opaque != "":
+		return "is not an absolute URL"
+	case p.Scheme == "https":
+		return ""
+	case p.Scheme == "http" && loopback(p.Hostname()):
+		return ""
+	case p.Scheme == "http":
+		return "is plain HTTP to another machine: keys must come over https (http only to a loopback address, for tests)"
+	}
+	return "must be an https URL"
 }

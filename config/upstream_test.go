@@ -276,7 +276,7 @@ func TestUpstreamErrors(t *testing.T) {
 			src:  "[upstream]\nidentity = \"a\"\n\n[upstream.jwt]\n" + srv,
 			want: `mcpmux.toml:4: [upstream.jwt]: issuer is required: the iss of accepted tokens` + "\n" +
 				`mcpmux.toml:4: [upstream.jwt]: audience is required: mcpmux's own URL, the aud of accepted tokens` + "\n" +
-				`mcpmux.toml:4: [upstream.jwt]: jwks_file is required: the file holding the issuer's public keys (JWKS)`,
+				`mcpmux.toml:4: [upstream.jwt]: the issuer's public keys are required: set jwks_url (the identity provider's JWKS), discovery = true (find it from issuer's /.well-known/openid-configuration) or jwks_file (a local JWKS)`,
 		},
 		{
 			name: "jwt inline",
@@ -292,6 +292,32 @@ func TestUpstreamErrors(t *testing.T) {
 				`mcpmux.toml:4: [upstream.jwt] jwks_file: must not be empty` + "\n" +
 				`mcpmux.toml:5: [upstream.jwt] identity_claim: must not be empty` + "\n" +
 				`mcpmux.toml:6: [upstream.jwt] authorization_servers: must not be empty (leave the key out to advertise issuer)`,
+		},
+		{
+			name: "jwt two key sources",
+			src:  "[upstream.jwt]\nissuer = \"https://idp\"\naudience = \"a\"\njwks_file = \"k\"\njwks_url = \"https://idp/keys\"\n" + srv,
+			want: `mcpmux.toml:1: [upstream.jwt]: set only one of jwks_file, jwks_url and discovery = true: they are alternative sources of the same keys`,
+		},
+		{
+			name: "jwks_url plain http elsewhere",
+			src:  "[upstream.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"http://idp.example.com/keys\"\n" + srv,
+			want: `mcpmux.toml:4: [upstream.jwt] jwks_url: "http://idp.example.com/keys" is plain HTTP to another machine: keys must come over https (http only to a loopback address, for tests)`,
+		},
+		{
+			name: "jwks_url not a URL",
+			src:  "[upstream.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"keys.json\"\n" + srv,
+			want: `mcpmux.toml:4: [upstream.jwt] jwks_url: "keys.json" is not an absolute URL`,
+		},
+		{
+			name: "discovery needs an https issuer",
+			src:  "[upstream.jwt]\nissuer = \"ftp://idp\"\naudience = \"a\"\ndiscovery = true\n" + srv,
+			want: `mcpmux.toml:4: [upstream.jwt] discovery: needs an issuer to discover keys from, and issuer "ftp://idp" must be an https URL`,
+		},
+		{
+			name: "refresh with a file",
+			src:  "[upstream.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"k\"\njwks_refresh = \"1m\"\njwks_max_stale = \"0s\"\n" + srv,
+			want: `mcpmux.toml:5: [upstream.jwt] jwks_refresh: applies only to keys fetched from jwks_url or by discovery` + "\n" +
+				`mcpmux.toml:6: [upstream.jwt] jwks_max_stale: must be positive, not "0s"`,
 		},
 		{
 			name: "jwt value types",
@@ -585,6 +611,26 @@ func TestJWT(t *testing.T) {
 				JWKSFile:             "/etc/keys/jwks.json",
 				IdentityClaim:        "email",
 				AuthorizationServers: []string{"i"},
+			},
+		},
+		{
+			name: "jwks_url with defaults",
+			file: "/etc/mcpmux/mcpmux.toml",
+			src:  "[upstream.jwt]\nissuer = \"https://idp\"\naudience = \"a\"\njwks_url = \"http://127.0.0.1:8080/keys\"\n",
+			want: &JWT{
+				Issuer: "https://idp", Audience: "a", JWKSURL: "http://127.0.0.1:8080/keys",
+				JWKSRefresh: 15 * time.Minute, JWKSMaxStale: 24 * time.Hour, JWKSTimeout: 10 * time.Second,
+				IdentityClaim: "sub", AuthorizationServers: []string{"https://idp"},
+			},
+		},
+		{
+			name: "discovery with durations",
+			file: "/etc/mcpmux/mcpmux.toml",
+			src:  "[upstream.jwt]\nissuer = \"https://idp\"\naudience = \"a\"\ndiscovery = true\njwks_refresh = \"5m\"\njwks_max_stale = \"1h\"\njwks_timeout = \"3s\"\n",
+			want: &JWT{
+				Issuer: "https://idp", Audience: "a", Discovery: true,
+				JWKSRefresh: 5 * time.Minute, JWKSMaxStale: time.Hour, JWKSTimeout: 3 * time.Second,
+				IdentityClaim: "sub", AuthorizationServers: []string{"https://idp"},
 			},
 		},
 		{

@@ -31,6 +31,26 @@ func IdentityFrom(ctx context.Context) string {
 	return id
 }
 
+type claimsKey struct{}
+
+// WithCaller returns a context that carries the caller's authenticated
+// identity and the claims of the JWT that named it (nil for any other
+// credential), which policy rules may consult. The claims are never
+// modified.
+func WithCaller(ctx context.Context, identity string, claims map[string]any) context.Context {
+	ctx = WithIdentity(ctx, identity)
+	if claims != nil {
+		ctx = context.WithValue(ctx, claimsKey{}, claims)
+	}
+	return ctx
+}
+
+// ClaimsFrom returns the claims WithCaller stored, or nil.
+func ClaimsFrom(ctx context.Context) map[string]any {
+	c, _ := ctx.Value(claimsKey{}).(map[string]any)
+	return c
+}
+
 // newServer builds the upstream MCP server. mcp-go owns the protocol; the
 // mux plugs in where it decides: which tools and prompts a caller may use
 // (the filters), what a call, a prompt, a read or a completion does (the

@@ -117,7 +117,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			Limits:             cfg.Limits,
 		})
 		root := http.NewServeMux()
-		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithIdentity))
+		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))
 		if path, h := authn.MetadataHandler(); h != nil {
 			root.Handle(path, h)
 		}

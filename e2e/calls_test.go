@@ -146,7 +146,7 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 	for _, alias := range []string{"docs", "tickets"} {
 		pids = append(pids, childPid(t, m, alias), grandchild(t, m, alias))
 	}
-	pids = append(pids, m.Log.ChildPids()...) // the guards
+	pids = append(pids, m.Log.ChildPids()...) // the children as mcpmux reported them
 	sigkillLeavesNothing(t, m, pids)
 }
 
@@ -161,8 +161,8 @@ func grandchild(t *testing.T, m *ts.Mux, alias string) int {
 }
 
 // Children that exit as soon as their stdin ends (procpeek, like most
-// servers) exit on mcpmux's death at about the moment their guards are told
-// of it; their grandchildren still die with them.
+// servers) exit on mcpmux's death at about the moment the supervisor is
+// told of it; their grandchildren still die with them.
 func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
 	peek := ts.ProcpeekBinary(t)
 	aliases := []string{"a", "b", "c", "d", "e"}
@@ -177,7 +177,7 @@ func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
 	for _, alias := range aliases {
 		pids = append(pids, grandchild(t, m, alias))
 	}
-	pids = append(pids, m.Log.ChildPids()...) // the guards
+	pids = append(pids, m.Log.ChildPids()...) // the children as mcpmux reported them
 	sigkillLeavesNothing(t, m, pids)
 }
 

@@ -11,7 +11,8 @@ import (
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
-// childPid asks a child for its own pid (the real server, under its guard).
+// childPid asks a child for its own pid (the real server, which mcpmux's
+// supervisor forked).
 func childPid(t *testing.T, m *ts.Mux, alias string) int {
 	t.Helper()
 	pid, err := strconv.Atoi(ts.Text(m.MustCall(alias+"__whoami", nil)))

@@ -40,8 +40,8 @@ type cliResult struct {
 var labserverReady = regexp.MustCompile(`labserver \S+ pid (\d+) ready`)
 
 // runCLI runs mcpmux with args and waits for it to exit. Every child it
-// reported starting (its guard, and the labserver under it) must be gone
-// once it has.
+// reported starting (each labserver, by mcpmux's log and its own) must be
+// gone once it has.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
 	bin, _ := ts.Binaries(t)

@@ -38,8 +38,8 @@ func hostileLab(t *testing.T, muxLines, tools string, env map[string]string) *ts
 	}
 	e := map[string]string{
 		"HOSTILE_TOOLS": file,
-		// Race-built, the child and its guard would each sleep a second on
-		// the way out; every test stops a child, some restart one.
+		// Race-built, the child would sleep a second on the way out; every
+		// test stops a child, some restart one.
 		"GORACE": "atexit_sleep_ms=0",
 	}
 	for k, v := range env {

@@ -78,9 +78,9 @@ func unprivileged(t *testing.T, lab *ts.Lab) func(*exec.Cmd) {
 }
 
 // A child running as mcpmux's own user cannot read mcpmux's environment or
-// memory through /proc, nor its guard's, while it can read its own and,
+// memory through /proc, nor its supervisor's, while it can read its own and,
 // as a control, a sibling child's.
-func TestChildCannotReadMuxOrGuard(t *testing.T) {
+func TestChildCannotReadMuxOrSupervisor(t *testing.T) {
 	peek := ts.ProcpeekBinary(t)
 	lab := ts.NewLab(t, "",
 		ts.Server{Alias: "a", Command: peek, Env: map[string]string{"PEEK_MARK": "mark-a"}},
@@ -102,13 +102,13 @@ func TestChildCannotReadMuxOrGuard(t *testing.T) {
 	}
 
 	b := peekAt(t, m, "b")
-	guard := peekAt(t, m, "a").Ppid
-	if guard == mcpmux {
-		t.Fatal("a runs without a guard")
+	supervisor := peekAt(t, m, "a").Ppid
+	if supervisor == mcpmux {
+		t.Fatal("a runs without a supervisor")
 	}
 	paths := []string{
 		procFile(mcpmux, "environ"), procFile(mcpmux, "mem"),
-		procFile(guard, "environ"), procFile(guard, "mem"),
+		procFile(supervisor, "environ"), procFile(supervisor, "mem"),
 		procFile(b.Pid, "environ"), "/proc/self/environ",
 	}
 	a := peekAt(t, m, "a", paths...)
@@ -122,7 +122,7 @@ func TestChildCannotReadMuxOrGuard(t *testing.T) {
 		t.Errorf("a cannot read its own environ: %+v", got)
 	}
 	// Children of one user can read each other: the denials above are
-	// mcpmux's and the guard's doing, not the test's.
+	// mcpmux's and the supervisor's doing, not the test's.
 	if got := a.Reads[procFile(b.Pid, "environ")]; !strings.Contains(got.Data, "PEEK_MARK=mark-b") {
 		t.Errorf("control: a cannot read its sibling's environ: %+v", got)
 	}
@@ -151,8 +151,8 @@ func TestChildRunsAsConfiguredUser(t *testing.T) {
 	m := ts.StartMux(t, lab)
 	mcpmux := m.Cmd.Process.Pid
 
-	guard := peekAt(t, m, "confined").Ppid
-	paths := []string{procFile(mcpmux, "environ"), procFile(mcpmux, "mem"), procFile(guard, "environ"), procFile(guard, "mem"), "/proc/self/environ"}
+	supervisor := peekAt(t, m, "confined").Ppid
+	paths := []string{procFile(mcpmux, "environ"), procFile(mcpmux, "mem"), procFile(supervisor, "environ"), procFile(supervisor, "mem"), "/proc/self/environ"}
 	c := peekAt(t, m, "confined", paths...)
 	want := map[string]string{"Uid": ids4(nobody.Uid), "Gid": ids4(nobody.Gid), "Groups": "", "NoNewPrivs": "1"}
 	for k, v := range want {
@@ -174,7 +174,7 @@ func TestChildRunsAsConfiguredUser(t *testing.T) {
 		t.Errorf("plain: %v, want root's ids and no no_new_privs", p.Status)
 	}
 
-	pids := append([]int{c.Pid, p.Pid}, m.Log.ChildPids()...) // with the guards
+	pids := append([]int{c.Pid, p.Pid}, m.Log.ChildPids()...) // the children as mcpmux reported them
 	for _, alias := range []string{"confined", "plain"} {
 		pids = append(pids, grandchild(t, m, alias))
 	}

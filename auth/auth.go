@@ -11,7 +11,8 @@
 //     tokens: its SHA-256 digest against every entry's, in constant time
 //     and without stopping at a match. If none matches and JWT is
 //     configured and X looks like a JWT, X is verified as one: its
-//     signature with a key from the JWKS file (chosen by kid, and only with
+//     signature with a key from the JWKS (a file, or fetched from the
+//     identity provider; chosen by kid, and only with
 //     the algorithms of that key's family: RS*, PS*, ES*, EdDSA; never
 //     "none" nor HMAC), exp (required), nbf and iat with 30s of leeway,
 //     iss, aud; the identity is then the configured claim. A token that
@@ -34,10 +35,15 @@
 // deleted, emptied or made unusable revokes every key: no JWT is accepted
 // (401, reason no_keys) until a usable file is back. A key that is
 // malformed or cannot verify signatures is refused and logged, and the
-// file's other keys are kept. KeysStatus tells /readyz which state holds.
+// file's other keys are kept. Keys fetched from the identity provider
+// (remote.go) follow the same key rules; they fail closed when no fetch
+// has succeeded yet or within jwks_max_stale, and when the provider
+// serves a JWKS without a usable key. KeysStatus tells /readyz which state
+// holds.
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -45,6 +51,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -155,6 +162,7 @@ type jwtAuth struct {
 	cfg    config.JWT
 	parser *jwt.Parser
 	keys   atomic.Pointer[keySet]
+	remote *remoteKeys // nil for a jwks_file
 
 	// metadataPath and metadataURL are where the protected resource
 	// metadata is served: metadataURL is "" when Audience is not an
@@ -229,8 +237,11 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 	if len(cfg.AuthorizationServers) == 0 && cfg.Issuer != "" {
 		cfg.AuthorizationServers = []string{cfg.Issuer}
 	}
-	if cfg.Issuer == "" || cfg.Audience == "" || cfg.JWKSFile == "" {
-		return nil, errors.New("auth: jwt needs issuer, audience and jwks_file")
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("auth: jwt needs issuer and audience")
+	}
+	if n := btoi(cfg.JWKSFile != "") + btoi(cfg.JWKSURL != "") + btoi(cfg.Discovery); n != 1 {
+		return nil, errors.New("auth: jwt needs exactly one of jwks_file, jwks_url and discovery")
 	}
 	j := &jwtAuth{
 		cfg: cfg,
@@ -241,12 +252,36 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 			jwt.WithLeeway(Leeway),
 		),
 	}
-	ks := loadKeySet(cfg.JWKSFile)
-	if ks.err != nil {
-		return nil, fmt.Errorf("auth: %w", ks.err)
+	if cfg.JWKSFile != "" {
+		ks := loadKeySet(cfg.JWKSFile)
+		if ks.err != nil {
+			return nil, fmt.Errorf("auth: %w", ks.err)
+		}
+		ks.logRefused(log, "file", cfg.JWKSFile)
+		j.keys.Store(ks)
+	} else {
+		src, what := cfg.JWKSURL, "jwks_url"
+		if cfg.Discovery {
+			src, what = cfg.Issuer, "issuer"
+		}
+		p, err := url.Parse(src)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s %q is not a URL", what, src)
+		}
+		if why := urlProblem(p); why != "" {
+			return nil, fmt.Errorf("auth: %s %q %s", what, src, why)
+		}
+		for _, d := range []struct {
+			v   *time.Duration
+			def time.Duration
+		}{{&cfg.JWKSRefresh, config.DefaultJWKSRefresh}, {&cfg.JWKSMaxStale, config.DefaultJWKSMaxStale}, {&cfg.JWKSTimeout, config.DefaultJWKSTimeout}} {
+			if *d.v <= 0 {
+				*d.v = d.def
+			}
+		}
+		j.cfg = cfg
+		j.remote = newRemoteKeys(cfg, &j.keys, log)
 	}
-	ks.logRefused(log, cfg.JWKSFile)
-	j.keys.Store(ks)
 
 	j.metadataPath = server.ProtectedResourceMetadataPath(cfg.Audience)
 	if origin := originOf(cfg.Audience); origin != "" {
@@ -262,6 +297,10 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 
 // Authenticate returns the identity of the caller that sent r, or an error
 // wrapping one of the sentinel errors.
+//
+// A JWT naming a kid that none of the keys fetched from the identity
+// provider has makes Authenticate wait, at most jwks_timeout, for one
+// fetch of the keys (see Watch).
 func (a *Authenticator) Authenticate(r *http.Request) (identity string, err error) {
 	identity, _, _, err = a.authenticate(r)
 	return identity, err
@@ -280,7 +319,7 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, claims C
 	}
 	if a.bearerFirst {
 		if v := r.Header.Values("Authorization"); len(v) > 0 || a.trustedHeader == "" {
-			return a.checkAuthorization(v)
+			return a.checkAuthorization(r.Context(), v)
 		}
 	}
 	if a.trustedHeader != "" {
@@ -299,7 +338,7 @@ func (a *Authenticator) authenticate(r *http.Request) (identity string, claims C
 
 // checkAuthorization judges a request by its Authorization header values
 // alone.
-func (a *Authenticator) checkAuthorization(v []string) (identity string, claims Claims, presented bool, err error) {
+func (a *Authenticator) checkAuthorization(ctx context.Context, v []string) (identity string, claims Claims, presented bool, err error) {
 	switch {
 	case len(v) == 0:
 		return "", nil, false, ErrNoCredential
@@ -315,12 +354,12 @@ func (a *Authenticator) checkAuthorization(v []string) (identity string, claims 
 	if tok = strings.TrimSpace(tok); tok == "" {
 		return "", nil, false, fmt.Errorf("%w: the Authorization header has no token", ErrNoCredential)
 	}
-	identity, claims, err = a.checkBearer(tok)
+	identity, claims, err = a.checkBearer(ctx, tok)
 	return identity, claims, true, err
 }
 
 // checkBearer authenticates a bearer token, returning a JWT's claims.
-func (a *Authenticator) checkBearer(tok string) (string, Claims, error) {
+func (a *Authenticator) checkBearer(ctx context.Context, tok string) (string, Claims, error) {
 	d := sha256.Sum256([]byte(tok))
 	match := -1
 	for i := range a.tokens {
@@ -331,7 +370,7 @@ func (a *Authenticator) checkBearer(tok string) (string, Claims, error) {
 		return a.tokens[match].identity, nil, nil
 	}
 	if a.jwt != nil && looksLikeJWT(tok) {
-		return a.jwt.verify(tok)
+		return a.jwt.verify(ctx, tok)
 	}
 	return "", nil, ErrUnknownToken
 }
@@ -348,19 +387,54 @@ func looksLikeJWT(tok string) bool {
 }
 
 // verify checks tok as a JWT and returns the identity it names and its
-// claims.
-func (j *jwtAuth) verify(tok string) (string, Claims, error) {
-	ks := j.keys.Load()
-	if ks.err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
+// claims. A kid that names none of the keys fetched from the provider
+// asks for one fetch (rate limited), and tok is checked again after it.
+func (j *jwtAuth) verify(ctx context.Context, tok string) (string, Claims, error) {
+	claims, err := j.parse(tok)
+	if errors.Is(err, errUnknownKID) && j.remote != nil && j.remote.refresh(ctx) {
+		claims, err = j.parse(tok)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return j.check(claims)
+}
+
+// parse checks tok's signature with the keys in force and its validity
+// window.
+func (j *jwtAuth) parse(tok string) (jwt.MapClaims, error) {
+	ks, err := j.usableKeys()
+	if err != nil {
+		return nil, err
 	}
 	claims := jwt.MapClaims{}
 	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
-			return "", nil, fmt.Errorf("%w: %w", ErrExpired, err)
+			return nil, fmt.Errorf("%w: %w", ErrExpired, err)
 		}
-		return "", nil, fmt.Errorf("%w: %w", ErrBadToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
+	return claims, nil
+}
+
+// usableKeys returns the keys in force, or an error wrapping ErrNoKeys
+// when there are none, or when fetched keys are older than jwks_max_stale
+// (before Watch has noticed).
+func (j *jwtAuth) usableKeys() (*keySet, error) {
+	ks := j.keys.Load()
+	if ks.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
+	}
+	if !ks.expires.IsZero() && !time.Now().Before(ks.expires) {
+		return nil, fmt.Errorf("%w: %s: keys fetched at %s expired after jwks_max_stale %s",
+			ErrNoKeys, ks.source, ks.fetched.Format(time.RFC3339), j.cfg.JWKSMaxStale)
+	}
+	return ks, nil
+}
+
+// check checks verified claims' issuer and audience and returns the
+// identity they name.
+func (j *jwtAuth) check(claims jwt.MapClaims) (string, Claims, error) {
 	iss, err := claims.GetIssuer()
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrBadToken, err)
@@ -387,21 +461,36 @@ func (j *jwtAuth) verify(tok string) (string, Claims, error) {
 
 // KeysStatus reports, for /readyz, whether JWTs can be verified: ok is
 // false while no usable JWKS is loaded (the file was deleted, emptied or
-// made unusable since start-up; every JWT is then refused), and detail
-// says why in one line, naming the file. When ok, detail counts the keys
-// in force and those refused. Without JWT configured, ok is true and
-// detail "". It takes no lock.
+// made unusable since start-up; no fetch from the identity provider has
+// succeeded yet, or none within jwks_max_stale; every JWT is then
+// refused), and detail says why in one line, naming the file or URL. When
+// ok, detail counts the keys in force and those refused, and for fetched
+// keys says where from, when, and whether the last fetch failed. Without
+// JWT configured, ok is true and detail "". It takes no lock.
 func (a *Authenticator) KeysStatus() (ok bool, detail string) {
 	if a.jwt == nil {
 		return true, ""
 	}
-	ks := a.jwt.keys.Load()
-	if ks.err != nil {
-		return false, "no JWT accepted: " + ks.err.Error()
+	ks, err := a.jwt.usableKeys()
+	if err != nil {
+		return false, "no JWT accepted: " + strings.TrimPrefix(err.Error(), ErrNoKeys.Error()+": ")
 	}
 	detail = fmt.Sprintf("JWT keys in force: %d", len(ks.all))
 	if n := len(ks.refused); n > 0 {
 		detail += fmt.Sprintf(", refused: %d", n)
 	}
+	if ks.source != "" {
+		detail += fmt.Sprintf(", from %s, fetched at %s", ks.source, ks.fetched.Format(time.RFC3339))
+	}
+	if ks.fetchErr != nil {
+		detail += fmt.Sprintf("; the last fetch failed (%v): the keys stay in force until %s", ks.fetchErr, ks.expires.Format(time.RFC3339))
+	}
 	return true, detail
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -12,22 +12,32 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 )
 
-// keySet is one loaded JWKS file. It is never modified once built, so
-// requests read it without a lock. A key set whose err is set holds no
-// key: the file was missing, empty, not a JWKS or had no usable key, and
-// every JWT is refused until a usable file is loaded.
+// keySet is one loaded JWKS, from a file or fetched. It is never modified
+// once built, so requests read it without a lock. A key set whose err is
+// set holds no key: the file was missing, empty, not a JWKS or had no
+// usable key, or no fetch succeeded in time, and every JWT is refused
+// until usable keys are loaded.
 type keySet struct {
-	raw     []byte              // the file's content, to tell a change from a rewrite of the same
+	raw     []byte              // the JWKS, to tell a change from a rewrite of the same
+	isJWKS  bool                // raw is a JWKS (perhaps without a usable key)
 	byKID   map[string][]verKey // keys with a kid
 	all     []verKey            // every usable key, in file order
 	refused []string            // keys left out, each with why, for the log
-	err     error               // why the file is not usable; nil if it is
+	err     error               // why there is no usable key; nil if there is
+
+	// Of fetched keys only: where from, when, until when they may be used
+	// (zero for a file: always), and why the last fetch since failed.
+	source   string
+	fetched  time.Time
+	expires  time.Time
+	fetchErr error
 }
 
 // verKey is one public key and the algorithms it may verify.
@@ -74,6 +84,7 @@ func parseKeySet(data []byte) *keySet {
 		ks.err = errors.New(`not a JWKS: no "keys" array`)
 		return ks
 	}
+	ks.isJWKS = true
 	for i, raw := range set.Keys {
 		k, name, why := parseKey(i, raw)
 		if why != "" {
@@ -188,7 +199,7 @@ func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 		}
 		candidates = ks.byKID[s]
 		if len(candidates) == 0 {
-			return nil, errors.New("no key with the token's kid")
+			return nil, errUnknownKID
 		}
 	}
 	for _, k := range candidates {
@@ -199,9 +210,10 @@ func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("the token's key does not allow alg %s", alg)
 }
 
-// logRefused logs the keys parseKeySet left out, each with why.
-func (ks *keySet) logRefused(log zerolog.Logger, file string) {
+// logRefused logs the keys parseKeySet left out, each with why, and
+// where they come from (key "file" or "url").
+func (ks *keySet) logRefused(log zerolog.Logger, key, where string) {
 	for _, s := range ks.refused {
-		log.Warn().Str("file", file).Msg("JWKS: refusing " + s)
+		log.Warn().Str(key, where).Msg("JWKS: refusing " + s)
 	}
 }

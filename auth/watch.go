@@ -17,7 +17,23 @@ const (
 	rewatchInterval = time.Second            // how often to look for a removed directory
 )
 
-// Watch keeps the JWT keys current until ctx is done: when anything changes
+// Watch keeps the JWT keys current until ctx is done.
+//
+// Keys from the identity provider (jwks_url, or discovery) are fetched at
+// once, then every jwks_refresh, and when a token names a kid none of the
+// keys has (at most once per UnknownKIDRefreshEvery; the token waits for
+// that fetch). With discovery, the issuer's openid-configuration is read
+// first, and again after any failed fetch; its issuer must be the
+// configured one. Fetches are over https (plain http to loopback only,
+// also after a redirect), within jwks_timeout, of at most MaxJWKSBody
+// bytes. A failed fetch is retried with backoff (1s doubling to 1m, at
+// most jwks_refresh); meanwhile the last keys stay in force until
+// jwks_max_stale after the fetch that brought them, then no JWT is
+// accepted until a fetch succeeds. Until the first fetch succeeds no JWT
+// is accepted. An answer that is a JWKS without a usable key revokes the
+// keys at once, as such a file does. Each change of state is logged once.
+//
+// With a jwks_file, when anything changes
 // in the directory of the JWKS file (which sees editors that rename a new
 // file over the old one and Kubernetes swapping its ..data symlink), the
 // file is re-read once the directory has been quiet for about 100ms.
@@ -42,6 +58,10 @@ func (a *Authenticator) Watch(ctx context.Context) error {
 		return errors.New("auth: Watch is already running")
 	}
 	defer a.watching.Store(false)
+	if r := a.jwt.remote; r != nil {
+		r.run(ctx)
+		return nil
+	}
 
 	r := &jwksReloader{a: a, file: a.jwt.cfg.JWKSFile}
 	err := dirwatch.Watch(ctx, filepath.Dir(r.file), dirwatch.Options{
@@ -80,7 +100,7 @@ func (r *jwksReloader) reload() {
 		if next.err != nil {
 			r.a.log.Error().Err(next.err).Str("file", r.file).Msg("JWKS file not usable; no JWT is accepted until it is fixed")
 		} else {
-			next.logRefused(r.a.log, r.file)
+			next.logRefused(r.a.log, "file", r.file)
 			r.a.log.Info().Str("file", r.file).Int("keys", len(next.all)).Int("refused", len(next.refused)).
 				Bool("restored", cur.err != nil).Msg("JWKS reloaded")
 		}

@@ -77,8 +77,10 @@ type Spawner struct {
 	threads    sync.WaitGroup
 
 	supMu sync.Mutex
-	sup   *supervisorConn   // the live supervisor; nil before the first child
-	sups  []*supervisorConn // every supervisor started, for Close to wait on
+	sup   *supervisorConn // the live supervisor; nil before the first child
+	// readers are the supervisors' readers: each reaps its supervisor,
+	// and then the Spawner lets go of it (gone).
+	readers sync.WaitGroup
 }
 
 type spawnReq struct {
@@ -143,12 +145,15 @@ func (s *Spawner) Close() {
 	default:
 		close(s.quit)
 	}
-	sups := s.sups
-	s.sups, s.sup = nil, nil
+	sup := s.sup
+	s.sup = nil
 	s.supMu.Unlock()
-	for _, c := range sups {
-		c.close()
+	// Any other has exited (one is replaced only once gone); readers waits
+	// for its reaping.
+	if sup != nil {
+		sup.close()
 	}
+	s.readers.Wait()
 	s.threads.Wait()
 }
 
@@ -205,16 +210,25 @@ func (s *Spawner) supervisorConn() (*supervisorConn, error) {
 		return nil, ErrSpawnerClosed
 	default:
 	}
+	// One that is gone may not have been let go of yet.
 	if s.sup != nil && !s.sup.isGone() {
 		return s.sup, nil
 	}
-	c, err := startSupervisor(s.supervisor)
+	c, err := startSupervisor(s.supervisor, s)
 	if err != nil {
 		return nil, err
 	}
 	s.sup = c
-	s.sups = append(s.sups, c)
 	return c, nil
+}
+
+// gone lets go of c, whose supervisor has exited and been reaped.
+func (s *Spawner) gone(c *supervisorConn) {
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	if s.sup == c {
+		s.sup = nil
+	}
 }
 
 // SupervisorPid returns the pid of the live supervisor, or 0 when there is

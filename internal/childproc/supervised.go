@@ -41,7 +41,8 @@ func (e *ExitError) Error() string {
 
 // supervisorConn is mcpmux's side of one supervisor process: the socket
 // that carries requests, answers and exits and is the supervisor's lifeline.
-// Its reader goroutine is owned by the Spawner, which waits for done.
+// Its reader goroutine is owned by the Spawner, which waits for it and
+// lets go of the conn once the supervisor is gone.
 type supervisorConn struct {
 	conn *net.UnixConn
 	out  *outbox // the one writer of conn; read closes it
@@ -60,8 +61,9 @@ type supervisorConn struct {
 	spawning map[uint64]*Process
 }
 
-// startSupervisor starts binary as a supervisor (see RunSupervisor).
-func startSupervisor(binary string) (*supervisorConn, error) {
+// startSupervisor starts binary as a supervisor (see RunSupervisor) for
+// owner.
+func startSupervisor(binary string, owner *Spawner) (*supervisorConn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor socket: %w", err)
@@ -97,7 +99,10 @@ func startSupervisor(binary string) (*supervisorConn, error) {
 		_, _, err := c.conn.WriteMsgUnix(b, oob, nil)
 		return err
 	})
-	go c.read()
+	owner.readers.Go(func() {
+		c.read()
+		owner.gone(c)
+	})
 	return c, nil
 }
 

@@ -255,6 +255,7 @@ type Process struct {
 	spawnID  uint64          // the supervisor's request that started it
 	grp      group           // signalled only through this, never by id
 	stopping atomic.Bool     // Stop runs the group's shutdown itself
+	released atomic.Bool     // the supervisor was told the group is gone
 	done     chan struct{}
 	err      error // the exit status; valid once done is closed
 }
@@ -317,9 +318,10 @@ func (p *Process) finish(err error) {
 // release tells a supervisor that the group is gone. The Process keeps its
 // own pidfd until Stop returns (or it is collected): a grandchild still
 // dying of its SIGKILL is waited for, and one in a group whose id was taken
-// again is never confused with the new group.
+// again is never confused with the new group. It tells the supervisor
+// once, though a child that exited and is then stopped gets here twice.
 func (p *Process) release() {
-	if p.sup != nil {
+	if p.sup != nil && p.released.CompareAndSwap(false, true) {
 		p.sup.release(p)
 	}
 }

@@ -2,7 +2,10 @@ package childproc
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"weak"
@@ -38,4 +41,41 @@ func TestDeadSupervisorIsLetGo(t *testing.T) {
 		t.Errorf("SupervisorPid %d with none alive", pid)
 	}
 	startT(t, s, Spec{Path: "cat"}) // and a new one starts
+}
+
+// A child that exited and is then stopped is released at the supervisor
+// once.
+func TestReleaseSentOnce(t *testing.T) {
+	s := supervised(t)
+	c, err := s.supervisorConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The socket's writer is replaced, before any child, by one that counts
+	// the releases on their way.
+	var releases atomic.Int32
+	tapped := c.out
+	c.out = newOutbox(func(b, oob []byte) error {
+		var r supRequest
+		if json.Unmarshal(b, &r) == nil && r.Op == "release" {
+			releases.Add(1)
+		}
+		_, _, err := c.conn.WriteMsgUnix(b, oob, nil)
+		return err
+	})
+	tapped.close(errors.New("replaced by the test's tap"))
+
+	p, err := s.Start(context.Background(), Spec{Path: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	p.Stop(ctx)
+	// A spawn is sent after the releases posted before it, and waited for.
+	startT(t, s, Spec{Path: "cat"})
+	if n := releases.Load(); n != 1 {
+		t.Errorf("%d releases sent for one child; want 1", n)
+	}
 }

@@ -34,6 +34,22 @@ type Readiness struct {
 	Policy  PolicyStatus   `json:"policy"`
 	// Auth is there when Sources.Keys is.
 	Auth *AuthStatus `json:"auth,omitempty"`
+	// Pins is there when Sources.Pins is. Held tools and prompts do not
+	// make mcpmux unready: it serves everything else.
+	Pins *PinsStatus `json:"pins,omitempty"`
+}
+
+// PinsStatus is tool and prompt pinning's part of /readyz, as the last
+// catalog build found it.
+type PinsStatus struct {
+	Mode     string  `json:"mode"`       // off, warn or enforce
+	Pinned   int     `json:"pinned"`     // live definitions equal to their pins
+	New      int     `json:"new"`        // never pinned before (pinned on sight, or held)
+	Changed  int     `json:"changed"`    // differ from their pins
+	Held     int     `json:"held"`       // left out until approved
+	Gone     int     `json:"gone"`       // pinned, no longer listed by a ready server
+	InMemory int     `json:"in_memory"`  // pins the pin file could not take
+	LastErr  *string `json:"last_error"` // what is wrong with the pin file; null when nothing
 }
 
 // ServerStatus is one server in /readyz.
@@ -79,6 +95,8 @@ type Sources struct {
 	Policy func() (generation uint64, lastErr error)
 	// Keys is (*auth.Authenticator).KeysStatus.
 	Keys func() (ok bool, detail string)
+	// Pins is (*mux.Mux).PinStatus.
+	Pins func() mux.PinCounts
 }
 
 // Required returns, for Handler, whether each server of cfg is required.
@@ -179,6 +197,11 @@ func readiness(src Sources) Readiness {
 		if !ok {
 			body.Ready = false
 		}
+	}
+	if src.Pins != nil {
+		c := src.Pins()
+		body.Pins = &PinsStatus{Mode: c.Mode, Pinned: c.Pinned, New: c.New, Changed: c.Changed, Held: c.Held,
+			Gone: c.Gone, InMemory: c.InMemory, LastErr: errString(c.FileErr)}
 	}
 	return body
 }

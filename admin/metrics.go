@@ -210,6 +210,35 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 
 var _ mux.Observer = (*Metrics)(nil)
 
+// Pins has the metrics of tool and prompt pinning read from status at
+// each scrape: mcpmux_pins{state} (pinned, new, changed, held, gone,
+// in_memory) and mcpmux_pin_changes_total, the definitions seen differing
+// from their pins (or held as new), each once. Call it once, before
+// serving.
+func (m *Metrics) Pins(status func() mux.PinCounts) {
+	gauge := func(state string, v func(mux.PinCounts) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace:   namespace,
+			Name:        "pins",
+			Help:        "Tools and prompts by pinning state at the last catalog build: pinned (equal to their pins), new, changed, held (left out until approved), gone, in_memory (pins the pin file could not take).",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 { return float64(v(status())) })
+	}
+	m.reg.MustRegister(
+		gauge("pinned", func(c mux.PinCounts) int { return c.Pinned }),
+		gauge("new", func(c mux.PinCounts) int { return c.New }),
+		gauge("changed", func(c mux.PinCounts) int { return c.Changed }),
+		gauge("held", func(c mux.PinCounts) int { return c.Held }),
+		gauge("gone", func(c mux.PinCounts) int { return c.Gone }),
+		gauge("in_memory", func(c mux.PinCounts) int { return c.InMemory }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "pin_changes_total",
+			Help:      "Tool and prompt definitions seen differing from their pins, or held as new, each distinct definition once.",
+		}, func() float64 { return float64(status().Changes) }),
+	)
+}
+
 // Registry returns the registry holding every metric, for /metrics or for
 // registering more collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

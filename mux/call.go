@@ -148,6 +148,8 @@ func (m *Mux) refused(identity, name string, cat *catalog, begun time.Time) Deci
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
+	} else if alias, held := m.heldBy(kindTool, name); held {
+		rec.Decision, rec.Server = DecisionHeld, alias
 	}
 	m.auditLine(rec, name, time.Since(begun))
 	m.observe.CallDone(rec)

@@ -510,6 +510,7 @@ func (m *Mux) rebuildCatalog() {
 			}
 		}
 	}
+	m.applyPins(next)
 	for k := range numKinds {
 		if len(next.kinds[k].list) == 0 {
 			continue // the zero digest, as in emptyCatalog

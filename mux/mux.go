@@ -51,6 +51,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -70,6 +71,7 @@ type Mux struct {
 	children []*child // config order
 	spawner  *childproc.Spawner
 	catalog  atomic.Pointer[catalog]
+	pinning  *pinning // nil when pinning is off (pinning.go)
 
 	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
 	srv       *server.MCPServer
@@ -111,6 +113,9 @@ type Options struct {
 	Supervisor string
 	// Observer is told what happens, for metrics; nil observes nothing.
 	Observer Observer
+	// Pins are the tool and prompt pins the catalog is checked against
+	// under [mux] pinning; nil pins nothing.
+	Pins *pins.Store
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -134,6 +139,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(emptyCatalog)
+	m.pinning = newPinning(cfg, opts.Pins)
 	for _, s := range cfg.Servers {
 		m.children = append(m.children, newChild(m, s))
 	}

@@ -530,6 +530,8 @@ func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
 		d = DecisionUnknown
 		if _, hidden := cat.hidden[name]; hidden {
 			d = DecisionHidden
+		} else if _, held := m.heldBy(kindPrompt, name); held {
+			d = DecisionHeld
 		}
 	}
 	m.auditAccess(ctx, "prompt", name, "", d, nil, begun)

@@ -4,6 +4,7 @@
 //	mcpmux validate --config FILE                     check the config and every policy file
 //	mcpmux tools    --config FILE --as NAME [--json]  print the catalog NAME would see
 //	mcpmux call     --config FILE --as NAME TOOL JSON send one call through the pipeline
+//	mcpmux pins diff|approve --config FILE [NAME...]  compare live tools and prompts with their pins, or pin them
 //	mcpmux version
 package main
 
@@ -71,6 +72,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return tools(args, stdout, stderr)
 	case "call":
 		return call(args, stdout, stderr)
+	case "pins":
+		return pinsCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "mcpmux %s (%s)\n", mux.Version, runtime.Version())
 		return exitOK
@@ -88,6 +91,8 @@ const usage = `usage:
   mcpmux validate --config FILE                      check the config and every policy file
   mcpmux tools    --config FILE --as NAME [--json]   print the catalog NAME would see
   mcpmux call     --config FILE --as NAME TOOL JSON  send one call through the pipeline
+  mcpmux pins diff    --config FILE [NAME...]        show tools and prompts whose definitions differ from their pins
+  mcpmux pins approve --config FILE [NAME...]        pin the live definitions (all, or the named ones)
   mcpmux version
 `
 

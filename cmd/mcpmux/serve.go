@@ -19,6 +19,7 @@ import (
 	"github.com/mcpmux/mcpmux/auth"
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/pins"
 )
 
 // answerGrace is how long calls cut off at the drain deadline have to get
@@ -62,7 +63,17 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	l.policies.OnReload(metrics.PolicyReloaded)
 	opts := muxOptions(l.log)
 	opts.Observer = metrics
+	var pinStore *pins.Store
+	if cfg.Mux.Pinning != config.PinningOff {
+		var perr error
+		if pinStore, perr = pins.Open(cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{}); perr != nil {
+			fmt.Fprintln(stderr, perr)
+			return exitBadConfig
+		}
+		opts.Pins = pinStore
+	}
 	m := mux.New(cfg, l.policies, opts)
+	metrics.Pins(m.PinStatus)
 	var (
 		authn *auth.Authenticator
 		err   error
@@ -84,6 +95,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if authn != nil {
 		sources.Keys = authn.KeysStatus
+	}
+	if pinStore != nil {
+		sources.Pins = m.PinStatus
 	}
 	adminHandler := admin.Handler(sources)
 
@@ -178,6 +192,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			l.log.Error().Err(err).Msg("policy watcher stopped")
 		}
 	})
+	if pinStore != nil {
+		bg.Go(func() {
+			if err := pinStore.Watch(watchCtx, m.PinsChanged); err != nil {
+				l.log.Error().Err(err).Msg("pin file watcher stopped")
+			}
+		})
+	}
 	if authn != nil {
 		bg.Go(func() {
 			if err := authn.Watch(watchCtx); err != nil {

@@ -1,0 +1,122 @@
+package main
+
+// mcpmux pins diff and mcpmux pins approve: like mcpmux tools, they start
+// the children, read their live catalogs and compare them with the pin
+// file.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/pins"
+)
+
+const pinsUsage = `usage:
+  mcpmux pins diff    --config FILE [NAME...]  show every tool and prompt whose live definition differs from its pin
+  mcpmux pins approve --config FILE [NAME...]  pin the live definitions (all, or the named tools and prompts)
+`
+
+// pinsCmd runs mcpmux pins. diff exits 0 when every live definition is its
+// pin and 1 when one is not (as diff(1) does, so that CI can gate on it);
+// approve exits 0 once the file is written, 1 when it cannot be.
+func pinsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "diff" && args[0] != "approve") {
+		fmt.Fprint(stderr, pinsUsage)
+		return exitRefused
+	}
+	sub := args[0]
+	fs, cfgPath := newFlags("pins "+sub, stderr)
+	if fs.Parse(args[1:]) != nil {
+		return exitRefused
+	}
+	l, code := load(*cfgPath, stderr)
+	if l == nil {
+		return code
+	}
+	store, err := pins.Open(l.cfg.Mux.PinFile, l.log, pins.Options{NoWrite: true})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitBadConfig
+	}
+	// Every definition is compared, whatever pinning serve runs with; no
+	// first-sight pin is written, and nothing is held.
+	cfg := *l.cfg
+	cfg.Mux.Pinning, cfg.Mux.PinNew = config.PinningWarn, config.PinNewPin
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	opts := muxOptions(l.log)
+	opts.Pins = store
+	m := mux.New(&cfg, l.policies, opts)
+	m.Start(ctx)
+	defer m.Close()
+	_ = m.WaitReady(ctx)
+	for _, c := range m.Status() {
+		if c.Phase != mux.PhaseReady {
+			fmt.Fprintf(stderr, "mcpmux pins: server %s is %s: its tools and prompts are not compared\n", c.Alias, c.Phase)
+		}
+	}
+	report := m.PinReport()
+	if names := fs.Args(); len(names) > 0 {
+		picked := report[:0:0]
+		for _, n := range names {
+			i := slices.IndexFunc(report, func(st mux.PinState) bool { return st.Name == n })
+			if i < 0 {
+				fmt.Fprintf(stderr, "mcpmux pins %s: %s: no tool or prompt of that name differs from its pin\n", sub, n)
+				return exitRefused
+			}
+			picked = append(picked, report[i])
+		}
+		report = picked
+	}
+	if sub == "diff" {
+		for _, st := range report {
+			writeState(stdout, st)
+		}
+		if len(report) > 0 {
+			return exitToolError
+		}
+		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", store.Path())
+		return exitOK
+	}
+	var approve, drop []pins.Pin
+	for _, st := range report {
+		if st.Live == nil {
+			drop = append(drop, *st.Pinned)
+		} else {
+			approve = append(approve, pins.NewPin(*st.Live))
+		}
+	}
+	if err := store.Approve(approve, drop); err != nil {
+		fmt.Fprintf(stderr, "mcpmux pins approve: %v\n", err)
+		return exitToolError
+	}
+	for _, st := range report {
+		fmt.Fprintf(stdout, "approved: %s\n", describe(st))
+	}
+	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(report), store.Current().Len())
+	return exitOK
+}
+
+// describe is one line about st: what it is and how it differs.
+func describe(st mux.PinState) string {
+	what := fmt.Sprintf("%s %s (server %s)", st.Kind, st.Name, st.Server)
+	switch {
+	case st.Live == nil:
+		return "gone " + what + ": pinned, no longer listed"
+	case st.Pinned == nil:
+		return "new " + what + ": never pinned"
+	}
+	return fmt.Sprintf("changed %s: %s differ from the pin", what, strings.Join(st.Changed, ", "))
+}
+
+func writeState(w io.Writer, st mux.PinState) {
+	fmt.Fprintln(w, describe(st))
+	pins.WriteDiff(w, st.Pinned, st.Live)
+}

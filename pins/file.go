@@ -1,0 +1,213 @@
+package pins
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mcpmux/mcpmux/internal/fileerr"
+)
+
+// Pin is one approved definition: the canonical fields the pin file holds
+// and their digest.
+type Pin struct {
+	Def
+	Digest string
+}
+
+// NewPin pins d.
+func NewPin(d Def) Pin { return Pin{Def: d, Digest: d.Digest()} }
+
+// Set is an immutable set of pins, at most one per kind and exposed name.
+type Set struct {
+	pins map[key]Pin
+}
+
+type key struct {
+	kind Kind
+	name string
+}
+
+// NewSet returns a set of ps; a later pin of the same kind and name
+// replaces an earlier one.
+func NewSet(ps ...Pin) *Set {
+	s := &Set{pins: make(map[key]Pin, len(ps))}
+	for _, p := range ps {
+		s.pins[key{p.Kind, p.Name}] = p
+	}
+	return s
+}
+
+// Get returns the pin of the kind k exposed as name.
+func (s *Set) Get(k Kind, name string) (Pin, bool) {
+	if s == nil {
+		return Pin{}, false
+	}
+	p, ok := s.pins[key{k, name}]
+	return p, ok
+}
+
+// Len is the number of pins.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.pins)
+}
+
+// All returns every pin in file order: tools, then prompts, each by name.
+func (s *Set) All() []Pin {
+	if s == nil {
+		return nil
+	}
+	out := make([]Pin, 0, len(s.pins))
+	for _, p := range s.pins {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Pin) int {
+		if c := cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// With returns s with ps added (replacing pins of the same kind and name)
+// and the pins of drop removed.
+func (s *Set) With(ps []Pin, drop ...Pin) *Set {
+	next := NewSet(s.All()...)
+	for _, p := range drop {
+		delete(next.pins, key{p.Kind, p.Name})
+	}
+	for _, p := range ps {
+		next.pins[key{p.Kind, p.Name}] = p
+	}
+	return next
+}
+
+func kindOrder(k Kind) int {
+	if k == Tool {
+		return 0
+	}
+	return 1
+}
+
+const fileHeader = `# mcpmux pin file: the tool and prompt definitions approved for use.
+# Review it like go.sum, and commit it. Each entry is "KIND NAME DIGEST",
+# then its canonical fields, one per line, as canonical JSON.
+# See what changed with "mcpmux pins diff"; approve with "mcpmux pins approve".
+`
+
+// Encode returns the pin file holding s: stable order, one entry per pin,
+// one field per line, so that a change reads as a change of lines in a diff.
+func (s *Set) Encode() []byte {
+	var b bytes.Buffer
+	b.WriteString(fileHeader)
+	for _, p := range s.All() {
+		fmt.Fprintf(&b, "\n%s %s %s\n", p.Kind, p.Name, p.Digest)
+		for _, f := range p.Fields {
+			fmt.Fprintf(&b, "  %s %s\n", f.Key, f.Value)
+		}
+	}
+	return b.Bytes()
+}
+
+var (
+	headerLine = regexp.MustCompile(`^(tool|prompt) ([A-Za-z0-9_-]+) (sha256:[0-9a-f]{64})$`)
+	fieldLine  = regexp.MustCompile(`^  ([A-Za-z]+) (.+)$`)
+)
+
+// Parse reads a pin file. It is strict: every problem is reported, as
+// FILE:LINE (file is the name used in errors), and any problem fails the
+// whole file, so that a half-edited file never stands for fewer pins.
+func Parse(file string, data []byte) (*Set, error) {
+	var errs fileerr.Errors
+	fail := func(line int, format string, a ...any) {
+		errs = append(errs, &fileerr.Error{File: file, Line: line, Msg: fmt.Sprintf(format, a...)})
+	}
+	set := &Set{pins: map[key]Pin{}}
+	var cur *Pin
+	var curLine int
+	finish := func() {
+		if cur == nil {
+			return
+		}
+		switch {
+		case cur.Field(fieldServer) == "" || cur.Field(fieldName) == "":
+			fail(curLine, "%s %s: it needs both %q and %q", cur.Kind, cur.Name, fieldServer, fieldName)
+		case cur.Def.Digest() != cur.Digest:
+			fail(curLine, "%s %s: the digest does not match its fields (approve with mcpmux pins approve rather than edit by hand)", cur.Kind, cur.Name)
+		default:
+			set.pins[key{cur.Kind, cur.Name}] = *cur
+		}
+		cur = nil
+	}
+	seen := map[key]int{}
+	for i, line := range strings.Split(string(data), "\n") {
+		n := i + 1
+		line = strings.TrimSuffix(line, "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if m := headerLine.FindStringSubmatch(line); m != nil {
+			finish()
+			k := key{Kind(m[1]), m[2]}
+			if first, dup := seen[k]; dup {
+				fail(n, "%s %s is pinned twice (first on line %d)", k.kind, k.name, first)
+			}
+			seen[k] = n
+			cur, curLine = &Pin{Def: Def{Kind: k.kind, Name: k.name}, Digest: m[3]}, n
+			continue
+		}
+		m := fieldLine.FindStringSubmatch(line)
+		switch {
+		case m == nil:
+			fail(n, `expected "tool NAME sha256:HEX", "prompt NAME sha256:HEX" or an indented "FIELD JSON", not %q`, clip(line))
+			continue
+		case cur == nil:
+			fail(n, "field %q before any tool or prompt", m[1])
+			continue
+		case !allowedField(cur.Kind, m[1]):
+			fail(n, "%s %s: %q is not a field of a %s pin", cur.Kind, cur.Name, m[1], cur.Kind)
+			continue
+		case cur.Field(m[1]) != "":
+			fail(n, "%s %s: field %q twice", cur.Kind, cur.Name, m[1])
+			continue
+		}
+		v, err := CanonicalJSON([]byte(m[2]))
+		if err != nil {
+			fail(n, "%s %s: field %q: not JSON: %v", cur.Kind, cur.Name, m[1], err)
+			continue
+		}
+		if string(v) != m[2] {
+			fail(n, "%s %s: field %q is not in canonical form", cur.Kind, cur.Name, m[1])
+			continue
+		}
+		if last := len(cur.Fields); last > 0 && compareStrings(cur.Fields[last-1].Key, m[1]) > 0 {
+			fail(n, "%s %s: fields must be sorted by key", cur.Kind, cur.Name)
+			continue
+		}
+		cur.Fields = append(cur.Fields, Field{m[1], m[2]})
+	}
+	finish()
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return set, nil
+}
+
+func allowedField(k Kind, f string) bool {
+	return f == fieldServer || f == fieldName || slices.Contains(kindFields[k], f)
+}
+
+// clip shortens a line quoted in an error.
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}

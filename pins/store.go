@@ -1,0 +1,284 @@
+package pins
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/dirwatch"
+	"github.com/mcpmux/mcpmux/internal/fileerr"
+)
+
+// The watch's timings, as the policy directory's.
+const (
+	settleDelay     = 100 * time.Millisecond
+	maxDelay        = 500 * time.Millisecond
+	rewatchInterval = time.Second
+)
+
+// Options are how a Store treats its file.
+type Options struct {
+	// NoWrite keeps first-sight pins in memory instead of writing them, for
+	// commands that only look. Approve writes all the same.
+	NoWrite bool
+}
+
+// Store holds the pins of one pin file and the pins made on first sight
+// that the file could not take. Current takes no lock; everything that
+// changes the pins is serialised by the Store.
+type Store struct {
+	path    string
+	log     zerolog.Logger
+	noWrite bool
+
+	mu     sync.Mutex // serialises reloads and writes; never taken by Current
+	file   *Set       // the last good contents of the file
+	disk   []byte     // the bytes last read from or written to the file
+	mem    []Pin      // pinned on first sight, not in the file
+	broken bool       // the file on disk does not parse or is gone: never overwritten on first sight
+	warned bool       // a failed write was logged
+
+	cur      atomic.Pointer[Set] // file and mem together
+	lastErr  atomic.Pointer[error]
+	watching atomic.Bool
+	// testHookWatching, if set, is called once Watch watches the directory.
+	testHookWatching func()
+}
+
+// Open reads the pin file at path. A file that does not exist yet holds no
+// pins; one that cannot be read or does not parse is an error naming it
+// (and, for each problem, its line), so that mcpmux never starts on fewer
+// pins than the file holds.
+func Open(path string, log zerolog.Logger, o Options) (*Store, error) {
+	s := &Store{path: path, log: log.With().Str("pin_file", path).Logger(), noWrite: o.NoWrite, file: NewSet()}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		data = nil
+	case err != nil:
+		return nil, fmt.Errorf("pin file: %w", err)
+	default:
+		set, err := Parse(path, data)
+		if err != nil {
+			return nil, err
+		}
+		s.file = set
+	}
+	s.disk = data
+	s.publish()
+	return s, nil
+}
+
+// Path is the pin file's path.
+func (s *Store) Path() string { return s.path }
+
+// Current returns the pins in force. It takes no lock.
+func (s *Store) Current() *Set { return s.cur.Load() }
+
+// LastError is what is wrong with the file on disk now (it does not parse,
+// it is gone, a write failed), or nil. While it is not nil the pins in
+// force are the last good ones, and first-sight pins stay in memory.
+func (s *Store) LastError() error {
+	if e := s.lastErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// InMemory counts the pins in force that are not in the file.
+func (s *Store) InMemory() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mem)
+}
+
+func (s *Store) setErr(err error) { s.lastErr.Store(&err) }
+
+// publish makes file and mem current. Called with mu held, or before the
+// Store is shared.
+func (s *Store) publish() {
+	s.cur.Store(s.file.With(s.mem))
+}
+
+// Pin adds pins made on first sight. It writes them to the file; where the
+// file cannot be written (a read-only mount, a file that does not parse, a
+// Store opened with NoWrite) they are kept in memory, one warning says so,
+// and nothing fails.
+func (s *Store) Pin(ps []Pin) {
+	if len(ps) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mem = append(s.mem, ps...)
+	defer s.publish()
+	if s.noWrite || s.broken {
+		return
+	}
+	next := s.file.With(s.mem)
+	data := next.Encode()
+	if err := writeAtomic(s.path, data); err != nil {
+		if !s.warned {
+			s.log.Warn().Err(err).Int("pins_in_memory", len(s.mem)).
+				Msg("pin file cannot be written: first-sight pins are kept in memory (commit the file another way, e.g. through its ConfigMap)")
+			s.warned = true
+		}
+		s.setErr(err)
+		return
+	}
+	s.file, s.disk, s.mem = next, data, nil
+	if s.warned {
+		s.log.Info().Msg("pin file written again: the pins kept in memory are in it")
+		s.warned = false
+		s.setErr(nil)
+	}
+}
+
+// Approve writes the file with ps pinned (replacing pins of the same kind
+// and name) and the pins of drop removed. Unlike Pin it fails when the
+// file cannot be written.
+func (s *Store) Approve(ps []Pin, drop []Pin) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.file.With(ps, drop...)
+	data := next.Encode()
+	if err := writeAtomic(s.path, data); err != nil {
+		return err
+	}
+	s.file, s.disk = next, data
+	s.mem = s.notIn(next.With(drop))
+	s.broken = false
+	s.setErr(nil)
+	s.publish()
+	return nil
+}
+
+// notIn returns the pins of mem that set has none of the same kind and
+// name for.
+func (s *Store) notIn(set *Set) []Pin {
+	var out []Pin
+	for _, p := range s.mem {
+		if _, ok := set.Get(p.Kind, p.Name); !ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// reload re-reads the file and reports whether the pins in force changed.
+// A file that does not parse, or is gone, leaves the last good pins in
+// force and is logged (with each problem's line).
+func (s *Store) reload() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if s.LastError() == nil {
+			s.log.Warn().Msg("pin file is gone: keeping the pins in force; write it again (mcpmux pins approve) to change them")
+		}
+		s.setErr(fmt.Errorf("pin file %s is gone", s.path))
+		s.broken = true
+		return false
+	case err != nil:
+		s.log.Error().Err(err).Msg("pin file cannot be read: keeping the pins in force")
+		s.setErr(fmt.Errorf("pin file: %w", err))
+		return false
+	case bytes.Equal(data, s.disk) && !s.broken:
+		return false
+	}
+	set, err := Parse(s.path, data)
+	if err != nil {
+		if es, ok := errors.AsType[fileerr.Errors](err); ok {
+			for _, e := range es {
+				s.log.Error().Int("line", e.Line).Str("error", e.Msg).Msg("pin file not loaded: keeping the last good pins")
+			}
+		}
+		s.setErr(err)
+		s.broken = true
+		return false
+	}
+	s.file, s.disk = set, data
+	s.mem = s.notIn(set)
+	s.setErr(nil)
+	s.broken = false
+	s.warned = false
+	s.publish()
+	s.log.Info().Int("pins", set.Len()).Int("pins_in_memory", len(s.mem)).Msg("pin file reloaded")
+	return true
+}
+
+// Watch keeps the Store current until ctx is done: the file's directory is
+// watched (editors, git checkouts and ConfigMaps replace files by rename),
+// and onChange, if not nil, is called after every reload that changed the
+// pins in force. Calls are serial, from Watch's goroutine.
+//
+// Watch returns nil once ctx is done and everything it started has
+// stopped, or an error if it could not start watching.
+func (s *Store) Watch(ctx context.Context, onChange func()) error {
+	if !s.watching.CompareAndSwap(false, true) {
+		return errors.New("pins: Watch is already running on this Store")
+	}
+	defer s.watching.Store(false)
+	err := dirwatch.Watch(ctx, filepath.Dir(s.path), dirwatch.Options{
+		Settle:   settleDelay,
+		MaxDelay: maxDelay,
+		Rewatch:  rewatchInterval,
+		Log:      s.log,
+		ErrorMsg: "watching the pin file's directory",
+		GoneMsg:  "the pin file's directory is gone; keeping the pins in force until it is back",
+		BackMsg:  "the pin file's directory is back",
+		Watching: s.testHookWatching,
+	}, func() {
+		if s.reload() && onChange != nil {
+			onChange()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("pins: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with data: written to a temporary file in the
+// same directory, synced, then renamed over path, so that a reader (mcpmux
+// watching it) sees the old file or the new one, never part of one.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("pin file %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("pin file %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}

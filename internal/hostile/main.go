@@ -30,6 +30,9 @@
 //	         ends: no newline, and stdout stays held for good
 //	garbage  a line that is not JSON, then "ok"
 //	wrongid  an answer under an id that was never asked, and never the real one
+//	twice    {"kb":N}: two answers under the call's id in one write: "first",
+//	         then one of N KiB (default 8) of "y", large enough for mcpmux to
+//	         take it past mcp-go's decoding
 //	exit     exits with status 3 without answering
 //	bigline  one whole answer line of {"mb":N} MiB (default 20), newline and
 //	         all, then business as usual
@@ -243,6 +246,7 @@ func call(msg message) {
 	}
 	var args struct {
 		MB     int    `json:"mb"`
+		KB     int    `json:"kb"`
 		Method string `json:"method"`
 		Count  int64  `json:"count"`
 		Add    string `json:"add"`
@@ -300,6 +304,8 @@ func call(msg message) {
 		id := fmt.Sprintf(`"hostile-never-asked-%d"`, wrongIDs.Add(1))
 		writeLine(concat(`{"jsonrpc":"2.0","id":`, id, `,"result":{"content":[{"type":"text","text":"for nobody"}]}}`))
 		fmt.Fprintf(os.Stderr, "hostile wrongid %s answered as %s\n", msg.ID, id)
+	case "twice":
+		answerTwice(msg.ID, args.KB)
 	case "exit":
 		fmt.Fprintf(os.Stderr, "hostile exiting during call %s\n", msg.ID)
 		os.Exit(3)
@@ -310,6 +316,21 @@ func call(msg message) {
 		}
 		text(msg.ID, string(args))
 	}
+}
+
+// answerTwice answers id with "first" and then, in the same write, with kb
+// KiB of text.
+func answerTwice(id json.RawMessage, kb int) {
+	if kb <= 0 {
+		kb = 8
+	}
+	answer := func(s string) []byte {
+		return concat(`{"jsonrpc":"2.0","id":`, string(id), `,"result":{"content":[{"type":"text","text":"`, s, `"}]}}`, "\n")
+	}
+	out.Lock()
+	defer out.Unlock()
+	_, _ = out.w.Write(append(answer("first"), answer(strings.Repeat("y", kb<<10))...))
+	fmt.Fprintf(os.Stderr, "hostile answered %s twice\n", id)
 }
 
 // forkExit leaves a grandchild holding stdout, answers, and exits.

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,9 @@ type Policy struct {
 
 	// written is every pattern in file order, with its line, for warnings.
 	written []rule
+
+	// conds is the [[rule]] tables, compiled, in file order.
+	conds []*Rule
 }
 
 // rule is one pattern as written in a policy file.
@@ -146,7 +150,7 @@ func (p *Policy) sameRules(q *Policy) bool {
 			return false
 		}
 	}
-	return true
+	return slices.EqualFunc(p.conds, q.conds, (*Rule).sameRule)
 }
 
 // String returns the policy's rules in policy file syntax, for logs.
@@ -171,6 +175,12 @@ func (p *Policy) String() string {
 			b.WriteString(strconv.Quote(s))
 		}
 		b.WriteString("]")
+	}
+	if len(p.conds) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d rules", len(p.conds))
 	}
 	return b.String()
 }
@@ -206,11 +216,20 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if id == "" {
 		return nil, fmt.Errorf("policy: %s: not a policy file name (want IDENTITY%s)", file, ext)
 	}
-	rules, err := parseRules(file, data)
+	rules, decls, err := parseRules(file, data)
 	if err != nil {
 		return nil, err
 	}
 	p := &Policy{Identity: id, File: file, written: rules}
+	var errs Errors
+	for i := range decls {
+		r, es := compileRule(file, i+1, &decls[i])
+		errs = append(errs, es...)
+		p.conds = append(p.conds, r)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	var byKey [numKeys][]string
 	for _, r := range rules {
 		byKey[r.key] = append(byKey[r.key], r.pattern)
@@ -257,13 +276,14 @@ const (
 
 var keyNames = [numKeys]string{"allow", "allow_read_only", "deny", "allow_resources"}
 
-// keyList is the keys for messages: "allow, allow_read_only, deny and
+// keyList is the keys for messages: "allow, allow_read_only, deny,
 // allow_resources".
-var keyList = strings.Join(keyNames[:numKeys-1], ", ") + " and " + keyNames[numKeys-1]
+var keyList = strings.Join(keyNames[:], ", ")
 
 var utf8BOM = []byte("\ufeff")
 
-// parseRules returns the patterns of a policy file, in file order.
+// parseRules returns the patterns of a policy file, in file order, and its
+// [[rule]] tables.
 //
 // It walks go-toml's syntax tree rather than decoding into a struct, for two
 // reasons found in go-toml v2's decoder. It matches keys to fields without
@@ -271,11 +291,16 @@ var utf8BOM = []byte("\ufeff")
 // one deny list. And it reports some errors inside arrays at line 1,
 // because array nodes carry no position. Here every problem is located by a
 // key or a scalar value, whose positions are exact.
-func parseRules(file string, data []byte) ([]rule, error) {
+func parseRules(file string, data []byte) ([]rule, []ruleDecl, error) {
 	var (
 		rules []rule
+		decls []ruleDecl
 		errs  Errors
 		seen  [numKeys]int // line each key was set on; 0 if not yet
+		// section is where key-values go: -1 the top level (also after a
+		// table in error), else the index of a [[rule]] in decls.
+		section  = -1
+		ruleSeen map[string]int // the current rule's keys, by line
 	)
 	// go-toml rejects a byte order mark, which some editors write.
 	data = bytes.TrimPrefix(data, utf8BOM)
@@ -287,8 +312,25 @@ func parseRules(file string, data []byte) ([]rule, error) {
 	for p.NextExpression() {
 		expr := p.Expression()
 		key, keyLine := keyOf(&p, expr)
-		if expr.Kind != unstable.KeyValue {
-			report(keyLine, "unexpected table [%s]: a policy has only the keys %s", key, keyList)
+		switch {
+		case expr.Kind == unstable.ArrayTable && key == "rule":
+			decls = append(decls, ruleDecl{line: keyLine})
+			section, ruleSeen = len(decls)-1, map[string]int{}
+			continue
+		case expr.Kind == unstable.ArrayTable:
+			report(keyLine, "unexpected table [[%s]]: the only tables of a policy are [[rule]]", key)
+			section = -1
+			continue
+		case expr.Kind == unstable.Table && key == "rule":
+			report(keyLine, "[rule] must be written [[rule]]: a policy has a list of rules")
+			section = -1
+			continue
+		case expr.Kind != unstable.KeyValue:
+			report(keyLine, "unexpected table [%s]: a policy has only the keys %s and [[rule]] tables", key, keyList)
+			section = -1
+			continue
+		case section >= 0:
+			ruleKey(&p, expr, key, keyLine, &decls[section], ruleSeen, report)
 			continue
 		}
 		k := slices.Index(keyNames[:], key)
@@ -301,33 +343,124 @@ func parseRules(file string, data []byte) ([]rule, error) {
 			continue
 		}
 		seen[k] = keyLine
-
-		value := expr.Value()
-		if value.Kind != unstable.Array {
-			report(lineOf(&p, value, keyLine), "%s must be an array of strings, not %s", key, kindName(value.Kind))
-			continue
-		}
-		for it := value.Children(); it.Next(); {
-			el := it.Node()
-			switch line := lineOf(&p, el, keyLine); {
-			case el.Kind != unstable.String:
-				report(line, "%s must contain only strings, not %s", key, kindName(el.Kind))
-			case len(el.Data) == 0:
-				report(line, "empty pattern in %s", key)
-			default:
-				rules = append(rules, rule{key: k, pattern: string(el.Data), line: line})
-			}
+		for pat, line := range patterns(&p, expr.Value(), key, keyLine, report) {
+			rules = append(rules, rule{key: k, pattern: pat, line: line})
 		}
 	}
 	if err := p.Error(); err != nil {
 		// After a syntax error, nothing found before it is worth reporting:
 		// the file is being edited or is not a policy file at all.
-		return nil, Errors{syntaxError(file, data, err)}
+		return nil, nil, Errors{syntaxError(file, data, err)}
+	}
+	for i := range decls {
+		d := &decls[i]
+		switch {
+		case !d.toolsSet:
+			report(d.line, "rule %d has no tools: say which tools it governs (tools = [\"*\"] for all)", i+1)
+		case d.kind == "":
+			report(d.line, "rule %d has neither allow_if nor deny_if", i+1)
+		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, nil, errs
 	}
-	return rules, nil
+	return rules, decls, nil
+}
+
+// patterns returns the strings of the array value of key, each with its
+// line, reporting what is not a non-empty string.
+func patterns(p *unstable.Parser, value *unstable.Node, key string, keyLine int, report func(int, string, ...any)) iter.Seq2[string, int] {
+	return func(yield func(string, int) bool) {
+		if value.Kind != unstable.Array {
+			report(lineOf(p, value, keyLine), "%s must be an array of strings, not %s", key, kindName(value.Kind))
+			return
+		}
+		for it := value.Children(); it.Next(); {
+			el := it.Node()
+			switch line := lineOf(p, el, keyLine); {
+			case el.Kind != unstable.String:
+				report(line, "%s must contain only strings, not %s", key, kindName(el.Kind))
+			case len(el.Data) == 0:
+				report(line, "empty pattern in %s", key)
+			default:
+				if !yield(string(el.Data), line) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ruleKey reads one key-value of a [[rule]] table into d; seen holds the
+// lines of the keys the table has set so far.
+func ruleKey(p *unstable.Parser, expr *unstable.Node, key string, keyLine int, d *ruleDecl, seen map[string]int, report func(int, string, ...any)) {
+	switch {
+	case !slices.Contains(ruleKeys, key) && slices.Contains(keyNames[:], key):
+		report(keyLine, "%s inside the [[rule]] of line %d: the policy's own keys go before the first [[rule]]", key, d.line)
+		return
+	case !slices.Contains(ruleKeys, key):
+		report(keyLine, "unknown key %q in a [[rule]] (it has %s)", key, strings.Join(ruleKeys, ", "))
+		return
+	case seen[key] != 0:
+		report(keyLine, "duplicate key %q in a [[rule]] (first set on line %d)", key, seen[key])
+		return
+	}
+	seen[key] = keyLine
+	value := expr.Value()
+	if key == keyTools {
+		d.toolsSet = true
+		for pat := range patterns(p, value, key, keyLine, report) {
+			d.tools = append(d.tools, pat)
+		}
+		if it := value.Children(); value.Kind == unstable.Array && !it.Next() {
+			report(keyLine, "tools is empty: the rule would govern no tool")
+		}
+		return
+	}
+	if key != keyMessage && d.kind != "" {
+		report(keyLine, "a [[rule]] has one of allow_if and deny_if, not both (%s is on line %d)", d.kind, seen[d.kind])
+		return
+	}
+	if key != keyMessage {
+		d.kind = key // even when in error, so that it is not reported missing
+	}
+	line := lineOf(p, value, keyLine)
+	if value.Kind != unstable.String {
+		report(line, "%s must be a string, not %s", key, kindName(value.Kind))
+		return
+	}
+	if strings.TrimSpace(string(value.Data)) == "" {
+		report(line, "%s is empty", key)
+		return
+	}
+	if key == keyMessage {
+		d.message = string(value.Data)
+		return
+	}
+	d.expr, d.exprLine = string(value.Data), line
+	if body, ok := multiLineBody(p.Raw(value.Raw)); ok {
+		// TOML drops a newline right after the opening quotes.
+		lead := 0
+		for _, nl := range []string{"\n", "\r\n"} {
+			if b, ok := bytes.CutPrefix(body, []byte(nl)); ok {
+				body, lead = b, 1
+				break
+			}
+		}
+		d.exprLine += lead
+		d.exprLines = bytes.Count(body, []byte("\n")) == strings.Count(d.expr, "\n")
+	}
+}
+
+// multiLineBody returns what is between the quotes of a multi-line string
+// as written, and whether raw is one.
+func multiLineBody(raw []byte) ([]byte, bool) {
+	for _, q := range []string{"'''", `"""`} {
+		if len(raw) >= 6 && bytes.HasPrefix(raw, []byte(q)) && bytes.HasSuffix(raw, []byte(q)) {
+			return raw[3 : len(raw)-3], true
+		}
+	}
+	return nil, false
 }
 
 // keyOf returns the dotted key of a key-value or table expression and the

@@ -15,12 +15,16 @@ import (
 // means what it says: a deny wins for tools and prompts, a prompt is
 // granted as a tool that writes, resources go by allow_resources alone;
 // written back out, it parses to the same rules, and the same file with a
-// byte order mark or a trailing comment does too.
+// byte order mark or a trailing comment does too. Its rules are located
+// within the file and evaluate to a verdict, never a panic.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`allow = ["docs__*"]` + "\n" + `deny = ["*__delete_*"]` + "\n"))
 	f.Add([]byte("allow = [\n  \"a\",\n  1,\n]\ndeny = \"x\"\n[t]\n"))
 	f.Add([]byte("allow_resources = [\"docs\", \"tick*\"]\ndeny = [\"docs\", \"*\"]\n"))
 	f.Add([]byte("allow_resources = [\n  'a',\n  '',\n  2,\n]\nallow_resources = []\n"))
+	f.Add([]byte(publicReader))
+	f.Add([]byte("[[rule]]\ntools = [\"*\"]\ndeny_if = '''\nargs.x.all(a, a > 1) ||\n claims.team == \"ops\"'''\nmessage = \"no\"\n"))
+	f.Add([]byte("[[rule]]\ntools = [\"a\", 1]\nallow_if = 'args.'\n[[rule]]\nallow = []\n[rule]\n"))
 	const file = "policies/reader.toml"
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(file, data)
@@ -41,6 +45,17 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("policy of %q from %q", p.Identity, p.File)
 		}
 		_ = p.String()
+		lines := bytes.Count(data, []byte("\n")) + 1
+		in := &Input{Tool: "docs__search", Server: "docs", Args: map[string]any{"path": "/x", "n": 1.0, "l": []any{"a"}},
+			Claims: map[string]any{"team": "ops"}}
+		for i, r := range p.Rules() {
+			if r.Index != i+1 || r.File != file || r.Line < 1 || r.Line > lines || r.Message == "" {
+				t.Fatalf("rule %d: %s, message %q (the file has %d lines)", i+1, r, r.Message, lines)
+			}
+			if ref := r.Check(p.Identity, in); ref != nil && ref.Rule != r {
+				t.Fatalf("rule %d refused as %s", i+1, ref.Rule)
+			}
+		}
 		for _, name := range []string{"", "docs__search", "a", strings.Repeat("x", 128)} {
 			// A deny wins over both allows.
 			if p.deny.Match(name) && (p.Allows(tool(name, true)) || p.Allows(tool(name, false))) {
@@ -97,5 +112,38 @@ func writeOut(p *Policy) ([]byte, bool) {
 		}
 		b.WriteString("]\n")
 	}
+	for _, r := range p.conds {
+		b.WriteString("[[rule]]\ntools = [")
+		for i, s := range r.patterns {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if !basicString(&b, s) {
+				return nil, false
+			}
+		}
+		b.WriteString("]\n" + r.Kind() + " = ")
+		if !basicString(&b, r.expr) {
+			return nil, false
+		}
+		if r.message != "" {
+			b.WriteString("\nmessage = ")
+			if !basicString(&b, r.message) {
+				return nil, false
+			}
+		}
+		b.WriteString("\n")
+	}
 	return b.Bytes(), true
+}
+
+// basicString writes s as a TOML basic string (JSON's string escapes are
+// all TOML's too), reporting false for one that is not valid UTF-8.
+func basicString(b *bytes.Buffer, s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	q, _ := json.Marshal(s)
+	b.Write(q)
+	return true
 }

@@ -101,14 +101,14 @@ func TestParseErrors(t *testing.T) {
 			name: "table",
 			data: "allow = []\n[allow]\nx = 1\n",
 			want: []string{
-				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only, deny and allow_resources`,
+				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only, deny, allow_resources and [[rule]] tables`,
 				`policies/reader.toml:3: unknown key "x"`,
 			},
 		},
 		{
 			name: "array of tables",
 			data: "\n[[rules]]\n",
-			want: []string{`policies/reader.toml:2: unexpected table [rules]: a policy has only the keys allow, allow_read_only, deny and allow_resources`},
+			want: []string{`policies/reader.toml:2: unexpected table [[rules]]: the only tables of a policy are [[rule]]`},
 		},
 		{
 			name: "string, not array",
@@ -191,7 +191,7 @@ func TestParseErrors(t *testing.T) {
 				`policies/reader.toml:1: unknown key "allow_resource"`,
 				`policies/reader.toml:2: unknown key "allow_prompts"`,
 				`policies/reader.toml:3: unknown key "Allow_Resources"`,
-				`policies/reader.toml:4: unexpected table [allow_resources]: a policy has only the keys allow, allow_read_only, deny and allow_resources`,
+				`policies/reader.toml:4: unexpected table [allow_resources]: a policy has only the keys allow, allow_read_only, deny, allow_resources and [[rule]] tables`,
 			},
 		},
 		{

@@ -413,7 +413,7 @@ func (r *remoteKeys) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the response: %w", err)
 	}
 	if len(body) > MaxJWKSBody {
-		return nil, fmt.Errorf("response larger than %d bytes", MaxJWKSBody)
+		return nil, fmt.Errorf("response larger than %d KiB", MaxJWKSBody>>10)
 	}
 	return body, nil
 }

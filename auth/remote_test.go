@@ -1,0 +1,447 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/mcpmux/mcpmux/config"
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// remoteUpstream is an upstream whose JWT keys come from jwksURL, with
+// durations long enough that only what a test does causes a fetch.
+func remoteUpstream(jwksURL string) config.Upstream {
+	return config.Upstream{
+		Listen: "127.0.0.1:0",
+		JWT: &config.JWT{
+			Issuer:       testIssuer,
+			Audience:     testAudience,
+			JWKSURL:      jwksURL,
+			JWKSRefresh:  time.Hour,
+			JWKSMaxStale: time.Hour,
+			JWKSTimeout:  5 * time.Second,
+		},
+	}
+}
+
+// remote is an Authenticator fetching its keys, with Watch running.
+type remote struct {
+	a   *Authenticator
+	log *logBuffer
+	// fetches are the outcomes of fetch attempts (nil: keys fetched) and
+	// errStale when the keys expired, in order.
+	fetches chan error
+}
+
+// startRemote builds an Authenticator for up (trusting idp's certificate)
+// and runs its Watch until the test ends, then checks that Watch returned
+// and left no goroutine behind.
+func startRemote(t *testing.T, up config.Upstream, idp *ts.IdP) *remote {
+	t.Helper()
+	a, log := mustNew(t, up)
+	r := a.jwt.remote
+	if idp != nil {
+		r.client.Transport = idp.Transport()
+	}
+	r.retryMin, r.retryMax = 5*time.Millisecond, 20*time.Millisecond
+	rm := &remote{a: a, log: log, fetches: make(chan error, 1024)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.testHookFetch = func(err error) {
+		select {
+		case rm.fetches <- err:
+		case <-ctx.Done():
+		}
+	}
+	goroutines := runtime.NumGoroutine()
+	done := make(chan error, 1)
+	go func() { done <- a.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Watch = %v", err)
+			}
+		case <-time.After(ts.Wait):
+			t.Fatal("Watch did not return after its context was canceled")
+		}
+		r.client.CloseIdleConnections()
+		if idp != nil {
+			idp.Down() // an IdP started again serves from a goroutine of its own
+		}
+		waitGoroutines(t, goroutines)
+	})
+	return rm
+}
+
+// next waits for the next fetch outcome that ok accepts.
+func (rm *remote) next(t *testing.T, what string, ok func(error) bool) error {
+	t.Helper()
+	timeout := time.After(ts.Wait)
+	for {
+		select {
+		case err := <-rm.fetches:
+			if ok(err) {
+				return err
+			}
+		case <-timeout:
+			t.Fatalf("no fetch: %s", what)
+		}
+	}
+}
+
+func fetchOK(err error) bool     { return err == nil }
+func fetchFailed(err error) bool { return err != nil && !errors.Is(err, errStale) }
+func expired(err error) bool     { return errors.Is(err, errStale) }
+
+// linesMsg returns the lines of logs whose message starts with msg.
+func linesMsg(lines []map[string]any, msg string) []map[string]any {
+	var out []map[string]any
+	for _, l := range lines {
+		if m, _ := l["message"].(string); strings.HasPrefix(m, msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+const (
+	fetchedMsg     = "JWKS fetched"
+	keptMsg        = "JWKS fetch failed; the last keys stay in force"
+	noKeysFetchMsg = "JWKS fetch failed; no JWT is accepted"
+	expiredMsg     = "JWKS keys expired"
+)
+
+func wantAccepted(t *testing.T, a *Authenticator, tok, what string) {
+	t.Helper()
+	if id, err := authWith(t, a, tok); err != nil || id != "alice" {
+		t.Fatalf("%s: Authenticate = %q, %v; want alice", what, id, err)
+	}
+}
+
+func wantRefused(t *testing.T, a *Authenticator, tok, what string, want error) {
+	t.Helper()
+	if id, err := authWith(t, a, tok); !errors.Is(err, want) {
+		t.Fatalf("%s: Authenticate = %q, %v; want %v", what, id, err, want)
+	}
+}
+
+// A key rotated in at the provider is fetched when a token first names
+// it: that token waits for one fetch and is accepted. A flood of tokens
+// naming kids the provider does not have costs it one request.
+func TestRemoteKeysRotation(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
+	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	rm.next(t, "the first fetch", fetchOK)
+	old := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+	wantAccepted(t, rm.a, old, "a token of the first key")
+
+	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil)), "a token of the rotated-in key")
+	wantAccepted(t, rm.a, old, "a token of the first key after the rotation")
+	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
+		t.Errorf("%d JWKS requests; want 2: at start and for the new kid", n)
+	}
+	_, lines := rm.log.take(t)
+	if got := linesMsg(lines, fetchedMsg); len(got) != 2 || got[1]["keys"] != float64(2) || got[1]["url"] != idp.JWKSURL() {
+		t.Errorf("logged %v; want a %q line for each set of keys, the second with 2 keys naming the URL", got, fetchedMsg)
+	}
+
+	// The limit allows one fetch now, and none for an hour after it.
+	rm.a.jwt.remote.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		tok := sign(t, jwt.SigningMethodRS256, rsaOther(), fmt.Sprintf("made-up-%d", i), claims(nil))
+		wg.Go(func() {
+			if _, err := authWith(t, rm.a, tok); !errors.Is(err, ErrBadToken) {
+				t.Errorf("a token with a made-up kid: %v; want ErrBadToken", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := idp.Requests(ts.IdPJWKSPath); n != 3 {
+		t.Errorf("%d JWKS requests after 50 tokens with unknown kids; want 3 (one for the flood)", n)
+	}
+	wantAccepted(t, rm.a, old, "a good token after the flood")
+}
+
+// While the provider is unreachable the last keys stay in force (one
+// warning, /readyz says the fetch fails); once it is back they are
+// fetched again.
+func TestRemoteKeysProviderDownAndBack(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	up := remoteUpstream(idp.JWKSURL())
+	up.JWT.JWKSRefresh = 10 * time.Millisecond
+	rm := startRemote(t, up, idp)
+	rm.next(t, "the first fetch", fetchOK)
+	tok := sign(t, jwt.SigningMethodES256, ecKey1(), "ec1", claims(nil))
+	wantAccepted(t, rm.a, tok, "a token while the provider is up")
+
+	idp.Down()
+	for range 3 {
+		rm.next(t, "a failed fetch", fetchFailed)
+	}
+	wantAccepted(t, rm.a, tok, "a token while the provider is down")
+	if ok, detail := rm.a.KeysStatus(); !ok || !strings.Contains(detail, "the last fetch failed") || !strings.Contains(detail, idp.JWKSURL()) {
+		t.Errorf("KeysStatus while the provider is down = %v, %q; want ok, saying the fetch from the URL fails", ok, detail)
+	}
+	idp.Up()
+	rm.next(t, "a fetch once the provider is back", fetchOK)
+	if ok, detail := rm.a.KeysStatus(); !ok || strings.Contains(detail, "failed") {
+		t.Errorf("KeysStatus once the provider is back = %v, %q", ok, detail)
+	}
+	wantAccepted(t, rm.a, tok, "a token once the provider is back")
+	_, lines := rm.log.take(t)
+	if n := len(linesMsg(lines, keptMsg)); n != 1 {
+		t.Errorf("%d %q lines; want 1 for the outage", n, keptMsg)
+	}
+	if got := linesMsg(lines, fetchedMsg); len(got) != 2 || got[1]["restored"] != false {
+		t.Errorf("%q lines %v; want one at start, one when the provider is back (restored false: the keys stayed)", fetchedMsg, got)
+	}
+	if n := len(linesMsg(lines, noKeysFetchMsg)) + len(linesMsg(lines, expiredMsg)); n != 0 {
+		t.Errorf("%d lines saying no JWT is accepted; want none", n)
+	}
+}
+
+// Keys older than jwks_max_stale are taken out of force: no JWT is
+// accepted (no_keys), /readyz says so, and this is logged once, until a
+// fetch succeeds.
+func TestRemoteKeysBoundedStaleness(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	up := remoteUpstream(idp.JWKSURL())
+	up.JWT.JWKSRefresh = 10 * time.Millisecond
+	up.JWT.JWKSMaxStale = 200 * time.Millisecond
+	rm := startRemote(t, up, idp)
+	rm.next(t, "the first fetch", fetchOK)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+
+	idp.Down()
+	rm.next(t, "the keys expiring", expired)
+	wantRefused(t, rm.a, tok, "a token after jwks_max_stale", ErrNoKeys)
+	for range 3 {
+		rm.next(t, "a failed fetch after the expiry", fetchFailed)
+	}
+	ok, detail := rm.a.KeysStatus()
+	if ok || !strings.Contains(detail, "expired after jwks_max_stale 200ms") || !strings.Contains(detail, idp.JWKSURL()) {
+		t.Errorf("KeysStatus after the expiry = %v, %q; want not ok, saying the keys expired, naming the URL", ok, detail)
+	}
+	_, lines := rm.log.take(t)
+	if got := linesMsg(lines, expiredMsg); len(got) != 1 || got[0]["level"] != "error" {
+		t.Errorf("%q lines %v; want one error", expiredMsg, got)
+	}
+	if n := len(linesMsg(lines, noKeysFetchMsg)); n != 0 {
+		t.Errorf("%d %q lines after the expiry was logged; want none", n, noKeysFetchMsg)
+	}
+
+	idp.Up()
+	rm.next(t, "a fetch once the provider is back", fetchOK)
+	wantAccepted(t, rm.a, tok, "a token once the provider is back")
+	if ok, _ := rm.a.KeysStatus(); !ok {
+		t.Error("KeysStatus not ok once the provider is back")
+	}
+	_, lines = rm.log.take(t)
+	if got := linesMsg(lines, fetchedMsg); len(got) != 1 || got[0]["restored"] != true {
+		t.Errorf("%q lines %v; want one, restored", fetchedMsg, got)
+	}
+}
+
+// A provider down at start-up: mcpmux runs, accepts no JWT and is not
+// ready (one error line), and fetches the keys once the provider is up.
+func TestRemoteKeysProviderDownAtStart(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	idp.Down()
+	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+	for range 3 {
+		rm.next(t, "a failed fetch", fetchFailed)
+	}
+	wantRefused(t, rm.a, tok, "a token before any fetch succeeded", ErrNoKeys)
+	if ok, detail := rm.a.KeysStatus(); ok || !strings.Contains(detail, "jwks_url "+idp.JWKSURL()) {
+		t.Errorf("KeysStatus = %v, %q; want not ok, naming the URL", ok, detail)
+	}
+	idp.Up()
+	rm.next(t, "a fetch once the provider is up", fetchOK)
+	wantAccepted(t, rm.a, tok, "a token once the provider is up")
+	_, lines := rm.log.take(t)
+	if got := linesMsg(lines, noKeysFetchMsg); len(got) != 1 || got[0]["level"] != "error" {
+		t.Errorf("%q lines %v; want one error", noKeysFetchMsg, got)
+	}
+	if got := linesMsg(lines, fetchedMsg); len(got) != 1 || got[0]["restored"] != true {
+		t.Errorf("%q lines %v; want one, restored", fetchedMsg, got)
+	}
+}
+
+// An answer that is not a JWKS from a trusted place is a failed fetch,
+// named by URL, that puts no key in force.
+func TestRemoteKeysBadAnswers(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(jwksJSON(t, defaultKeys()...))
+	}))
+	defer plain.Close()
+	redirect := func(to string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, http.StatusFound) }
+	}
+	tests := []struct {
+		name      string
+		path      string
+		h         http.HandlerFunc
+		discovery bool
+		want      string
+	}{
+		{"larger than 1 MiB", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"keys":[],"pad":"` + strings.Repeat("x", MaxJWKSBody) + `"}`))
+		}, false, "response larger than 1024 KiB"},
+		{"not JSON", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("<html>sign in</html>"))
+		}, false, "not a JWKS"},
+		{"JSON but not a JWKS", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"issuer":"x"}`))
+		}, false, `no "keys" array`},
+		{"status 500", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "oops", http.StatusInternalServerError)
+		}, false, "status 500"},
+		{"redirect to plain http elsewhere", ts.IdPJWKSPath, redirect("http://keys.example.com/jwks"), false,
+			"redirected to http://keys.example.com/jwks, which is plain HTTP to another machine"},
+		{"redirect from https to loopback http", ts.IdPJWKSPath, redirect(plain.URL + "/jwks"), false,
+			"redirected from https to plain http " + plain.URL + "/jwks"},
+		{"discovery naming another issuer", ts.IdPDiscoveryPath, nil, true, `its issuer is "https://evil.example", not the configured`},
+		{"discovery with a plain http jwks_uri", ts.IdPDiscoveryPath, nil, true, `jwks_uri "http://keys.example.com/jwks" is plain HTTP`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+			up, wantURL := remoteUpstream(idp.JWKSURL()), "jwks_url "+idp.JWKSURL()
+			if tc.discovery {
+				up.JWT.JWKSURL, up.JWT.Discovery, up.JWT.Issuer = "", true, idp.URL()
+				wantURL = "discovery " + idp.URL() + ts.IdPDiscoveryPath
+				doc := map[string]any{"issuer": idp.URL(), "jwks_uri": idp.JWKSURL()}
+				if strings.Contains(tc.want, "evil") {
+					doc["issuer"] = "https://evil.example"
+				} else {
+					doc["jwks_uri"] = "http://keys.example.com/jwks"
+				}
+				idp.SetDiscovery(doc)
+			} else {
+				idp.Handle(tc.path, tc.h)
+			}
+			rm := startRemote(t, up, idp)
+			err := rm.next(t, "a failed fetch", fetchFailed)
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), wantURL+": ") {
+				t.Errorf("fetch error %q; want %q, after %q", err, tc.want, wantURL)
+			}
+			if ok, detail := rm.a.KeysStatus(); ok || !strings.Contains(detail, tc.want) {
+				t.Errorf("KeysStatus = %v, %q", ok, detail)
+			}
+			iss := up.JWT.Issuer
+			wantRefused(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(map[string]any{"iss": iss})), "a token", ErrNoKeys)
+		})
+	}
+}
+
+// A provider that serves a JWKS without a usable key revokes the keys at
+// once, as a file does; its refused keys are logged; plain http to a
+// loopback address is allowed.
+func TestRemoteKeysRevokedByProvider(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		jwks = jwksJSON(t, defaultKeys()...)
+	)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = w.Write(jwks)
+	}))
+	defer plain.Close()
+	up := remoteUpstream(plain.URL + "/jwks")
+	up.JWT.JWKSRefresh = 10 * time.Millisecond
+	rm := startRemote(t, up, nil)
+	rm.next(t, "the first fetch", fetchOK)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+	wantAccepted(t, rm.a, tok, "a token over plain http to loopback")
+
+	mu.Lock()
+	jwks = []byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`)
+	mu.Unlock()
+	rm.next(t, "the keys revoked", func(err error) bool { ok, _ := rm.a.KeysStatus(); return err == nil && !ok })
+	wantRefused(t, rm.a, tok, "a token after the provider dropped every key", ErrNoKeys)
+	_, lines := rm.log.take(t)
+	if got := linesMsg(lines, "JWKS from the identity provider not usable"); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["error"]), "symmetric keys are not accepted") {
+		t.Errorf("logged %v; want one line saying why", got)
+	}
+}
+
+// With discovery, the JWKS is found through the issuer's
+// openid-configuration, read again after a failed fetch; the
+// protected-resource metadata names the issuer as authorization server.
+func TestRemoteKeysDiscovery(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	up := remoteUpstream("")
+	up.JWT.Discovery, up.JWT.Issuer = true, idp.URL()
+	up.JWT.JWKSRefresh = 10 * time.Millisecond
+	rm := startRemote(t, up, idp)
+	rm.next(t, "the first fetch", fetchOK)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(map[string]any{"iss": idp.URL()}))
+	wantAccepted(t, rm.a, tok, "a token of the discovered keys")
+	if ok, detail := rm.a.KeysStatus(); !ok || !strings.Contains(detail, "jwks_uri "+idp.JWKSURL()+" (from discovery)") {
+		t.Errorf("KeysStatus = %v, %q", ok, detail)
+	}
+	rm.next(t, "a second fetch", fetchOK)
+	if n := idp.Requests(ts.IdPDiscoveryPath); n != 1 {
+		t.Errorf("%d discovery requests while the JWKS answers; want 1", n)
+	}
+	idp.Handle(ts.IdPJWKSPath, http.NotFound)
+	rm.next(t, "a failed fetch", fetchFailed)
+	rm.next(t, "another attempt", func(error) bool { return true })
+	if n := idp.Requests(ts.IdPDiscoveryPath); n < 2 {
+		t.Errorf("%d discovery requests after a failed fetch; want it read again", n)
+	}
+
+	path, h := rm.a.MetadataHandler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if want := `"authorization_servers":["` + idp.URL() + `"]`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("metadata %s; want %s", rec.Body.String(), want)
+	}
+}
+
+// New refuses a key URL that is not https (or http to loopback), and
+// needs exactly one source of keys.
+func TestNewRemoteErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(j *config.JWT)
+		want string
+	}{
+		{"plain http elsewhere", func(j *config.JWT) { j.JWKSURL = "http://idp.example.com/jwks" }, "is plain HTTP to another machine"},
+		{"not a URL", func(j *config.JWT) { j.JWKSURL = "idp/jwks" }, "is not an absolute URL"},
+		{"discovery from plain http", func(j *config.JWT) { j.JWKSURL, j.Discovery, j.Issuer = "", true, "http://idp.example.com" }, `issuer "http://idp.example.com" is plain HTTP`},
+		{"two sources", func(j *config.JWT) { j.JWKSFile = "/etc/jwks.json" }, "exactly one of"},
+		{"no source", func(j *config.JWT) { j.JWKSURL = "" }, "exactly one of"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			up := remoteUpstream("https://idp.example.com/jwks")
+			tc.edit(up.JWT)
+			_, log := newLogger()
+			if _, err := New(up, log); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v; want %q", err, tc.want)
+			}
+		})
+	}
+	// Before Watch fetches, no JWT is accepted.
+	a, _ := mustNew(t, remoteUpstream("https://idp.example.com/jwks"))
+	if ok, detail := a.KeysStatus(); ok || detail != "no JWT accepted: jwks_url https://idp.example.com/jwks: not fetched yet" {
+		t.Errorf("KeysStatus before Watch = %v, %q", ok, detail)
+	}
+}

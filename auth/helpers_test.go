@@ -70,7 +70,7 @@ type jwkEntry struct {
 }
 
 // jwksJSON returns a JWKS holding keys.
-func jwksJSON(t *testing.T, keys ...jwkEntry) []byte {
+func jwksJSON(t testing.TB, keys ...jwkEntry) []byte {
 	t.Helper()
 	var set jwkset.JWKSMarshal
 	set.Keys = []jwkset.JWKMarshal{}
@@ -94,7 +94,7 @@ func jwksJSON(t *testing.T, keys ...jwkEntry) []byte {
 
 // writeAtomic writes data to path by renaming a new file over it, as
 // editors and deployment tools do.
-func writeAtomic(t *testing.T, path string, data []byte) {
+func writeAtomic(t testing.TB, path string, data []byte) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
@@ -125,7 +125,7 @@ const (
 
 // testUpstream is an upstream with tokens and JWT configured and a JWKS
 // file holding keys (defaultKeys if none are given).
-func testUpstream(t *testing.T, keys ...jwkEntry) config.Upstream {
+func testUpstream(t testing.TB, keys ...jwkEntry) config.Upstream {
 	t.Helper()
 	if keys == nil {
 		keys = defaultKeys()
@@ -170,7 +170,7 @@ func claims(changes map[string]any) jwt.MapClaims {
 }
 
 // sign makes a JWT; kid "" leaves the header out.
-func sign(t *testing.T, m jwt.SigningMethod, key any, kid string, c jwt.MapClaims) string {
+func sign(t testing.TB, m jwt.SigningMethod, key any, kid string, c jwt.MapClaims) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(m, c)
 	if kid != "" {

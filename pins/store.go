@@ -182,8 +182,10 @@ func (s *Store) reload() bool {
 	defer s.mu.Unlock()
 	data, err := os.ReadFile(s.path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && s.disk == nil:
+		return false // never written yet: the first pins will create it
 	case errors.Is(err, fs.ErrNotExist):
-		if s.LastError() == nil {
+		if !s.broken {
 			s.log.Warn().Msg("pin file is gone: keeping the pins in force; write it again (mcpmux pins approve) to change them")
 		}
 		s.setErr(fmt.Errorf("pin file %s is gone", s.path))

@@ -34,6 +34,7 @@
 //	LAB_FIDELITY=1     also offer prompts, resources, templates, completion and
 //	                   the tools of fidelity.go
 //	LAB_REQUESTS       file every request received is appended to (fidelity.go)
+//	LAB_DEFS           JSON file of further tools and prompts, and reload_defs (defs.go)
 package main
 
 import (
@@ -100,6 +101,10 @@ func main() {
 		opts = append(opts, server.WithPaginationLimit(n))
 	}
 	fidelity := os.Getenv("LAB_FIDELITY") == "1"
+	defs := os.Getenv("LAB_DEFS")
+	if defs != "" {
+		opts = append(opts, server.WithPromptCapabilities(true))
+	}
 	hooks := &server.Hooks{}
 	subs := &subscribed{uris: map[string]bool{}}
 	if fidelity {
@@ -116,6 +121,12 @@ func main() {
 	register(s, source)
 	if fidelity {
 		registerFidelity(s, source, subs)
+	}
+	if defs != "" {
+		if err := registerDefs(s, defs); err != nil {
+			fmt.Fprintf(os.Stderr, "labserver: LAB_DEFS: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	if dir := os.Getenv("LAB_RECORDS_DIR"); dir != "" {
 		if err := registerRecorded(s, source, pid, dir); err != nil {

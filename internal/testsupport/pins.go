@@ -1,0 +1,91 @@
+package testsupport
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// PinLab is a lab whose one labserver, "docs", also offers the tools and
+// prompts of a LAB_DEFS file the test rewrites, and records every request
+// it receives.
+type PinLab struct {
+	*Lab
+	Defs     string // the LAB_DEFS file
+	Requests string // LAB_REQUESTS: what reached the child
+	PinFile  string
+}
+
+// PinDefs are what a PinLab's child defines besides its own tools: one
+// tool "pinned" and one prompt "pinprompt", each with a description and
+// the tool with annotations and a schema.
+type PinDefs struct {
+	Description  string
+	ReadOnlyHint bool
+	Schema       string // the tool's inputSchema; a default one when ""
+	PromptDesc   string
+	ExtraTool    string // a second tool's name, when not ""
+}
+
+// NewPinLab writes a lab with pinning set as muxLines says (pin_file is
+// set to the lab's PinFile unless muxLines names one) and d as the child's
+// first definitions; reader may use everything.
+func NewPinLab(t testing.TB, muxLines string, d PinDefs) *PinLab {
+	t.Helper()
+	dir := t.TempDir()
+	pl := &PinLab{Defs: filepath.Join(dir, "defs.json"), Requests: filepath.Join(dir, "requests.jsonl")}
+	pl.WriteDefs(t, d)
+	pl.Lab = NewLab(t, muxLines, Server{Alias: "docs", Env: map[string]string{"LAB_DEFS": pl.Defs, "LAB_REQUESTS": pl.Requests}})
+	pl.PinFile = filepath.Join(pl.Dir, "mcpmux.lock")
+	pl.WritePolicy(t, "reader", `allow = ["*"]`)
+	return pl
+}
+
+// WriteDefs replaces the child's definitions file (by rename, so that the
+// child never reads half of it); the child reads it at its next start or
+// reload_defs call.
+func (pl *PinLab) WriteDefs(t testing.TB, d PinDefs) {
+	t.Helper()
+	schema := d.Schema
+	if schema == "" {
+		schema = `{"type":"object","properties":{"q":{"type":"string"}}}`
+	}
+	tool := map[string]any{"name": "pinned", "description": d.Description, "inputSchema": json.RawMessage(schema),
+		"annotations": map[string]any{"readOnlyHint": d.ReadOnlyHint}}
+	tools := []any{tool}
+	if d.ExtraTool != "" {
+		tools = append(tools, map[string]any{"name": d.ExtraTool, "description": "another"})
+	}
+	b, err := json.Marshal(map[string]any{
+		"tools":   tools,
+		"prompts": []any{map[string]any{"name": "pinprompt", "description": d.PromptDesc}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := pl.Defs + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, pl.Defs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CallsOf counts the tools/call requests for the child's tool name that
+// reached the child.
+func (pl *PinLab) CallsOf(t testing.TB, name string) int {
+	t.Helper()
+	n := 0
+	for _, r := range ChildRequests(t, pl.Requests, "tools/call") {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(r.Params, &p)
+		if p.Name == name {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// Log messages of keys fetched from the identity provider.
+const (
+	jwksFetchedMsg = "JWKS fetched"
+	jwksKeptMsg    = "JWKS fetch failed; the last keys stay in force until valid_until unless a fetch succeeds"
+	jwksNoKeysMsg  = "JWKS fetch failed; no JWT is accepted until a fetch succeeds"
+)
+
+// nthLine waits for the n'th log line matching match.
+func nthLine(t *testing.T, h *ts.HTTPMux, what string, n int, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	seen := 0
+	return h.Log.WaitLine(t, what, func(l map[string]any) bool {
+		if match(l) {
+			seen++
+		}
+		return seen == n
+	})
+}
+
+// The real binary, its keys from an identity provider found by discovery
+// over TLS, trusting the provider's certificate through SSL_CERT_FILE (as
+// a private CA would be added in a container). Started while the provider
+// is down, mcpmux runs but is not ready and accepts no JWT; once the
+// provider is up, a JWT gets in and /readyz says where the keys are
+// from. A key rotated in at the provider is accepted at its first use and
+// the key rotated out refused. The provider going down keeps the keys in
+// force (one warning, /readyz says the fetch fails); back, it is fetched
+// from again. The protected-resource metadata names the issuer.
+func TestHTTPJWKSFromIdentityProvider(t *testing.T) {
+	t.Parallel()
+	idp := ts.StartIdP(t, jwks(t, map[string]*rsa.PrivateKey{"k1": rsaKeyA()}))
+	idp.Down()
+	lab := httpLab(t, "", `listen = "127.0.0.1:0"`+
+		fmt.Sprintf("\n[upstream.jwt]\nissuer = %q\naudience = %q\ndiscovery = true\njwks_refresh = \"300ms\"\njwks_timeout = \"5s\"\n",
+			idp.URL(), jwtAudience))
+	lab.WritePolicy(t, "alice", `allow = ["docs__*"]`)
+	h := ts.StartHTTPMux(t, lab, ts.HTTPStart{Env: []string{"SSL_CERT_FILE=" + idp.CertFile(t)}})
+	discovery := idp.URL() + ts.IdPDiscoveryPath
+	signed := func(key *rsa.PrivateKey, kid string) string {
+		return signJWT(t, key, kid, map[string]any{"iss": idp.URL()})
+	}
+
+	// Down at start-up: running, not ready, no JWT accepted.
+	h.Log.WaitLine(t, "the failed first fetch", ts.Msg(jwksNoKeysMsg))
+	if status, r := jwksReadiness(t, h.Base(0)); status != http.StatusServiceUnavailable || r.Auth == nil || r.Auth.KeysOK ||
+		!strings.Contains(r.Auth.Detail, "discovery "+discovery) {
+		t.Errorf("/readyz while the provider is down at start: %d %+v; want 503 naming the discovery URL", status, r.Auth)
+	}
+	if _, err := ts.ConnectHTTPErr(t, h.URL(), ts.HTTPClient{Token: signed(rsaKeyA(), "k1"), Log: h.Log}); !isUnauthorized(err) {
+		t.Errorf("connecting before any keys were fetched: %v; want 401", err)
+	}
+	h.Log.WaitLine(t, "a refusal for want of keys", ts.Msg(refusedMsg, "reason", "no_keys"))
+
+	idp.Up()
+	fetched := h.Log.WaitLine(t, "the keys fetched", ts.Msg(jwksFetchedMsg))
+	if fetched["url"] != idp.JWKSURL() || fetched["restored"] != true {
+		t.Errorf("logged %v; want the JWKS URL from discovery, restored", fetched)
+	}
+	// (/readyz answers 503 too while a child is starting.)
+	if _, r := jwksReadiness(t, h.Base(0)); r.Auth == nil || !r.Auth.KeysOK ||
+		!strings.Contains(r.Auth.Detail, "jwks_uri "+idp.JWKSURL()+" (from discovery)") {
+		t.Errorf("/readyz once the keys are fetched: %+v", r.Auth)
+	}
+	alice := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: signed(rsaKeyA(), "k1"), Log: h.Log})
+	if res := alice.MustCall("docs__search", map[string]any{"query": "public"}); res.IsError {
+		t.Fatalf("alice's call: %q", ts.Text(res))
+	}
+	if a := get(t, h.Base(0)+jwtMetadataPath); !strings.Contains(string(a.body), `"authorization_servers":["`+idp.URL()+`"]`) {
+		t.Errorf("protected-resource metadata %d %s; want the issuer as authorization server", a.status, a.body)
+	}
+
+	// Rotation: k2 in, k1 out.
+	idp.SetJWKS(jwks(t, map[string]*rsa.PrivateKey{"k2": rsaKeyB()}))
+	alice2 := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: signed(rsaKeyB(), "k2"), Log: h.Log})
+	if res := alice2.MustCall("docs__search", map[string]any{"query": "public"}); res.IsError {
+		t.Fatalf("a call with the rotated-in key: %q", ts.Text(res))
+	}
+	if _, err := alice.Call("docs__search", map[string]any{"query": "public"}); !isUnauthorized(err) {
+		t.Errorf("a call with the rotated-out key: %v; want 401", err)
+	}
+
+	// Down and back: the keys stay in force meanwhile.
+	idp.Down()
+	h.Log.WaitLine(t, "a failed fetch while keys are in force", ts.Msg(jwksKeptMsg))
+	if res := alice2.MustCall("docs__search", map[string]any{"query": "public"}); res.IsError {
+		t.Errorf("a call while the provider is down: %q", ts.Text(res))
+	}
+	if _, r := jwksReadiness(t, h.Base(0)); r.Auth == nil || !r.Auth.KeysOK ||
+		!strings.Contains(r.Auth.Detail, "the last fetch failed") {
+		t.Errorf("/readyz while the provider is down: %+v; want the keys ok, saying the fetch fails", r.Auth)
+	}
+	idp.Up()
+	nthLine(t, h, "the keys fetched once the provider is back", 3, ts.Msg(jwksFetchedMsg))
+	if _, r := jwksReadiness(t, h.Base(0)); r.Auth == nil || !r.Auth.KeysOK || strings.Contains(r.Auth.Detail, "failed") {
+		t.Errorf("/readyz once the provider is back: %+v", r.Auth)
+	}
+	if res := alice2.MustCall("docs__search", map[string]any{"query": "public"}); res.IsError {
+		t.Errorf("a call once the provider is back: %q", ts.Text(res))
+	}
+	if n := len(h.Log.Lines(ts.Msg(jwksKeptMsg))); n != 1 {
+		t.Errorf("the outage was logged %d times; want once", n)
+	}
+	if n := len(h.Log.Lines(ts.Msg(jwksNoKeysMsg))); n != 1 {
+		t.Errorf("%q logged %d times; want once, at start", jwksNoKeysMsg, n)
+	}
+}
+
+func isUnauthorized(err error) bool {
+	var authErr *transport.AuthorizationRequiredError
+	return errors.As(err, &authErr)
+}

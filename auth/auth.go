@@ -243,6 +243,11 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 	if n := btoi(cfg.JWKSFile != "") + btoi(cfg.JWKSURL != "") + btoi(cfg.Discovery); n != 1 {
 		return nil, errors.New("auth: jwt needs exactly one of jwks_file, jwks_url and discovery")
 	}
+	if cfg.JWKSFile == "" {
+		if err := checkRemote(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	j := &jwtAuth{
 		cfg: cfg,
 		parser: jwt.NewParser(
@@ -260,26 +265,6 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 		ks.logRefused(log, "file", cfg.JWKSFile)
 		j.keys.Store(ks)
 	} else {
-		src, what := cfg.JWKSURL, "jwks_url"
-		if cfg.Discovery {
-			src, what = cfg.Issuer, "issuer"
-		}
-		p, err := url.Parse(src)
-		if err != nil {
-			return nil, fmt.Errorf("auth: %s %q is not a URL", what, src)
-		}
-		if why := urlProblem(p); why != "" {
-			return nil, fmt.Errorf("auth: %s %q %s", what, src, why)
-		}
-		for _, d := range []struct {
-			v   *time.Duration
-			def time.Duration
-		}{{&cfg.JWKSRefresh, config.DefaultJWKSRefresh}, {&cfg.JWKSMaxStale, config.DefaultJWKSMaxStale}, {&cfg.JWKSTimeout, config.DefaultJWKSTimeout}} {
-			if *d.v <= 0 {
-				*d.v = d.def
-			}
-		}
-		j.cfg = cfg
 		j.remote = newRemoteKeys(cfg, &j.keys, log)
 	}
 
@@ -299,8 +284,8 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 // wrapping one of the sentinel errors.
 //
 // A JWT naming a kid that none of the keys fetched from the identity
-// provider has makes Authenticate wait, at most jwks_timeout, for one
-// fetch of the keys (see Watch).
+// provider has makes Authenticate wait, at most twice jwks_timeout, for
+// one fetch of the keys (see Watch).
 func (a *Authenticator) Authenticate(r *http.Request) (identity string, err error) {
 	identity, _, _, err = a.authenticate(r)
 	return identity, err
@@ -486,6 +471,31 @@ func (a *Authenticator) KeysStatus() (ok bool, detail string) {
 		detail += fmt.Sprintf("; the last fetch failed (%v): the keys stay in force until %s", ks.fetchErr, ks.expires.Format(time.RFC3339))
 	}
 	return true, detail
+}
+
+// checkRemote checks where keys are to be fetched from (jwks_url, or the
+// issuer for discovery) and gives the durations left zero their defaults.
+func checkRemote(cfg *config.JWT) error {
+	src, what := cfg.JWKSURL, "jwks_url"
+	if cfg.Discovery {
+		src, what = cfg.Issuer, "issuer"
+	}
+	p, err := url.Parse(src)
+	if err != nil {
+		return fmt.Errorf("auth: %s %q is not a URL", what, src)
+	}
+	if why := urlProblem(p); why != "" {
+		return fmt.Errorf("auth: %s %q %s", what, src, why)
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cfg.JWKSRefresh, config.DefaultJWKSRefresh}, {&cfg.JWKSMaxStale, config.DefaultJWKSMaxStale}, {&cfg.JWKSTimeout, config.DefaultJWKSTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	return nil
 }
 
 func btoi(b bool) int {

@@ -145,7 +145,8 @@ func (r *remoteKeys) label(u string) string {
 // refresh asks run for a fetch on behalf of a token with an unknown kid,
 // and waits for it. It reports whether a fetch completed: false when the
 // rate limit refused one (and none was already asked for), when Watch is
-// not running, or when ctx ended or jwks_timeout passed first.
+// not running, or when ctx ended or twice jwks_timeout passed first (a
+// fetch may wait for the one before it).
 func (r *remoteKeys) refresh(ctx context.Context) bool {
 	if !r.running.Load() {
 		return false
@@ -166,7 +167,7 @@ func (r *remoteKeys) refresh(ctx context.Context) bool {
 		default:
 		}
 	}
-	t := time.NewTimer(r.cfg.JWKSTimeout + time.Second)
+	t := time.NewTimer(2 * r.cfg.JWKSTimeout)
 	defer t.Stop()
 	select {
 	case <-rd.done:

@@ -22,7 +22,7 @@ const (
 // Keys from the identity provider (jwks_url, or discovery) are fetched at
 // once, then every jwks_refresh, and when a token names a kid none of the
 // keys has (at most once per UnknownKIDRefreshEvery; the token waits for
-// that fetch). With discovery, the issuer's openid-configuration is read
+// that fetch, at most twice jwks_timeout). With discovery, the issuer's openid-configuration is read
 // first, and again after any failed fetch; its issuer must be the
 // configured one. Fetches are over https (plain http to loopback only,
 // also after a redirect), within jwks_timeout, of at most MaxJWKSBody

@@ -14,11 +14,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
 // Decision says whether a call was let through, and if not, why. The caller
-// is told the same "unknown tool" for the first three; only the log says
-// which.
+// is told the same "unknown tool" for unknown, hidden and denied, and for a
+// rule that ignores the arguments; only the log says which.
 type Decision string
 
 const (
@@ -27,6 +28,8 @@ const (
 	DecisionHidden  Decision = "hidden"
 	DecisionDenied  Decision = "denied"
 	DecisionInvalid Decision = "invalid"
+	// DecisionRule is a call a rule of the caller's policy refused.
+	DecisionRule Decision = "rule"
 )
 
 // Outcome says how an allowed call ended.
@@ -63,9 +66,11 @@ type Result struct {
 	// rewritten); nil when mcpmux answered itself.
 	Raw json.RawMessage
 	// Tool is mcpmux's own callAnswer when Raw is nil; both are nil when
-	// Decision is unknown, hidden or denied (the caller answers with
-	// ErrUnknownTool instead).
+	// Decision is unknown, hidden or denied, or rule by a rule that ignores
+	// the arguments (the caller answers with ErrUnknownTool instead).
 	Tool *mcp.CallToolResult
+	// Rule is the rule that refused the call, when Decision is rule.
+	Rule *policy.Refusal
 }
 
 // ToolResult returns the answer as mcp-go's type: the child's result
@@ -82,10 +87,12 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 }
 
 // CallTool sends one call through the whole pipeline, in this order:
-// registry look-up, policy, the identity's rate limit, arguments (one JSON
-// object, no duplicate keys, bounded depth and validation work), schema
-// validation, a slot of the child's max_in_flight (waiting in its queue if
-// need be), the child, restarts. args is the arguments as JSON
+// registry look-up, policy and the policy's rules that ignore the arguments
+// (refused as an unknown name), the identity's rate limit, arguments (one
+// JSON object, no duplicate keys, bounded depth and validation work), schema
+// validation, the rules that read the arguments, a slot of the child's
+// max_in_flight (waiting in its queue if need be), the child, restarts.
+// Rules see the caller's claims (ClaimsFrom(ctx)). args is the arguments as JSON
 // (json.RawMessage, forwarded byte for byte) or decoded (nil means none). It
 // writes one audit line.
 //
@@ -101,10 +108,18 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
-	if !m.policies.Current().For(identity).Allows(t.item()) {
+	v := viewer{p: m.policies.Current().For(identity)}
+	if !v.p.Allows(t.item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
+	}
+	rules := len(v.p.Rules()) > 0
+	if rules {
+		v.claims = ClaimsFrom(ctx)
+		if ref := v.hiddenBy(t); ref != nil {
+			return m.ruleRefused(rec, ref, nil, begun)
+		}
 	}
 	if lim := m.cfg.Limits; lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
 		rec.Outcome = OutcomeRateLimited
@@ -121,6 +136,11 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 		m.done(rec, begun)
 		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
+	}
+	if rules {
+		if ref := v.refusedBy(t, argMap); ref != nil {
+			return m.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
+		}
 	}
 	m.inflight.Add(1)
 	res, outcome, child := m.forward(ctx, t, raw)
@@ -140,6 +160,14 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 	rec.Outcome = outcome
 	m.done(rec, begun)
 	return result
+}
+
+// ruleRefused records a call a rule refused and answers it with answer
+// (nil: as an unknown name).
+func (m *Mux) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
+	rec.Decision, rec.Outcome, rec.Rule = DecisionRule, OutcomeRefused, ref.Rule
+	m.done(rec, begun)
+	return Result{Decision: DecisionRule, Outcome: OutcomeRefused, Tool: answer, Rule: ref}
 }
 
 // refused records a call whose name is not in the catalog and says why:
@@ -382,14 +410,17 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolRes
 }
 
 // auditLine writes the one line every call leaves, naming the tool as the
-// caller did. Argument values never appear in it.
+// caller did, and the rule that refused it by its index and line. Argument
+// values never appear in it.
 func (m *Mux) auditLine(rec CallRecord, name string, took time.Duration) {
-	m.audit.Info().
+	e := m.audit.Info().
 		Str("identity", rec.Identity).
 		Str("tool", name).
 		Str("server", rec.Server).
 		Str("decision", string(rec.Decision)).
-		Str("outcome", string(rec.Outcome)).
-		Int64("duration_ms", took.Milliseconds()).
-		Msg("call")
+		Str("outcome", string(rec.Outcome))
+	if rec.Rule != nil {
+		e = e.Int("rule", rec.Rule.Index).Int("rule_line", rec.Rule.Line)
+	}
+	e.Int64("duration_ms", took.Milliseconds()).Msg("call")
 }

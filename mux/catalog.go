@@ -110,6 +110,10 @@ type catalog struct {
 type listKey struct {
 	kind   kind
 	policy *policy.Policy
+	// view is what the rules that read claims decide for the caller
+	// (catalog.view); anyCaller is viewer's.
+	view      string
+	anyCaller bool
 }
 
 var emptyCatalog = newCatalog()
@@ -128,33 +132,36 @@ func (c *catalog) lookup(k kind, name string) (*entry, bool) {
 	return e, ok
 }
 
-// visible returns the entries of kind k that p allows, in catalog order.
-func (c *catalog) visible(k kind, p *policy.Policy) []*entry {
+// visible returns the entries of kind k that v sees, in catalog order.
+func (c *catalog) visible(k kind, v viewer) []*entry {
 	var out []*entry
 	for _, e := range c.kinds[k].list {
-		if p.Allows(e.item()) {
+		if v.sees(e) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// list returns the JSON array of the definitions of kind k that p allows,
-// encoded once per snapshot and policy.
-func (c *catalog) list(k kind, p *policy.Policy) []byte {
-	key := listKey{k, p}
+// list returns the JSON array of the definitions of kind k that v sees,
+// encoded once per snapshot, policy and view of its rules.
+func (c *catalog) list(k kind, v viewer) []byte {
+	key := listKey{kind: k, policy: v.p, anyCaller: v.anyCaller}
+	if k == kindTool {
+		key.view = c.view(v)
+	}
 	if b, ok := c.lists.Load(key); ok {
 		return b.([]byte)
 	}
-	out := c.encode(k, p)
+	out := c.encode(k, v)
 	c.lists.Store(key, out)
 	return out
 }
 
-// encode returns the JSON array of the definitions of kind k that p
-// allows, without keeping it: for comparing with a policy no longer live.
-func (c *catalog) encode(k kind, p *policy.Policy) []byte {
-	return encodeEntries(c.visible(k, p))
+// encode returns the JSON array of the definitions of kind k that v sees,
+// without keeping it: for comparing with a policy no longer live.
+func (c *catalog) encode(k kind, v viewer) []byte {
+	return encodeEntries(c.visible(k, v))
 }
 
 // encodeEntries returns the JSON array of the entries' definitions.

@@ -100,7 +100,7 @@ func BenchmarkCatalogEncodeList(b *testing.B) {
 			p := m.policies.Current().For("bench")
 			b.ReportAllocs()
 			for b.Loop() {
-				cat.encode(kindTool, p)
+				cat.encode(kindTool, viewer{p: p})
 			}
 		})
 	}

@@ -1,6 +1,10 @@
 package mux
 
-import "time"
+import (
+	"time"
+
+	"github.com/mcpmux/mcpmux/policy"
+)
 
 // Observer is told what the mux does, for metrics. Its methods run on the
 // call path and on supervisors' goroutines: they must be quick and must not
@@ -30,6 +34,7 @@ type CallRecord struct {
 	Tool     string
 	Server   string
 	Decision Decision
+	Rule     *policy.Rule // the rule that refused, when Decision is rule
 	Outcome  Outcome
 	Total    time.Duration // from the call's arrival to its answer
 	Child    time.Duration // spent waiting on the child, retries included

@@ -112,7 +112,6 @@ func (m *Mux) newServer() *server.MCPServer {
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
 	m.sessions.observe = m.observe.Session
-	m.sessions.ended = m.dropSubscriptions
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
 		m.sessions.registered(cs, IdentityFrom(ctx), viaHTTP)
@@ -199,14 +198,24 @@ func (m *Mux) policyFor(ctx context.Context) *policy.Policy {
 	return m.policies.Current().For(IdentityFrom(ctx))
 }
 
+// viewerOf returns the caller of ctx as its lists and tools are filtered.
+func (m *Mux) viewerOf(ctx context.Context) viewer {
+	v := viewer{p: m.policyFor(ctx)}
+	if len(v.p.Rules()) > 0 {
+		v.claims = ClaimsFrom(ctx)
+	}
+	return v
+}
+
 // filterTools is the access check mcp-go applies to every tools/call (one
-// tool). Lists are answered from the mux's own snapshot (listPayload), so
-// mcp-go's list is left empty.
+// tool): the policy, and the rules that ignore the arguments. Lists are
+// answered from the mux's own snapshot (listPayload), so mcp-go's list is
+// left empty.
 func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if len(tools) != 1 {
 		return nil
 	}
-	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.policyFor(ctx).Allows(e.item()) {
+	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.viewerOf(ctx).sees(e) {
 		return tools
 	}
 	return nil
@@ -234,7 +243,7 @@ func (m *Mux) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	name, args := req.Params.Name, callArguments(req)
 	allowed := func() bool {
 		t, ok := m.catalog.Load().lookup(kindTool, name)
-		return ok && m.policyFor(ctx).Allows(t.item())
+		return ok && m.viewerOf(ctx).sees(t)
 	}
 	a, isRound := m.inRound(ctx, mcp.MethodToolsCall, name, req.Params.MultiRoundTripParams, allowed,
 		func(ctx context.Context) (any, error) {
@@ -593,7 +602,13 @@ func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
 	identity := IdentityFrom(ctx)
 	if t, ok := cat.lookup(kindTool, name); ok {
-		m.done(CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}, time.Now())
+		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}
+		if v := m.viewerOf(ctx); v.p.Allows(t.item()) {
+			if ref := v.hiddenBy(t); ref != nil {
+				rec.Decision, rec.Rule = DecisionRule, ref.Rule
+			}
+		}
+		m.done(rec, time.Now())
 		return
 	}
 	m.refused(identity, name, cat, time.Now())
@@ -635,7 +650,7 @@ func (m *Mux) beforeList(ctx context.Context, cursor *mcp.Cursor) {
 // may see, from the snapshot's pre-encoded lists; with page_size set, one
 // page from cursor.
 func (m *Mux) listPayload(ctx context.Context, k kind, cursor mcp.Cursor) json.RawMessage {
-	cat, p := m.catalog.Load(), m.policyFor(ctx)
+	cat, v := m.catalog.Load(), m.viewerOf(ctx)
 	member, _ := json.Marshal(kindWire[k].member)
 	var b bytes.Buffer
 	b.WriteByte('{')
@@ -643,11 +658,11 @@ func (m *Mux) listPayload(ctx context.Context, k kind, cursor mcp.Cursor) json.R
 	b.WriteByte(':')
 	size := m.cfg.Mux.PageSize
 	if size == 0 {
-		b.Write(cat.list(k, p))
+		b.Write(cat.list(k, v))
 		b.WriteByte('}')
 		return b.Bytes()
 	}
-	all := cat.visible(k, p)
+	all := cat.visible(k, v)
 	start, _ := decodeCursor(string(cursor))
 	start = min(start, len(all))
 	end := min(start+size, len(all))
@@ -680,6 +695,12 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) {
 
 // notifyChanged tells every session whose view of the kinds changed
 // between the snapshots prev and next that its lists changed.
+//
+// Sessions are known by identity, not by claims. For an identity whose
+// rules read claims, a session is told when the policy's widest view
+// (viewer.anyCaller) changed, which every caller's view is a part of, and
+// on every edit of its policy: some callers may be told of a change that
+// leaves their own list as it was, none misses one.
 func (m *Mux) notifyChanged(prev, next *catalog, oldSet, newSet *policy.Set, kinds []kind) {
 	m.notify(prev, next, oldSet, newSet, nil, kinds)
 }
@@ -697,8 +718,14 @@ func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[st
 		if !ok {
 			v = &view{}
 			op, np := oldSet.For(identity), newSet.For(identity)
+			byClaims := readsClaims(op) || readsClaims(np)
 			for _, k := range kinds {
-				v.changed[k] = !bytes.Equal(prev.encode(k, op), next.list(k, np))
+				if k == kindTool && byClaims && ids != nil {
+					v.changed[k] = true // an edit of the policy
+					continue
+				}
+				v.changed[k] = !bytes.Equal(prev.encode(k, viewer{p: op, anyCaller: byClaims}),
+					next.list(k, viewer{p: np, anyCaller: byClaims}))
 			}
 			views[identity] = v
 		}

@@ -310,6 +310,11 @@ func call(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	r := m.CallTool(context.Background(), *as, name, json.RawMessage(raw))
+	if r.Rule != nil {
+		// What the caller would be told, and which rule of which file said it.
+		fmt.Fprintf(stderr, "mcpmux call: %s refused by %s: %v\n", name, r.Rule.Rule, r.Rule)
+		return exitRefused
+	}
 	res := r.ToolResult()
 	if res == nil {
 		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {

@@ -179,7 +179,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 			firstDone()
 			if !c.deps.starting.Load() { // otherwise Start returns it once for all
-				returnMemory()
+				c.deps.memory.request()
 			}
 
 			why := c.serve(ctx, sess, &sv.listed)
@@ -322,7 +322,7 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 			}
 			*listed = cat
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
-			returnMemory()
+			c.deps.memory.request()
 		}
 	}
 }

@@ -2,6 +2,8 @@ package mux
 
 import (
 	"runtime/debug"
+	"sync"
+	"time"
 
 	"github.com/mcpmux/mcpmux/internal/childproc"
 )
@@ -12,10 +14,82 @@ import (
 // catalog's size (the child's pages, the decoded lists, the schemas
 // compiled to vet them), and at the collector's own pace its pages would
 // stay resident until the next collection, which an idle mcpmux has only
-// every two minutes. It blocks the caller for one collection, so it is
-// called once a catalog is published, never before, and once for all the
-// children's first starts.
+// every two minutes. It costs one whole collection and a read of smaps,
+// so it is asked for through a memoryReturner once a catalog is
+// published, never before, and once for all the children's first starts.
 func returnMemory() {
 	debug.FreeOSMemory()
 	childproc.DropFilePages()
+}
+
+// memoryReturnEvery is how often memory is returned at most: a child that
+// re-reads its catalog on every list_changed, or restarts in a loop, would
+// otherwise have mcpmux collect its whole heap each time.
+const memoryReturnEvery = 2 * time.Second
+
+// memoryReturner runs a func (returnMemory) on a goroutine of its own when
+// asked, at most once per every: what is asked while it runs or waits out
+// every is served by one run after the wait, so the last request is always
+// served. The goroutine lives only while there is something to do or wait
+// for; close stops it and waits.
+type memoryReturner struct {
+	run   func()
+	every time.Duration
+	stop  chan struct{}
+
+	mu      sync.Mutex
+	pending bool // asked since the last run began
+	busy    bool // the goroutine runs
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+func newMemoryReturner(run func(), every time.Duration) *memoryReturner {
+	return &memoryReturner{run: run, every: every, stop: make(chan struct{})}
+}
+
+// request asks for a run; it never blocks.
+func (r *memoryReturner) request() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.pending = true
+	if !r.busy {
+		r.busy = true
+		r.wg.Go(r.loop)
+	}
+}
+
+func (r *memoryReturner) loop() {
+	for {
+		r.mu.Lock()
+		if !r.pending || r.closed {
+			r.busy = false
+			r.mu.Unlock()
+			return
+		}
+		r.pending = false
+		r.mu.Unlock()
+		r.run()
+		t := time.NewTimer(r.every)
+		select {
+		case <-t.C:
+		case <-r.stop:
+			t.Stop()
+		}
+	}
+}
+
+// close stops the goroutine, dropping a request it has not served, and
+// waits for it; requests after close are ignored.
+func (r *memoryReturner) close() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }

@@ -25,6 +25,41 @@ type subscriptions struct {
 	// with the request that tells the child, so that a subscribe and an
 	// unsubscribe of the last subscriber cannot cross on their way.
 	changing map[subKey]*keyLock
+
+	// drops are the goroutines that end ended sessions' subscriptions
+	// (dropSubscriptions), stopped by ending dropCtx.
+	dropMu   sync.Mutex
+	dropCtx  context.Context // made with the first drop
+	dropStop context.CancelFunc
+	closed   bool
+	drops    sync.WaitGroup
+}
+
+// goDrop runs drop on a goroutine of its own under a context that close
+// ends, unless close has been called.
+func (s *subscriptions) goDrop(drop func(context.Context)) {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.dropCtx == nil {
+		s.dropCtx, s.dropStop = context.WithCancel(context.Background())
+	}
+	ctx := s.dropCtx
+	s.drops.Go(func() { drop(ctx) })
+}
+
+// close ends the drops still running, and waits for them; later drops
+// never start (the children they would tell are stopping).
+func (s *subscriptions) close() {
+	s.dropMu.Lock()
+	s.closed = true
+	if s.dropStop != nil {
+		s.dropStop()
+	}
+	s.dropMu.Unlock()
+	s.drops.Wait()
 }
 
 type keyLock struct {
@@ -157,14 +192,23 @@ func (m *Mux) unsubscribe(ctx context.Context, k subKey, cs server.ClientSession
 	}
 }
 
-// dropSubscriptions ends every subscription of a session that ended, each within
-// a second.
+// dropSubscriptions ends every subscription of a session that ended, each
+// within a second, on a goroutine of its own: what ends sessions (the idle
+// sweeper, a DELETE, shutdown) never waits for a child. It is told once of
+// each session, by mcp-go's unregistering or a listen stream's end; a
+// session with no subscription costs a look-up.
 func (m *Mux) dropSubscriptions(cs server.ClientSession) {
-	for _, k := range m.subs.sessionKeys(cs) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		m.unsubscribe(ctx, k, cs)
-		cancel()
+	keys := m.subs.sessionKeys(cs)
+	if len(keys) == 0 {
+		return
 	}
+	m.subs.goDrop(func(ctx context.Context) {
+		for _, k := range keys {
+			kctx, cancel := context.WithTimeout(ctx, time.Second)
+			m.unsubscribe(kctx, k, cs)
+			cancel()
+		}
+	})
 }
 
 // gateRequest runs before mcp-go handles any request. It takes

@@ -163,9 +163,6 @@ type sessions struct {
 	maxTotal, maxPerIdentity int               // 0: no cap
 	forget                   func(id string)   // ends an id in mcp-go; set with HTTP
 	observe                  func(string, int) // Observer.Session; set by newServer
-	// ended is told of an HTTP session that ended, after the registry let
-	// go of it; set by newServer.
-	ended func(server.ClientSession)
 
 	mu          sync.Mutex // opening and closing; never calls
 	total       int        // HTTP sessions admitted, open or being opened
@@ -221,21 +218,20 @@ func (s *sessions) release(u *upstreamSession) {
 	s.uncount(u)
 }
 
+// uncount frees u's slot and stops its notifications. What else the
+// session held (subscriptions, tasks) goes when mcp-go unregisters it,
+// which every way of ending one leads to (see HTTPUpstream.forget).
 func (s *sessions) uncount(u *upstreamSession) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.total--
 	if s.perIdentity[u.identity]--; s.perIdentity[u.identity] <= 0 {
 		delete(s.perIdentity, u.identity)
 	}
 	u.mu.Lock()
-	cs := u.cs
-	if cs != nil {
-		delete(s.listeners, cs)
-	}
-	u.mu.Unlock()
-	s.mu.Unlock()
-	if cs != nil && s.ended != nil {
-		s.ended(cs)
+	defer u.mu.Unlock()
+	if u.cs != nil {
+		delete(s.listeners, u.cs)
 	}
 }
 

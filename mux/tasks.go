@@ -242,8 +242,12 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 }
 
 // childStatusWait bounds the wait for a child's answer to tasks/get asked
-// on behalf of a client's tasks/get or tasks/list.
-const childStatusWait = 5 * time.Second
+// on behalf of a client's tasks/get or tasks/list, and childStatusFanout
+// how many of those one tasks/list has in flight at once.
+const (
+	childStatusWait   = 5 * time.Second
+	childStatusFanout = 8
+)
 
 // withChildStatus puts into each of ts that mcp-go still has working what
 // the child says of its own task behind it: its status while that is
@@ -254,12 +258,16 @@ const childStatusWait = 5 * time.Second
 // store, so that a client told "completed" always finds the result. A task
 // whose child cannot be asked (no child task yet, the child down or
 // restarting, an error, no answer within min(call_timeout, 5s) or the
-// request's end) is left as mcp-go has it. The children are asked
-// concurrently, each question on the goroutine that waits for its answer.
+// request's end) is left as mcp-go has it, and so is every task whose turn
+// has not come by then: the children are asked concurrently, at most
+// childStatusFanout questions at a time, each on the goroutine that waits
+// for its answer.
 func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 	ctx, cancel := context.WithTimeout(ctx, min(m.cfg.Mux.CallTimeout, childStatusWait))
 	defer cancel()
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, childStatusFanout)
 	for _, task := range ts {
 		if task.Status.IsTerminal() {
 			continue
@@ -275,7 +283,13 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		if ct == nil {
 			continue
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			st, err := ct.status(ctx)
 			if err != nil {
 				m.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
@@ -290,7 +304,6 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 			}
 		})
 	}
-	wg.Wait()
 }
 
 // resultAsked notes that the client waits for t's result in the request

@@ -270,3 +270,45 @@ func TestTaskStatusChildSilent(t *testing.T) {
 	close(sc.release)
 	waitStatus(t, a, task.TaskId, mcp.TaskStatusCompleted)
 }
+
+// A tasks/list over many working tasks asks their child at most
+// childStatusFanout questions at a time: with the child answering none
+// within call_timeout, exactly that many reach it, and the list still
+// answers, with mcpmux's own status for every task.
+func TestTaskStatusFanoutBounded(t *testing.T) {
+	sc, url := startStatusLab(t, `call_timeout = "1s"`)
+	a := connectTasks(t, url)
+	sc.set(mcp.TaskStatusWorking, "step 1", 0)
+	tasks := make([]mcp.Task, 2*childStatusFanout+1)
+	for i := range tasks {
+		tasks[i] = startTask(t, a, "lab__hold")
+		// Asked alone, so that the child's task is known to be there.
+		testsupport.WaitFor(t, "the child's task", func() bool { return getTask(t, a, tasks[i].TaskId).StatusMessage == "step 1" })
+	}
+	hang := make(chan struct{})
+	sc.mu.Lock()
+	sc.hang = hang
+	sc.mu.Unlock()
+	before := sc.timesAsked()
+	var l mcp.ListTasksResult
+	if err := json.Unmarshal(testsupport.MustRPC(t, a.Client, "tasks/list", map[string]any{}), &l); err != nil {
+		t.Fatal(err)
+	}
+	asked := sc.timesAsked() - before
+	close(hang)
+	if asked != childStatusFanout {
+		t.Errorf("the child was asked %d times for %d working tasks; want %d", asked, len(tasks), childStatusFanout)
+	}
+	if len(l.Tasks) != len(tasks) {
+		t.Fatalf("tasks/list has %d tasks; want %d", len(l.Tasks), len(tasks))
+	}
+	for _, x := range l.Tasks {
+		if x.Status != mcp.TaskStatusWorking || x.StatusMessage != "" {
+			t.Errorf("task %s: %s %q; want mcpmux's working, no message", x.TaskId, x.Status, x.StatusMessage)
+		}
+	}
+	close(sc.release)
+	for _, task := range tasks {
+		waitStatus(t, a, task.TaskId, mcp.TaskStatusCompleted)
+	}
+}

@@ -81,6 +81,8 @@ type Mux struct {
 	rounds    roundTable  // 2026-07-28 calls waiting for input (rounds.go)
 	levelSet  atomic.Bool // a client has sent logging/setLevel (logging.go)
 
+	memory *memoryReturner // returns freed memory once catalogs are read (memory.go)
+
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
 	// starting is set while the children's first starts run (Start), when
@@ -131,6 +133,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		environ:    os.Environ(),
 		initial:    make(chan struct{}),
 		idle:       make(chan struct{}, 1),
+		memory:     newMemoryReturner(returnMemory, memoryReturnEvery),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
@@ -166,7 +169,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.starting.Store(false)
 		m.rebuildCatalog()
 		m.initialOnce.Do(func() { close(m.initial) })
-		returnMemory()
+		m.memory.request()
 	})
 }
 
@@ -206,10 +209,12 @@ func (m *Mux) Close() {
 		return
 	}
 	m.cutCalls(ErrShuttingDown)
+	m.subs.close()
 	m.tasks.close()
 	m.rounds.wait()
 	m.cancel()
 	m.wg.Wait()
+	m.memory.close()
 	m.spawner.Close()
 }
 

@@ -112,7 +112,6 @@ func (m *Mux) newServer() *server.MCPServer {
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
 	m.sessions.observe = m.observe.Session
-	m.sessions.ended = m.dropSubscriptions
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
 		m.sessions.registered(cs, IdentityFrom(ctx), viaHTTP)

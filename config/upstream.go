@@ -402,6 +402,9 @@ func (d *decoder) jwt(t *table) *JWT {
 			t.errorf(k.key, "applies only to keys fetched from jwks_url or by discovery")
 		}
 	}
+	if fetched && j.JWKSRefresh >= j.JWKSMaxStale {
+		t.errorf("jwks_max_stale", "(%s) must be longer than jwks_refresh (%s): keys would expire between two fetches even when the provider answers", j.JWKSMaxStale, j.JWKSRefresh)
+	}
 	if t.str("identity_claim", &j.IdentityClaim) && j.IdentityClaim == "" {
 		t.errorf("identity_claim", "must not be empty")
 	}
@@ -421,20 +424,30 @@ func (d *decoder) jwt(t *table) *JWT {
 	return j
 }
 
-// keyURLProblem says why u cannot be where keys are fetched from, or "":
-// keys decide who may do what, so they come over HTTPS, or plain HTTP to
-// this machine only (a test's identity provider).
-func keyURLProblem(u string) string {
-	p, err := url.Parse(u)
+// KeyURLProblem says why u cannot be where JWT keys are fetched from, or
+// "" if it can: keys decide who may do what, so they come over HTTPS, or
+// plain HTTP to this machine only (a test's identity provider). It applies
+// to a configured URL and to every URL reached from one (a redirect, a
+// discovered jwks_uri).
+func KeyURLProblem(u *url.URL) string {
 	switch {
-	case err != nil || p.Host == "" || p.Opaque != "":
+	case u.Host == "" || u.Opaque != "":
 		return "is not an absolute URL"
-	case p.Scheme == "https":
+	case u.Scheme == "https":
 		return ""
-	case p.Scheme == "http" && loopback(p.Hostname()):
+	case u.Scheme == "http" && loopback(u.Hostname()):
 		return ""
-	case p.Scheme == "http":
+	case u.Scheme == "http":
 		return "is plain HTTP to another machine: keys must come over https (http only to a loopback address, for tests)"
 	}
 	return "must be an https URL"
+}
+
+// keyURLProblem is KeyURLProblem for a URL as written.
+func keyURLProblem(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "is not an absolute URL"
+	}
+	return KeyURLProblem(u)
 }

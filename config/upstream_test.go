@@ -314,6 +314,11 @@ func TestUpstreamErrors(t *testing.T) {
 			want: `mcpmux.toml:4: [upstream.jwt] discovery: needs an issuer to discover keys from, and issuer "ftp://idp" must be an https URL`,
 		},
 		{
+			name: "stale before refresh",
+			src:  "[upstream.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"https://idp/k\"\njwks_refresh = \"1h\"\njwks_max_stale = \"30m\"\n" + srv,
+			want: `mcpmux.toml:6: [upstream.jwt] jwks_max_stale: (30m0s) must be longer than jwks_refresh (1h0m0s): keys would expire between two fetches even when the provider answers`,
+		},
+		{
 			name: "refresh with a file",
 			src:  "[upstream.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"k\"\njwks_refresh = \"1m\"\njwks_max_stale = \"0s\"\n" + srv,
 			want: `mcpmux.toml:5: [upstream.jwt] jwks_refresh: applies only to keys fetched from jwks_url or by discovery` + "\n" +

@@ -10,6 +10,7 @@ package mux
 // view through an atomic pointer.
 
 import (
+	"crypto/sha256"
 	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -28,10 +29,25 @@ type pinning struct {
 	hold    bool // a definition never pinned is held, not pinned on sight
 	mode    string
 
-	digests map[*entry]string // each entry's digest, kept while the entry is in the catalog
-	logged  map[pinKey]string // the digest last logged as differing from its pin
-	view    atomic.Pointer[pinView]
-	changes atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
+	digests map[*entry]pinMemo // each entry's digest, kept while the entry is in the catalog
+	// byContent keeps each digest by what it was computed from, so that a
+	// child's re-read listing the same definitions (new entries) costs a
+	// SHA-256 each rather than a canonical form.
+	byContent map[contentKey]string
+	logged    map[pinKey]string // the digest last logged as differing from its pin
+	view      atomic.Pointer[pinView]
+	changes   atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
+}
+
+type pinMemo struct {
+	digest  string
+	content contentKey
+}
+
+type contentKey struct {
+	kind        pins.Kind
+	alias, orig string
+	sum         [sha256.Size]byte
 }
 
 type pinKey struct {
@@ -83,12 +99,13 @@ func newPinning(cfg *config.Config, store *pins.Store) *pinning {
 		return nil
 	}
 	p := &pinning{
-		store:   store,
-		mode:    cfg.Mux.Pinning,
-		enforce: cfg.Mux.Pinning == config.PinningEnforce,
-		hold:    cfg.Mux.PinNew == config.PinNewHold,
-		digests: map[*entry]string{},
-		logged:  map[pinKey]string{},
+		store:     store,
+		mode:      cfg.Mux.Pinning,
+		enforce:   cfg.Mux.Pinning == config.PinningEnforce,
+		hold:      cfg.Mux.PinNew == config.PinNewHold,
+		digests:   map[*entry]pinMemo{},
+		byContent: map[contentKey]string{},
+		logged:    map[pinKey]string{},
 	}
 	p.view.Store(&pinView{})
 	return p
@@ -109,7 +126,8 @@ func (m *Mux) applyPins(next *catalog) {
 		return
 	}
 	set := p.store.Current()
-	digests := make(map[*entry]string, len(p.digests))
+	digests := make(map[*entry]pinMemo, len(p.digests))
+	byContent := make(map[contentKey]string, len(p.byContent))
 	logged := map[pinKey]string{}
 	view := &pinView{held: map[pinKey]string{}}
 	live := map[pinKey]bool{}
@@ -120,21 +138,22 @@ func (m *Mux) applyPins(next *catalog) {
 		for _, e := range sec.list {
 			key := pinKey{pk.kind, e.name}
 			live[key] = true
-			digest, ok := p.digests[e]
-			var def pins.Def
+			memo, ok := p.digests[e]
 			if !ok {
-				def, digest = canonicalPin(pk.kind, e)
+				memo.content = contentKey{pk.kind, e.child.alias, e.orig, sha256.Sum256(e.def)}
+				if memo.digest, ok = p.byContent[memo.content]; !ok {
+					_, memo.digest = canonicalPin(pk.kind, e)
+				}
 			}
-			digests[e] = digest
+			digests[e], byContent[memo.content] = memo, memo.digest
+			digest := memo.digest
 			pin, pinned := set.Get(pk.kind, e.name)
 			if pinned && pin.Digest == digest {
 				view.counts.Pinned++
 				kept = append(kept, e)
 				continue
 			}
-			if ok {
-				def, _ = canonicalPin(pk.kind, e)
-			}
+			def, _ := canonicalPin(pk.kind, e)
 			st := PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Live: &def}
 			if pinned {
 				st.Pinned = &pin
@@ -177,7 +196,7 @@ func (m *Mux) applyPins(next *catalog) {
 			view.report = append(view.report, PinState{Kind: pin.Kind, Name: pin.Name, Server: pin.Server(), Pinned: &pin})
 		}
 	}
-	p.digests, p.logged = digests, logged
+	p.digests, p.byContent, p.logged = digests, byContent, logged
 	if len(fresh) > 0 {
 		p.store.Pin(fresh)
 		m.log.Info().Int("pinned", len(fresh)).Str("pin_file", p.store.Path()).Msg("tools and prompts pinned on first sight")

@@ -36,8 +36,10 @@
 // (401, reason no_keys) until a usable file is back. A key that is
 // malformed or cannot verify signatures is refused and logged, and the
 // file's other keys are kept. Keys fetched from the identity provider
-// (remote.go) follow the same key rules; they fail closed when no fetch
-// has succeeded yet or within jwks_max_stale, and when the provider
+// (remote.go; jwkset fetches and parses, mcpmux schedules) follow the
+// same key rules, except that jwkset fails a fetch on a malformed key and
+// leaves out key types it does not support; they fail closed when no
+// fetch has succeeded yet or within jwks_max_stale, and when the provider
 // serves a JWKS without a usable key. KeysStatus tells /readyz which state
 // holds.
 package auth
@@ -484,7 +486,7 @@ func checkRemote(cfg *config.JWT) error {
 	if err != nil {
 		return fmt.Errorf("auth: %s %q is not a URL", what, src)
 	}
-	if why := urlProblem(p); why != "" {
+	if why := config.KeyURLProblem(p); why != "" {
 		return fmt.Errorf("auth: %s %q %s", what, src, why)
 	}
 	for _, d := range []struct {

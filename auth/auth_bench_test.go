@@ -47,7 +47,7 @@ func BenchmarkAuthenticateJWTFetched(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a.jwt.remote.client.Transport = idp.Transport()
+	a.jwt.remote.client = keyClient(idp.Transport(), a.jwt.remote.cfg.JWKSTimeout)
 	fetched := make(chan struct{}, 1)
 	a.jwt.remote.testHookFetch = func(error) {
 		select {

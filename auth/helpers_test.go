@@ -79,7 +79,12 @@ func jwksJSON(t testing.TB, keys ...jwkEntry) []byte {
 		if use == "" {
 			use = jwkset.UseSig
 		}
-		j, err := jwkset.NewJWKFromKey(k.pub, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: k.kid, ALG: k.alg, USE: use}})
+		// A private key is written with its private parts, as a careless
+		// provider might publish it.
+		j, err := jwkset.NewJWKFromKey(k.pub, jwkset.JWKOptions{
+			Metadata: jwkset.JWKMetadataOptions{KID: k.kid, ALG: k.alg, USE: use},
+			Marshal:  jwkset.JWKMarshalOptions{Private: true},
+		})
 		if err != nil {
 			t.Fatalf("JWK for %s: %v", k.kid, err)
 		}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -25,8 +26,9 @@ import (
 // usable key, or no fetch succeeded in time, and every JWT is refused
 // until usable keys are loaded.
 type keySet struct {
-	raw     []byte              // the JWKS, to tell a change from a rewrite of the same
-	isJWKS  bool                // raw is a JWKS (perhaps without a usable key)
+	// raw is the JWKS as the file holds it, or as jwkset holds a fetched
+	// one: it tells a change from a rewrite of the same.
+	raw     []byte
 	byKID   map[string][]verKey // keys with a kid
 	all     []verKey            // every usable key, in file order
 	refused []string            // keys left out, each with why, for the log
@@ -47,6 +49,11 @@ type verKey struct {
 	algs []string
 }
 
+// readOptions are how a file's JWK is read: as jwkset's HTTP storage reads
+// a fetched one (private parts too, should a JWKS carry them; only the
+// public key is ever used), so that a key means the same from either.
+var readOptions = jwkset.JWKMarshalOptions{Private: true}
+
 // loadKeySet reads and parses the JWKS file at path. It always returns a
 // key set; one that is not usable has err set, naming the file.
 func loadKeySet(path string) *keySet {
@@ -66,85 +73,124 @@ func loadKeySet(path string) *keySet {
 	return ks
 }
 
-// parseKeySet parses a JWKS. A key that cannot verify signatures
-// (malformed, an encryption or symmetric key, an unsupported key type or
-// curve, an alg that does not fit it) is left out and noted in refused;
-// the other keys are kept. Data that is not a JWKS, or a set with no
+// parseKeySet parses a JWKS file. A key jwkset cannot read (malformed, an
+// unsupported key type or curve) is refused like one verKeyOf refuses,
+// and the other keys are kept. Data that is not a JWKS, or a set with no
 // usable key, gives a key set with err set.
 func parseKeySet(data []byte) *keySet {
-	ks := &keySet{raw: data, byKID: map[string][]verKey{}}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		ks.err = fmt.Errorf("not a JWKS: %w", err)
-		return ks
+		return &keySet{raw: data, err: fmt.Errorf("not a JWKS: %w", err)}
 	}
 	if set.Keys == nil {
-		ks.err = errors.New(`not a JWKS: no "keys" array`)
-		return ks
+		return &keySet{raw: data, err: errors.New(`not a JWKS: no "keys" array`)}
 	}
-	ks.isJWKS = true
+	ks := &keySet{raw: data, byKID: map[string][]verKey{}}
 	for i, raw := range set.Keys {
-		k, name, why := parseKey(i, raw)
-		if why != "" {
-			ks.refused = append(ks.refused, name+": "+why)
+		var m jwkset.JWKMarshal
+		if err := json.Unmarshal(raw, &m); err != nil {
+			ks.refuse(keyName(i, ""), fmt.Sprintf("not a JWK: %v", err))
 			continue
 		}
-		ks.all = append(ks.all, k)
-		if k.kid != "" {
-			ks.byKID[k.kid] = append(ks.byKID[k.kid], k)
+		jwk, err := jwkset.NewJWKFromMarshal(m, readOptions, jwkset.JWKValidateOptions{})
+		switch {
+		case errors.Is(err, jwkset.ErrUnsupportedKey):
+			ks.refuse(keyName(i, m.KID), "unsupported key type or curve")
+		case err != nil:
+			// jwkset describes what is malformed without quoting key material.
+			ks.refuse(keyName(i, m.KID), fmt.Sprintf("malformed: %v", err))
+		default:
+			ks.add(i, jwk)
 		}
 	}
-	if len(ks.all) == 0 {
-		msg := "no key usable to verify signatures"
-		if len(ks.refused) > 0 {
-			msg += " (" + strings.Join(ks.refused, "; ") + ")"
-		}
-		ks.err = errors.New(msg)
-	}
+	ks.settle("")
 	return ks
 }
 
-// parseKey parses the i'th key of a JWKS. It returns the key, the name to
-// report it by, and why it is refused ("" if it is not).
-func parseKey(i int, raw json.RawMessage) (k verKey, name, why string) {
-	name = fmt.Sprintf("key %d", i+1)
-	var m jwkset.JWKMarshal
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return k, name, fmt.Sprintf("not a JWK: %v", err)
+// keySetOf is the key set of keys as jwkset read them from the identity
+// provider (raw as it holds them). jwkset leaves out key types it does not
+// support and fails a whole fetch on a malformed key, so these are refused
+// only by verKeyOf, and numbered among the keys jwkset kept.
+func keySetOf(keys []jwkset.JWK, raw []byte) *keySet {
+	ks := &keySet{raw: raw, byKID: map[string][]verKey{}}
+	for i, k := range keys {
+		ks.add(i, k)
 	}
-	if m.KID != "" {
-		name = fmt.Sprintf("key %d (kid %q)", i+1, m.KID)
+	ks.settle(` (jwkset read none: no "keys", an empty one, or only key types it does not support)`)
+	return ks
+}
+
+// add puts the i'th key of a JWKS in ks, or notes why it is refused.
+func (ks *keySet) add(i int, jwk jwkset.JWK) {
+	k, why := verKeyOf(jwk)
+	if why != "" {
+		ks.refuse(keyName(i, k.kid), why)
+		return
 	}
+	ks.all = append(ks.all, k)
+	if k.kid != "" {
+		ks.byKID[k.kid] = append(ks.byKID[k.kid], k)
+	}
+}
+
+func (ks *keySet) refuse(name, why string) {
+	ks.refused = append(ks.refused, name+": "+why)
+}
+
+// settle gives a key set without a usable key its err, saying why every
+// key was refused, or noneRead when there was none to refuse.
+func (ks *keySet) settle(noneRead string) {
+	if len(ks.all) > 0 {
+		return
+	}
+	why := noneRead
+	if len(ks.refused) > 0 {
+		why = " (" + strings.Join(ks.refused, "; ") + ")"
+	}
+	ks.err = errors.New("no key usable to verify signatures" + why)
+}
+
+// keyName is how the i'th key of a JWKS is reported.
+func keyName(i int, kid string) string {
+	if kid != "" {
+		return fmt.Sprintf("key %d (kid %q)", i+1, kid)
+	}
+	return fmt.Sprintf("key %d", i+1)
+}
+
+// verKeyOf is the rule for every key, from a file or fetched: it returns
+// the key as it may verify signatures, or why it may not (a key meant for
+// encryption, a symmetric key, one that cannot sign, an alg that does not
+// fit it). The returned kid is set either way.
+func verKeyOf(jwk jwkset.JWK) (verKey, string) {
+	m := jwk.Marshal()
+	k := verKey{kid: m.KID}
 	switch {
 	case m.USE != "" && m.USE != jwkset.UseSig:
-		return k, name, fmt.Sprintf("use is %q, not sig", m.USE)
+		return k, fmt.Sprintf("use is %q, not sig", m.USE)
 	case len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify):
-		return k, name, `key_ops lacks "verify"`
+		return k, `key_ops lacks "verify"`
 	case m.KTY == jwkset.KtyOct:
-		return k, name, "symmetric keys are not accepted"
+		return k, "symmetric keys are not accepted"
 	}
-	// Only the public part is read, even of a private key.
-	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
-	if errors.Is(err, jwkset.ErrUnsupportedKey) {
-		return k, name, "unsupported key type or curve"
+	pub := jwk.Key()
+	if priv, ok := pub.(crypto.Signer); ok {
+		pub = priv.Public()
 	}
-	if err != nil {
-		// jwkset describes what is malformed without quoting key material.
-		return k, name, fmt.Sprintf("malformed: %v", err)
-	}
-	algs := algsFor(jwk.Key())
+	algs := algsFor(pub)
 	if algs == nil {
-		return k, name, "not a signature key"
+		return k, "not a signature key"
 	}
 	if m.ALG != "" {
 		if !slices.Contains(algs, string(m.ALG)) {
-			return k, name, fmt.Sprintf("alg %q is not a signature algorithm for this key", m.ALG)
+			return k, fmt.Sprintf("alg %q is not a signature algorithm for this key", m.ALG)
 		}
 		algs = []string{string(m.ALG)}
 	}
-	return verKey{kid: m.KID, key: jwk.Key(), algs: algs}, name, ""
+	k.key, k.algs = pub, algs
+	return k, ""
 }
 
 // same reports whether ks and o come from the same content with the same
@@ -210,8 +256,8 @@ func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("the token's key does not allow alg %s", alg)
 }
 
-// logRefused logs the keys parseKeySet left out, each with why, and
-// where they come from (key "file" or "url").
+// logRefused logs the keys left out, each with why, and where they come
+// from (key "file" or "url").
 func (ks *keySet) logRefused(log zerolog.Logger, key, where string) {
 	for _, s := range ks.refused {
 		log.Warn().Str(key, where).Msg("JWKS: refusing " + s)

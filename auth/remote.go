@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
@@ -78,8 +78,7 @@ func newRemoteKeys(cfg config.JWT, keys *atomic.Pointer[keySet], log zerolog.Log
 		retryMin: retryMin,
 		retryMax: retryMax,
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+	r.client = keyClient(http.DefaultTransport.(*http.Transport).Clone(), cfg.JWKSTimeout)
 	src := cfg.JWKSURL
 	if cfg.Discovery {
 		src = discoveryURL(cfg.Issuer)
@@ -88,43 +87,72 @@ func newRemoteKeys(cfg config.JWT, keys *atomic.Pointer[keySet], log zerolog.Log
 	return r
 }
 
+// keyClient is the HTTP client of every request for keys (the JWKS,
+// through jwkset, and the openid-configuration) over base: an answer
+// within timeout, a body of at most MaxJWKSBody (reading past it is
+// errTooLarge), redirects only to where keys may come from.
+func keyClient(base http.RoundTripper, timeout time.Duration) *http.Client {
+	return &http.Client{Transport: limitTransport{base}, CheckRedirect: checkRedirect, Timeout: timeout}
+}
+
+// errTooLarge is a read past MaxJWKSBody of a response for keys.
+var errTooLarge = fmt.Errorf("response larger than %d KiB", MaxJWKSBody>>10)
+
+// limitTransport gives every response a body that ends in errTooLarge
+// after MaxJWKSBody bytes.
+type limitTransport struct{ base http.RoundTripper }
+
+func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxJWKSBody}
+	return resp, nil
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach base.
+func (t limitTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	left int64 // bytes that may still be read
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	// One byte more than allowed tells a body of exactly the limit from a
+	// longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n - 1, errTooLarge
+	}
+	return n, err
+}
+
 // checkRedirect follows a redirect only where keys may come from, and
 // never from https down to plain http.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
 	}
-	if why := urlProblem(req.URL); why != "" {
+	if why := config.KeyURLProblem(req.URL); why != "" {
 		return fmt.Errorf("redirected to %s, which %s", req.URL.Redacted(), why)
 	}
 	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 		return fmt.Errorf("redirected from https to plain http %s", req.URL.Redacted())
 	}
 	return nil
-}
-
-// urlProblem says why u cannot be where keys come from, or "": https, or
-// plain http to this machine only (as config decodes jwks_url).
-func urlProblem(u *url.URL) string {
-	switch {
-	case u.Host == "" || u.Opaque != "":
-		return "is not an absolute URL"
-	case u.Scheme == "https":
-		return ""
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return ""
-	case u.Scheme == "http":
-		return "is plain HTTP to another machine: keys must come over https"
-	}
-	return "is not an https URL"
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 func discoveryURL(issuer string) string {
@@ -356,25 +384,47 @@ func (r *remoteKeys) discover(ctx context.Context) (string, error) {
 	if err != nil || doc.JWKSURI == "" {
 		return "", fmt.Errorf("%s: jwks_uri %q is not a URL", r.label(u), doc.JWKSURI)
 	}
-	if why := urlProblem(p); why != "" {
+	if why := config.KeyURLProblem(p); why != "" {
 		return "", fmt.Errorf("%s: jwks_uri %q %s", r.label(u), doc.JWKSURI, why)
 	}
 	return doc.JWKSURI, nil
 }
 
-// fetch gets and parses the JWKS at u. An answer that is not a JWKS is an
-// error; a JWKS without a usable key is a key set with err set, which
-// revokes the keys as such a file does.
+// fetch has jwkset get and parse the JWKS at u, once: without a
+// RefreshInterval its storage starts no goroutine, and run schedules the
+// fetches. An answer that is not a JWKS, or one with a key jwkset cannot
+// parse, is an error (the keys in force stay); a JWKS without a usable
+// key is a key set with err set, which revokes the keys as such a file
+// does.
 func (r *remoteKeys) fetch(ctx context.Context, u string) (*keySet, error) {
-	body, err := r.get(ctx, u)
+	store, err := jwkset.NewStorageFromHTTP(u, jwkset.HTTPClientStorageOptions{
+		Client:             r.client,
+		Ctx:                ctx,
+		HTTPTimeout:        r.cfg.JWKSTimeout,
+		HTTPExpectedStatus: http.StatusOK,
+		RefreshInterval:    0,
+		// A key type jwkset does not support (Ed448, one yet to come) is
+		// left out, not a reason to refuse the provider's other keys.
+		RequireSupportedKeys: false,
+	})
+	if err != nil {
+		// jwkset's outer words speak of a "first" request, which to mcpmux
+		// every fetch is; what it wraps says what went wrong.
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner
+		}
+		return nil, fmt.Errorf("%s: %w", r.label(u), r.requestErr(ctx, err))
+	}
+	keys, err := store.KeyReadAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.label(u), err)
 	}
-	ks := parseKeySet(body)
+	raw, err := store.JSON(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.label(u), err)
+	}
+	ks := keySetOf(keys, raw)
 	if ks.err != nil {
-		if !ks.isJWKS {
-			return nil, fmt.Errorf("%s: %w", r.label(u), ks.err)
-		}
 		ks.err = fmt.Errorf("%s: %w", r.label(u), ks.err)
 		return ks, nil
 	}
@@ -384,37 +434,40 @@ func (r *remoteKeys) fetch(ctx context.Context, u string) (*keySet, error) {
 	return ks, nil
 }
 
-// get fetches u within jwks_timeout and returns its body, at most
-// MaxJWKSBody bytes, if the status is 200.
+// get fetches u and returns its body if the status is 200.
 func (r *remoteKeys) get(ctx context.Context, u string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.JWKSTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json, application/jwk-set+json")
+	req.Header.Set("Accept", "application/json")
 	resp, err := r.client.Do(req)
 	if err != nil {
-		// url.Error repeats the URL the caller names.
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			err = fmt.Errorf("no answer within jwks_timeout %s", r.cfg.JWKSTimeout)
-		}
-		return nil, err
+		return nil, r.requestErr(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %s", resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxJWKSBody+1))
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("reading the response: %w", err)
-	}
-	if len(body) > MaxJWKSBody {
-		return nil, fmt.Errorf("response larger than %d KiB", MaxJWKSBody>>10)
+		return nil, fmt.Errorf("reading the response: %w", r.requestErr(ctx, err))
 	}
 	return body, nil
+}
+
+// requestErr is err, from a request for keys made under ctx, in the words
+// an operator needs: the timeout and the size limit by their keys, and
+// without net/http's repeating the URL the caller names.
+func (r *remoteKeys) requestErr(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return fmt.Errorf("no answer within jwks_timeout %s", r.cfg.JWKSTimeout)
+	case errors.Is(err, errTooLarge):
+		return errTooLarge
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }

@@ -52,7 +52,7 @@ func startRemote(t *testing.T, up config.Upstream, idp *ts.IdP) *remote {
 	a, log := mustNew(t, up)
 	r := a.jwt.remote
 	if idp != nil {
-		r.client.Transport = idp.Transport()
+		r.client = keyClient(idp.Transport(), r.cfg.JWKSTimeout)
 	}
 	r.retryMin, r.retryMax = 5*time.Millisecond, 20*time.Millisecond
 	rm := &remote{a: a, log: log, fetches: make(chan error, 1024)}
@@ -282,8 +282,10 @@ func TestRemoteKeysProviderDownAtStart(t *testing.T) {
 	}
 }
 
-// An answer that is not a JWKS from a trusted place is a failed fetch,
-// named by URL, that puts no key in force.
+// An answer that is not a JWKS from a trusted place, or not within
+// jwks_timeout, is a failed fetch, named by URL, that puts no key in
+// force. The limits ride on the client jwkset fetches with, and on the
+// discovery request too.
 func TestRemoteKeysBadAnswers(t *testing.T) {
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write(jwksJSON(t, defaultKeys()...))
@@ -292,39 +294,56 @@ func TestRemoteKeysBadAnswers(t *testing.T) {
 	redirect := func(to string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, http.StatusFound) }
 	}
+	oversized := func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"keys":[],"issuer":"` + strings.Repeat("x", MaxJWKSBody) + `"}`))
+	}
 	tests := []struct {
 		name      string
 		path      string
 		h         http.HandlerFunc
 		discovery bool
+		timeout   time.Duration
 		want      string
 	}{
-		{"larger than 1 MiB", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte(`{"keys":[],"pad":"` + strings.Repeat("x", MaxJWKSBody) + `"}`))
-		}, false, "response larger than 1024 KiB"},
+		{"larger than 1 MiB", ts.IdPJWKSPath, oversized, false, 0, "response larger than 1024 KiB"},
 		{"not JSON", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte("<html>sign in</html>"))
-		}, false, "not a JWKS"},
-		{"JSON but not a JWKS", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte(`{"issuer":"x"}`))
-		}, false, `no "keys" array`},
+		}, false, 0, "failed to decode JWK Set response"},
+		{"a malformed key", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"keys":[{"kty":"RSA","kid":"r","n":"!!!","e":"AQAB"}]}`))
+		}, false, 0, "failed to create JWK from JWK Marshal"},
 		{"status 500", ts.IdPJWKSPath, func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "oops", http.StatusInternalServerError)
-		}, false, "status 500"},
-		{"redirect to plain http elsewhere", ts.IdPJWKSPath, redirect("http://keys.example.com/jwks"), false,
+		}, false, 0, "invalid HTTP status code: 500"},
+		{"no answer in time", ts.IdPJWKSPath, func(_ http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		}, false, 100 * time.Millisecond, "no answer within jwks_timeout 100ms"},
+		{"redirect to plain http elsewhere", ts.IdPJWKSPath, redirect("http://keys.example.com/jwks"), false, 0,
 			"redirected to http://keys.example.com/jwks, which is plain HTTP to another machine"},
-		{"redirect from https to loopback http", ts.IdPJWKSPath, redirect(plain.URL + "/jwks"), false,
+		{"redirect from https to loopback http", ts.IdPJWKSPath, redirect(plain.URL + "/jwks"), false, 0,
 			"redirected from https to plain http " + plain.URL + "/jwks"},
-		{"discovery naming another issuer", ts.IdPDiscoveryPath, nil, true, `its issuer is "https://evil.example", not the configured`},
-		{"discovery with a plain http jwks_uri", ts.IdPDiscoveryPath, nil, true, `jwks_uri "http://keys.example.com/jwks" is plain HTTP`},
+		{"discovery naming another issuer", ts.IdPDiscoveryPath, nil, true, 0, `its issuer is "https://evil.example", not the configured`},
+		{"discovery with a plain http jwks_uri", ts.IdPDiscoveryPath, nil, true, 0, `jwks_uri "http://keys.example.com/jwks" is plain HTTP`},
+		{"discovery larger than 1 MiB", ts.IdPDiscoveryPath, oversized, true, 0, "response larger than 1024 KiB"},
+		{"discovery without an answer in time", ts.IdPDiscoveryPath, func(_ http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		}, true, 100 * time.Millisecond, "no answer within jwks_timeout 100ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
 			up, wantURL := remoteUpstream(idp.JWKSURL()), "jwks_url "+idp.JWKSURL()
+			if tc.timeout > 0 {
+				up.JWT.JWKSTimeout = tc.timeout
+			}
 			if tc.discovery {
 				up.JWT.JWKSURL, up.JWT.Discovery, up.JWT.Issuer = "", true, idp.URL()
 				wantURL = "discovery " + idp.URL() + ts.IdPDiscoveryPath
+			}
+			switch {
+			case tc.h != nil:
+				idp.Handle(tc.path, tc.h)
+			case tc.discovery:
 				doc := map[string]any{"issuer": idp.URL(), "jwks_uri": idp.JWKSURL()}
 				if strings.Contains(tc.want, "evil") {
 					doc["issuer"] = "https://evil.example"
@@ -332,8 +351,6 @@ func TestRemoteKeysBadAnswers(t *testing.T) {
 					doc["jwks_uri"] = "http://keys.example.com/jwks"
 				}
 				idp.SetDiscovery(doc)
-			} else {
-				idp.Handle(tc.path, tc.h)
 			}
 			rm := startRemote(t, up, idp)
 			err := rm.next(t, "a failed fetch", fetchFailed)
@@ -349,35 +366,106 @@ func TestRemoteKeysBadAnswers(t *testing.T) {
 	}
 }
 
-// A provider that serves a JWKS without a usable key revokes the keys at
-// once, as a file does; its refused keys are logged; plain http to a
-// loopback address is allowed.
-func TestRemoteKeysRevokedByProvider(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		jwks = jwksJSON(t, defaultKeys()...)
-	)
-	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		_, _ = w.Write(jwks)
-	}))
-	defer plain.Close()
-	up := remoteUpstream(plain.URL + "/jwks")
+// A fetch that fails after keys were fetched, because jwkset cannot parse
+// one of the keys served, keeps the last good keys in force; the log and
+// /readyz say why.
+func TestRemoteKeysMalformedKeyKeepsLastKeys(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	up := remoteUpstream(idp.JWKSURL())
 	up.JWT.JWKSRefresh = 10 * time.Millisecond
-	rm := startRemote(t, up, nil)
+	rm := startRemote(t, up, idp)
 	rm.next(t, "the first fetch", fetchOK)
 	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
-	wantAccepted(t, rm.a, tok, "a token over plain http to loopback")
 
-	mu.Lock()
-	jwks = []byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`)
-	mu.Unlock()
-	rm.next(t, "the keys revoked", func(err error) bool { ok, _ := rm.a.KeysStatus(); return err == nil && !ok })
-	wantRefused(t, rm.a, tok, "a token after the provider dropped every key", ErrNoKeys)
+	good := jwksJSON(t, defaultKeys()...)
+	idp.SetJWKS([]byte(strings.Replace(string(good), `"keys":[`, `"keys":[{"kty":"RSA","kid":"r","n":"!!!","e":"AQAB"},`, 1)))
+	err := rm.next(t, "a failed fetch", fetchFailed)
+	const want = "failed to create JWK from JWK Marshal"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("fetch error %q; want %q", err, want)
+	}
+	wantAccepted(t, rm.a, tok, "a token after a JWKS with a malformed key")
+	if ok, detail := rm.a.KeysStatus(); !ok || !strings.Contains(detail, "the last fetch failed") || !strings.Contains(detail, want) {
+		t.Errorf("KeysStatus = %v, %q; want ok, saying the last fetch failed and why", ok, detail)
+	}
 	_, lines := rm.log.take(t)
-	if got := linesMsg(lines, "JWKS from the identity provider not usable"); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["error"]), "symmetric keys are not accepted") {
-		t.Errorf("logged %v; want one line saying why", got)
+	if got := linesMsg(lines, keptMsg); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["error"]), want) {
+		t.Errorf("%q lines %v; want one saying why", keptMsg, got)
+	}
+}
+
+// A provider that serves a JWKS without a usable key (one jwkset reads but
+// mcpmux refuses, none at all, or an answer jwkset reads as an empty set)
+// revokes the keys at once, as a file does; the log says why; plain http
+// to a loopback address is allowed.
+func TestRemoteKeysRevokedByProvider(t *testing.T) {
+	tests := []struct {
+		name, jwks, want string
+	}{
+		{"only a symmetric key", `{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`, `key 1 (kid "h"): symmetric keys are not accepted`},
+		{"an empty set", `{"keys":[]}`, "jwkset read none"},
+		{"JSON but not a JWKS", `{"issuer":"x"}`, "jwkset read none"},
+		{"only an unsupported key", `{"keys":[{"kty":"OKP","crv":"Ed448","kid":"ed448","x":"AAAA"}]}`, "jwkset read none"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu   sync.Mutex
+				jwks = jwksJSON(t, defaultKeys()...)
+			)
+			plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				_, _ = w.Write(jwks)
+			}))
+			defer plain.Close()
+			up := remoteUpstream(plain.URL + "/jwks")
+			up.JWT.JWKSRefresh = 10 * time.Millisecond
+			rm := startRemote(t, up, nil)
+			rm.next(t, "the first fetch", fetchOK)
+			tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
+			wantAccepted(t, rm.a, tok, "a token over plain http to loopback")
+
+			mu.Lock()
+			jwks = []byte(tc.jwks)
+			mu.Unlock()
+			rm.next(t, "the keys revoked", func(err error) bool { ok, _ := rm.a.KeysStatus(); return err == nil && !ok })
+			wantRefused(t, rm.a, tok, "a token after the provider dropped every key", ErrNoKeys)
+			if _, detail := rm.a.KeysStatus(); !strings.Contains(detail, tc.want) {
+				t.Errorf("KeysStatus %q; want %q", detail, tc.want)
+			}
+			_, lines := rm.log.take(t)
+			if got := linesMsg(lines, "JWKS from the identity provider not usable"); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["error"]), tc.want) {
+				t.Errorf("logged %v; want one line saying %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A JWKS that carries private keys (jwkset reads their private parts,
+// from a file as from a provider) verifies with their public parts alone,
+// of every key type, from a file and fetched alike.
+func TestKeysWithPrivatePartsVerify(t *testing.T) {
+	keys := []jwkEntry{{kid: "rsa1", pub: rsaKey1()}, {kid: "ec1", pub: ecKey1()}, {kid: "ed1", pub: edKey1()}}
+	if !strings.Contains(string(jwksJSON(t, keys...)), `"d":`) {
+		t.Fatal("the test JWKS carries no private part")
+	}
+	idp := ts.StartIdP(t, jwksJSON(t, keys...))
+	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	rm.next(t, "the first fetch", fetchOK)
+	file, _ := mustNew(t, testUpstream(t, keys...))
+	toks := map[string]string{
+		"RS256": sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil)),
+		"ES256": sign(t, jwt.SigningMethodES256, ecKey1(), "ec1", claims(nil)),
+		"EdDSA": sign(t, jwt.SigningMethodEdDSA, edKey1(), "ed1", claims(nil)),
+	}
+	for name, a := range map[string]*Authenticator{"fetched": rm.a, "file": file} {
+		if ok, detail := a.KeysStatus(); !ok || !strings.HasPrefix(detail, "JWT keys in force: 3") {
+			t.Errorf("%s: KeysStatus = %v, %q; want 3 keys, none refused", name, ok, detail)
+		}
+		for alg, tok := range toks {
+			wantAccepted(t, a, tok, name+" "+alg)
+		}
 	}
 }
 

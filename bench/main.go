@@ -39,6 +39,9 @@ type options struct {
 	scale      bool
 	main       bool
 	smoke      bool
+	// pinning is [mux] pinning in every mcpmux config ("": the config's
+	// default).
+	pinning string
 }
 
 func main() {
@@ -67,6 +70,7 @@ func main() {
 	flag.StringVar(&o.extraName, "extra-prefix", "", "prefix of the echo and big tools on extra targets")
 	flag.BoolVar(&o.scale, "scale", false, "print the scale and restart figures instead of the main table")
 	flag.BoolVar(&o.main, "main", false, "with -scale, print the main table as well")
+	flag.StringVar(&o.pinning, "pinning", "", "[mux] pinning of mcpmux: off, warn or enforce (default: the config's default)")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the main table and the scale figures briefly (for CI)")
 	flag.Parse()
 	for _, f := range strings.Split(children, ",") {

@@ -63,7 +63,7 @@ func scaleFigures(ctx context.Context, o options, dir string) error {
 }
 
 func startMuxStdio(ctx context.Context, o options, dir, label string, mainArgs []string, n, extra int) (*running, string, error) {
-	cfg, err := muxConfig(dir, o.echochild, mainArgs, n, extra)
+	cfg, err := muxConfig(dir, o, mainArgs, n, extra)
 	if err != nil {
 		return nil, "", err
 	}

@@ -25,7 +25,7 @@ func (o options) childArgs() []string {
 // under dir and returns its path: "main" is the measured child, c01... are
 // small ones (echo, sleep_ms, big and extra synthetic tools each); the
 // identity "bench" may call everything.
-func muxConfig(dir, echochild string, mainArgs []string, n, extra int) (string, error) {
+func muxConfig(dir string, o options, mainArgs []string, n, extra int) (string, error) {
 	d, err := os.MkdirTemp(dir, "mux-"+strconv.Itoa(n)+"-")
 	if err != nil {
 		return "", err
@@ -38,10 +38,14 @@ func muxConfig(dir, echochild string, mainArgs []string, n, extra int) (string, 
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[mux]\npolicy_dir = %q\n\n[upstream]\nidentity = \"bench\"\n", pol)
-	fmt.Fprintf(&b, "\n[servers.main]\ncommand = %q\nargs = %s\n", echochild, tomlList(mainArgs))
+	fmt.Fprintf(&b, "[mux]\npolicy_dir = %q\n", pol)
+	if o.pinning != "" {
+		fmt.Fprintf(&b, "pinning = %q\n", o.pinning)
+	}
+	b.WriteString("\n[upstream]\nidentity = \"bench\"\n")
+	fmt.Fprintf(&b, "\n[servers.main]\ncommand = %q\nargs = %s\n", o.echochild, tomlList(mainArgs))
 	for i := 1; i < n; i++ {
-		fmt.Fprintf(&b, "\n[servers.c%02d]\ncommand = %q\nargs = %s\n", i, echochild, tomlList([]string{"-tools", strconv.Itoa(extra)}))
+		fmt.Fprintf(&b, "\n[servers.c%02d]\ncommand = %q\nargs = %s\n", i, o.echochild, tomlList([]string{"-tools", strconv.Itoa(extra)}))
 	}
 	cfg := filepath.Join(d, "mcpmux.toml")
 	return cfg, os.WriteFile(cfg, []byte(b.String()), 0o644)
@@ -78,7 +82,7 @@ func targets(o options, dir string) ([]*target, error) {
 	}
 	for _, http := range []bool{false, true} {
 		for _, n := range o.children {
-			cfg, err := muxConfig(dir, o.echochild, o.childArgs(), n, 0)
+			cfg, err := muxConfig(dir, o, o.childArgs(), n, 0)
 			if err != nil {
 				return nil, err
 			}

@@ -4,8 +4,12 @@
 // with their pins, approving, writing the file atomically, and watching it
 // so that an approval on disk takes effect without a restart.
 //
-// A Pin is immutable; a Set of them is an immutable snapshot that the Store
-// publishes behind an atomic pointer, so reading pins takes no lock.
+// A Pin is immutable; a Set of them is an immutable snapshot. The Store
+// serves an Index, the kind, name, server and digest of each pin and
+// nothing else, behind an atomic pointer, so reading pins takes no lock
+// and a large pin file costs little memory; the fields of a pin are read
+// from the file when they are needed (a diff, a log line naming what
+// changed, a write).
 package pins
 
 import (
@@ -16,7 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -40,6 +45,36 @@ var kindFields = map[Kind][]string{
 	Prompt: {"arguments", "description", "title"},
 }
 
+// canonicalOrder is each kind's canonical fields and server and name,
+// sorted by key: the order a definition's fields are written in.
+var canonicalOrder = func() map[Kind][]string {
+	out := map[Kind][]string{}
+	for k, fs := range kindFields {
+		all := append(slices.Clone(fs), fieldServer, fieldName)
+		slices.SortFunc(all, compareStrings)
+		out[k] = all
+	}
+	return out
+}()
+
+// Sum is a digest: the SHA-256 of a definition's canonical fields.
+type Sum [sha256.Size]byte
+
+// String is the digest as the pin file writes it, "sha256:" and hex.
+func (s Sum) String() string { return digestPrefix + hex.EncodeToString(s[:]) }
+
+// ParseSum reads a digest written as String writes it.
+func ParseSum(s string) (Sum, bool) {
+	var sum Sum
+	if len(s) != len(digestPrefix)+2*len(sum) || s[:len(digestPrefix)] != digestPrefix {
+		return sum, false
+	}
+	_, err := hex.Decode(sum[:], []byte(s[len(digestPrefix):]))
+	return sum, err == nil
+}
+
+const digestPrefix = "sha256:"
+
 // Field is one canonical field of a definition: its key and its value as
 // canonical JSON.
 type Field struct {
@@ -60,29 +95,28 @@ type Def struct {
 // listed (under any name), of the tool or prompt exposed as name, which
 // server alias offers under its own name childName.
 func Canonical(kind Kind, name, alias, childName string, def []byte) (Def, error) {
-	keys, ok := kindFields[kind]
-	if !ok {
-		return Def{}, fmt.Errorf("pins: unknown kind %q", kind)
+	c := getCanon()
+	defer c.release()
+	if err := c.definition(kind, name, alias, childName, def); err != nil {
+		return Def{}, err
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(def, &members); err != nil {
-		return Def{}, fmt.Errorf("%s %s: definition: %w", kind, name, err)
+	whole := string(c.out)
+	d := Def{Kind: kind, Name: name, Fields: make([]Field, len(c.fields))}
+	for i, f := range c.fields {
+		d.Fields[i] = Field{f.key, whole[f.v0:f.v1]}
 	}
-	d := Def{Kind: kind, Name: name}
-	for _, k := range keys {
-		raw, ok := members[k]
-		if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			continue
-		}
-		v, err := CanonicalJSON(raw)
-		if err != nil {
-			return Def{}, fmt.Errorf("%s %s: %s: %w", kind, name, k, err)
-		}
-		d.Fields = append(d.Fields, Field{k, string(v)})
-	}
-	d.Fields = append(d.Fields, Field{fieldName, quote(childName)}, Field{fieldServer, quote(alias)})
-	slices.SortFunc(d.Fields, func(a, b Field) int { return compareStrings(a.Key, b.Key) })
 	return d, nil
+}
+
+// Digest returns the digest of def's canonical form, what Canonical's Def
+// would give, without keeping the form: for comparing with pins.
+func Digest(kind Kind, alias, childName string, def []byte) (Sum, error) {
+	c := getCanon()
+	defer c.release()
+	if err := c.definition(kind, childName, alias, childName, def); err != nil {
+		return Sum{}, err
+	}
+	return sha256.Sum256(c.out), nil
 }
 
 // Field returns the canonical JSON of the field key, or "" when d has none.
@@ -101,25 +135,28 @@ func (d Def) Server() string { return unquote(d.Field(fieldServer)) }
 // ChildName is the server's own name for d.
 func (d Def) ChildName() string { return unquote(d.Field(fieldName)) }
 
-// Digest is "sha256:" and the hex SHA-256 of d's fields as one canonical
-// JSON object. Two definitions have the same digest exactly when their
-// canonical fields are equal, whatever their key order or whitespace.
-func (d Def) Digest() string {
-	h := sha256.New()
-	h.Write([]byte{'{'})
+// Sum is the SHA-256 of d's fields as one canonical JSON object. Two
+// definitions have the same digest exactly when their canonical fields are
+// equal, whatever their key order or whitespace.
+func (d Def) Sum() Sum {
+	c := getCanon()
+	defer c.release()
+	c.out = append(c.out, '{')
 	for i, f := range d.Fields {
 		if i > 0 {
-			h.Write([]byte{','})
+			c.out = append(c.out, ',')
 		}
-		h.Write([]byte(quote(f.Key)))
-		h.Write([]byte{':'})
-		h.Write([]byte(f.Value))
+		c.out = append(c.out, '"')
+		c.out = append(c.out, f.Key...) // a field name: nothing to escape
+		c.out = append(c.out, '"', ':')
+		c.out = append(c.out, f.Value...)
 	}
-	h.Write([]byte{'}'})
-	return digestPrefix + hex.EncodeToString(h.Sum(nil))
+	c.out = append(c.out, '}')
+	return sha256.Sum256(c.out)
 }
 
-const digestPrefix = "sha256:"
+// Digest is d's Sum as the pin file writes it.
+func (d Def) Digest() string { return d.Sum().String() }
 
 // Changed returns the keys of the fields whose values differ between a and
 // b, sorted (a field only one of them has counts).
@@ -147,78 +184,385 @@ func Changed(a, b Def) []string {
 
 // CanonicalJSON returns raw, one JSON value, in canonical form: no
 // whitespace, object keys sorted by their UTF-16 code units (as RFC 8785
-// does), strings re-escaped minimally, and numbers exactly as written (never
+// does; of a key given twice, the last counts, as encoding/json reads it),
+// strings re-escaped minimally, and numbers exactly as written (never
 // through float64, so 12345678901234567890 stays as it is, and 1.0 and 1
 // differ).
 func CanonicalJSON(raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
+	if !json.Valid(raw) {
+		return nil, invalidJSON(raw)
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("more than one JSON value")
-	}
-	var b bytes.Buffer
-	writeCanonical(&b, v)
-	return b.Bytes(), nil
+	c := getCanon()
+	defer c.release()
+	c.value(raw, skipSpace(raw, 0))
+	return bytes.Clone(c.out), nil
 }
 
-func writeCanonical(b *bytes.Buffer, v any) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		b.WriteString(strconv.FormatBool(v))
-	case json.Number:
-		b.WriteString(string(v))
-	case string:
-		writeString(b, v)
-	case []any:
-		b.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCanonical(b, e)
-		}
-		b.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, compareStrings)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeString(b, k)
-			b.WriteByte(':')
-			writeCanonical(b, v[k])
-		}
-		b.WriteByte('}')
+// invalidJSON is why raw, which json.Valid refused, is not one JSON value.
+func invalidJSON(raw []byte) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&v); err != nil {
+		return err
 	}
+	return errors.New("more than one JSON value")
+}
+
+// canon is the scratch space of canonical forms, pooled, so that a digest
+// allocates nothing once the pool is warm.
+type canon struct {
+	out    []byte
+	keys   []byte   // the decoded keys of the objects being written
+	mems   []member // their members, innermost object's last
+	tmp    []byte
+	fields []fieldSpan
+	spans  []span
+}
+
+// member is one member of an object being written: its decoded key in
+// keys, and its canonical `"key":value` in out.
+type member struct{ k0, k1, m0, m1 int }
+
+type fieldSpan struct {
+	key    string
+	v0, v1 int // its value in out
+}
+
+type span struct{ v0, v1 int }
+
+var canonPool = sync.Pool{New: func() any { return new(canon) }}
+
+func getCanon() *canon { return canonPool.Get().(*canon) }
+
+// maxPooled bounds the scratch space kept for the next use, so that one
+// huge definition does not stay in memory.
+const maxPooled = 64 << 10
+
+func (c *canon) release() {
+	if cap(c.out) > maxPooled || cap(c.keys) > maxPooled || cap(c.tmp) > maxPooled {
+		return
+	}
+	c.out, c.keys, c.mems, c.tmp, c.fields, c.spans = c.out[:0], c.keys[:0], c.mems[:0], c.tmp[:0], c.fields[:0], c.spans[:0]
+	canonPool.Put(c)
+}
+
+// definition writes to out the canonical fields of def as one JSON object,
+// and records where each field's value is.
+func (c *canon) definition(kind Kind, name, alias, childName string, def []byte) error {
+	keys, ok := canonicalOrder[kind]
+	if !ok {
+		return fmt.Errorf("pins: unknown kind %q", kind)
+	}
+	if !json.Valid(def) {
+		return fmt.Errorf("%s %s: definition: %w", kind, name, invalidJSON(def))
+	}
+	// Where each key's value is in def (the last, when given twice).
+	c.spans = slices.Grow(c.spans[:0], len(keys))[:len(keys)]
+	for i := range c.spans {
+		c.spans[i] = span{-1, -1}
+	}
+	i := skipSpace(def, 0)
+	switch def[i] {
+	case 'n':
+		// null: a definition without fields.
+	case '{':
+		i = skipSpace(def, i+1)
+		for def[i] != '}' {
+			k0 := len(c.keys)
+			i = skipSpace(def, c.decodeKey(def, i)+1) // past the ':'
+			v0 := i
+			i = skipValue(def, i)
+			for at, k := range keys {
+				if string(c.keys[k0:]) == k {
+					c.spans[at] = span{v0, i}
+				}
+			}
+			c.keys = c.keys[:k0]
+			if i = skipSpace(def, i); def[i] == ',' {
+				i = skipSpace(def, i+1)
+			}
+		}
+	default:
+		return fmt.Errorf("%s %s: definition: not a JSON object", kind, name)
+	}
+	c.out = append(c.out, '{')
+	for at, k := range keys {
+		var v0 int
+		switch k {
+		case fieldServer, fieldName:
+			s := alias
+			if k == fieldName {
+				s = childName
+			}
+			c.out = c.keyed(k)
+			v0 = len(c.out)
+			k0 := len(c.keys)
+			c.keys = append(c.keys, s...)
+			c.out = appendEscaped(c.out, c.keys[k0:])
+			c.keys = c.keys[:k0]
+		default:
+			sp := c.spans[at]
+			if sp.v0 < 0 || def[sp.v0] == 'n' {
+				continue // absent or null
+			}
+			c.out = c.keyed(k)
+			v0 = len(c.out)
+			c.value(def, sp.v0)
+		}
+		c.fields = append(c.fields, fieldSpan{k, v0, len(c.out)})
+	}
+	c.out = append(c.out, '}')
+	return nil
+}
+
+// keyed appends the member separator if one is due, and key with its colon.
+func (c *canon) keyed(key string) []byte {
+	out := c.out
+	if len(c.fields) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, key...) // a field name: nothing to escape
+	return append(out, '"', ':')
+}
+
+// value writes the canonical form of the JSON value at in[i] (valid JSON,
+// no space before it) and returns where it ends.
+func (c *canon) value(in []byte, i int) int {
+	switch in[i] {
+	case '{':
+		return c.object(in, i)
+	case '[':
+		c.out = append(c.out, '[')
+		i = skipSpace(in, i+1)
+		for n := 0; in[i] != ']'; n++ {
+			if n > 0 {
+				c.out = append(c.out, ',')
+			}
+			i = skipSpace(in, c.value(in, i))
+			if in[i] == ',' {
+				i = skipSpace(in, i+1)
+			}
+		}
+		c.out = append(c.out, ']')
+		return i + 1
+	case '"':
+		return c.str(in, i)
+	}
+	j := i + 1 // a number, true, false or null: as written
+	for j < len(in) && !isDelim(in[j]) {
+		j++
+	}
+	c.out = append(c.out, in[i:j]...)
+	return j
+}
+
+// object writes the object at in[i] with its members sorted by key and,
+// of a key given twice, the last member only.
+func (c *canon) object(in []byte, i int) int {
+	start, base, kbase := len(c.out), len(c.mems), len(c.keys)
+	i = skipSpace(in, i+1)
+	for in[i] != '}' {
+		k0 := len(c.keys)
+		m0 := len(c.out)
+		i = c.decodeKey(in, i)
+		c.out = appendEscaped(c.out, c.keys[k0:])
+		c.out = append(c.out, ':')
+		i = skipSpace(in, i+1)
+		i = c.value(in, i)
+		c.mems = append(c.mems, member{k0, len(c.keys), m0, len(c.out)})
+		if i = skipSpace(in, i); in[i] == ',' {
+			i = skipSpace(in, i+1)
+		}
+	}
+	mems := c.mems[base:]
+	slices.SortStableFunc(mems, func(a, b member) int {
+		return compareBytes(c.keys[a.k0:a.k1], c.keys[b.k0:b.k1])
+	})
+	c.tmp = append(c.tmp[:0], c.out[start:]...)
+	c.out = append(c.out[:start], '{')
+	first := true
+	for n, m := range mems {
+		if n+1 < len(mems) && bytes.Equal(c.keys[m.k0:m.k1], c.keys[mems[n+1].k0:mems[n+1].k1]) {
+			continue // a later member has the same key
+		}
+		if !first {
+			c.out = append(c.out, ',')
+		}
+		first = false
+		c.out = append(c.out, c.tmp[m.m0-start:m.m1-start]...)
+	}
+	c.out = append(c.out, '}')
+	c.keys, c.mems = c.keys[:kbase], c.mems[:base]
+	return i + 1
+}
+
+// decodeKey appends the decoded string at in[i] to keys and returns where
+// its colon is.
+func (c *canon) decodeKey(in []byte, i int) int {
+	var end int
+	c.keys, end = decodeString(c.keys, in, i)
+	return skipSpace(in, end)
+}
+
+// str writes the string at in[i] re-escaped minimally.
+func (c *canon) str(in []byte, i int) int {
+	k0 := len(c.keys)
+	var end int
+	c.keys, end = decodeString(c.keys, in, i)
+	c.out = appendEscaped(c.out, c.keys[k0:])
+	c.keys = c.keys[:k0]
+	return end
+}
+
+// decodeString appends the string at in[i] (valid JSON), decoded as
+// encoding/json decodes it, to dst and returns dst and where it ends.
+func decodeString(dst, in []byte, i int) ([]byte, int) {
+	i++ // the quote
+	for {
+		c := in[i]
+		switch {
+		case c == '"':
+			return dst, i + 1
+		case c == '\\':
+			switch e := in[i+1]; e {
+			case 'u':
+				r := hex4(in[i+2 : i+6])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
+						if d := utf16.DecodeRune(r, hex4(in[i+2:i+6])); d != utf8.RuneError {
+							dst = utf8.AppendRune(dst, d)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			default: // " \ /
+				dst = append(dst, e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(in[i:])
+			dst = utf8.AppendRune(dst, r) // an invalid byte becomes U+FFFD
+			i += size
+		}
+	}
+}
+
+// hex4 is the value of four hex digits (valid JSON has them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			r = r<<4 | rune(c-'a'+10)
+		}
+	}
+	return r
+}
+
+// skipValue returns where the JSON value at in[i] (valid) ends.
+func skipValue(in []byte, i int) int {
+	switch in[i] {
+	case '"':
+		for i++; in[i] != '"'; i++ {
+			if in[i] == '\\' {
+				i++
+			}
+		}
+		return i + 1
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch in[i] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			case '"':
+				i = skipValue(in, i) - 1
+			}
+		}
+	}
+	for i++; i < len(in) && !isDelim(in[i]); i++ {
+	}
+	return i
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', ']', '}', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+func skipSpace(in []byte, i int) int {
+	for i < len(in) && (in[i] == ' ' || in[i] == '\t' || in[i] == '\n' || in[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // compareStrings orders by UTF-16 code units, as JavaScript sorts and RFC
 // 8785 specifies, so that a key's place does not depend on the language
 // that reads the file.
 func compareStrings(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	for i := 0; i < len(ra) && i < len(rb); i++ {
-		if ra[i] == rb[i] {
-			continue
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if c := compareRunes(ra, rb); c != 0 {
+			return c
 		}
-		ua, ub := utf16Key(ra[i]), utf16Key(rb[i])
-		if ua != ub {
-			return int(ua) - int(ub)
-		}
-		return int(ra[i]) - int(rb[i])
+		a, b = a[na:], b[nb:]
 	}
-	return len(ra) - len(rb)
+	return len(a) - len(b)
+}
+
+// compareBytes is compareStrings of byte slices.
+func compareBytes(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		if c := compareRunes(ra, rb); c != 0 {
+			return c
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) - len(b)
+}
+
+func compareRunes(a, b rune) int {
+	if a == b {
+		return 0
+	}
+	if ua, ub := utf16Key(a), utf16Key(b); ua != ub {
+		return int(ua) - int(ub)
+	}
+	return int(a) - int(b)
 }
 
 // utf16Key is the first UTF-16 code unit of r.
@@ -229,36 +573,45 @@ func utf16Key(r rune) uint16 {
 	return uint16(r)
 }
 
-// writeString writes s as a JSON string, escaping only what JSON requires.
-func writeString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
+// appendEscaped appends s as a JSON string, escaping only what JSON
+// requires (and U+FFFD, which an invalid byte decodes to, as \ufffd).
+func appendEscaped(b []byte, s []byte) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] >= 0x20 && s[j] < utf8.RuneSelf && s[j] != '"' && s[j] != '\\' {
+				j++
+			}
+			b = append(b, s[i:j]...)
+			i = j
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
 		switch {
 		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
+			b = append(b, '\\', byte(r))
 		case r == '\n':
-			b.WriteString(`\n`)
+			b = append(b, `\n`...)
 		case r == '\r':
-			b.WriteString(`\r`)
+			b = append(b, `\r`...)
 		case r == '\t':
-			b.WriteString(`\t`)
+			b = append(b, `\t`...)
 		case r < 0x20:
-			fmt.Fprintf(b, `\u%04x`, r)
+			b = append(b, `\u00`...)
+			b = append(b, hexDigit[r>>4], hexDigit[r&0xf])
 		case r == utf8.RuneError:
-			b.WriteString(`\ufffd`)
+			b = append(b, `\ufffd`...)
 		default:
-			b.WriteRune(r)
+			b = append(b, s[i:i+size]...)
 		}
+		i += size
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }
 
-func quote(s string) string {
-	var b bytes.Buffer
-	writeString(&b, s)
-	return b.String()
-}
+const hexDigit = "0123456789abcdef"
 
 func unquote(v string) string {
 	var s string

@@ -49,8 +49,24 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	// Progress for a call is written through w at once (inflight.go), so
 	// that it comes before the call's answer.
 	ctx = withRelaySlots(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.out.slots)
-	return s.Listen(ctx, drain.reader(in), w)
+	r := drain.reader(in)
+	if ctx.Value(slowPathOnlyKey{}) == nil {
+		fast := newFastPath(m, drain)
+		fast.taken, _ = ctx.Value(fastPathCountKey{}).(*atomic.Int64)
+		s.SetContextFunc(fast.listening)
+		r.fast = fast
+		defer fast.close()
+	}
+	return s.Listen(ctx, r, w)
 }
+
+// slowPathOnlyKey marks a context whose stdio session answers every
+// tools/call through mcp-go: tests compare the two paths.
+type slowPathOnlyKey struct{}
+
+// fastPathCountKey holds an *atomic.Int64 that counts the calls a stdio
+// session's fast path takes, for tests.
+type fastPathCountKey struct{}
 
 func (m *Mux) maxStartupTimeout() time.Duration {
 	var d time.Duration
@@ -85,7 +101,7 @@ type halfClose struct {
 	out        *answerWriter // set by writer
 }
 
-func (h *halfClose) reader(r io.Reader) io.Reader {
+func (h *halfClose) reader(r io.Reader) *requestReader {
 	max := h.maxMessage
 	if max <= 0 {
 		max = config.DefaultMaxMessageBytes
@@ -180,6 +196,9 @@ type requestReader struct {
 	err  error  // the error after line
 	// drained is set once the end of the input waited for the answers.
 	drained bool
+	// fast answers the plain tools/call lines it takes, which mcp-go then
+	// never sees; nil hands every line on.
+	fast *fastPath
 }
 
 func (rr *requestReader) Read(p []byte) (int, error) {
@@ -194,8 +213,14 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 		line, err := rr.readLine()
 		if id, ok := requestID(line); ok {
 			rr.h.expect(id)
+			if rr.fast != nil && rr.fast.take(line, id) {
+				line = nil
+			}
 		} else if id, ok := cancelledID(line); ok {
 			rr.h.cancelled(id)
+			if rr.fast != nil {
+				rr.fast.cancelled(id)
+			}
 		}
 		if len(line) > 0 && line[len(line)-1] != '\n' {
 			// mcp-go drops a last line that has no newline.
@@ -421,17 +446,32 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
 	id, isAnswer := answerID(p)
-	n, err := len(p), error(nil)
 	out, swapped := swapRelayedFrom(p, aw.slots) // a dropped answer's payload leaves its slot too
-	if !isAnswer || !aw.h.dropAnswer(id) {
+	var n int
+	var err error
+	if isAnswer {
+		n, err = aw.answer(id, out)
+	} else {
 		aw.mu.Lock()
 		n, err = aw.w.Write(out)
 		aw.mu.Unlock()
-		if swapped && err == nil {
-			n = len(p)
-		}
 	}
-	if isAnswer && aw.h.answered(id) {
+	if swapped && err == nil {
+		n = len(p)
+	}
+	return n, err
+}
+
+// answer writes msg, the whole answer under id, unless its request was
+// cancelled, and counts it.
+func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
+	n = len(msg)
+	if !aw.h.dropAnswer(id) {
+		aw.mu.Lock()
+		n, err = aw.w.Write(msg)
+		aw.mu.Unlock()
+	}
+	if aw.h.answered(id) {
 		select {
 		case aw.h.idle <- struct{}{}:
 		default:

@@ -1,0 +1,309 @@
+package mux
+
+// The stdio fast path: a plain tools/call line of an initialized session is
+// answered at the edge, without mcp-go, which would decode it about five
+// times, start a goroutine for it and encode a placeholder for the result.
+// "Plain" is narrow on purpose: exactly the members jsonrpc ("2.0"), id (a
+// small unsigned integer or a string nothing in it is escaped), method
+// ("tools/call") and params, each once and spelt exactly so; params holds
+// name (a string without escapes) and, optionally, arguments (any value
+// whose numbers fit a float64), and nothing else. For such a line
+// encoding/json, mcp-go's decoder, reads exactly what this one scan reads,
+// so the call and its answer are the slow path's byte for byte: the
+// child's raw result spliced as swapRelayed would splice it, mcpmux's own
+// results and refusals encoded with mcp-go's types. Everything else (_meta
+// and so progress tokens, task, requestState and inputResponses, a session
+// that has spoken 2026-07-28, a tool that requires a task, a line before
+// initialize, or one while fastPathWorkers calls are in flight) goes to
+// mcp-go as before.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// fastPathWorkers bounds the calls the fast path runs at once, as mcp-go's
+// worker pool bounds its own; more go to mcp-go, which queues them.
+const fastPathWorkers = stdioWorkers
+
+// fastPath runs the plain calls of one stdio session. Its goroutines are
+// its own: ServeStdio stops them (stop) and waits for them once mcp-go's
+// Listen has returned.
+type fastPath struct {
+	m *Mux
+	h *halfClose
+	// base is the context mcp-go gives the session's handlers (identity,
+	// relay slots, direct writer, the ClientSession); set by Listen before
+	// it reads a line, nil until then.
+	base   context.Context
+	stop   context.CancelFunc // ends every call's context
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	modern atomic.Bool // the client sent a 2026-07-28 request
+	// calls are the fast calls in flight by id (canonical form), for the
+	// client's notifications/cancelled; only this session takes mu.
+	mu     sync.Mutex
+	calls  map[string]*fastCall
+	closed bool          // no call starts once close has begun
+	taken  *atomic.Int64 // counts the calls taken, if not nil (tests)
+}
+
+// fastCall is one plain tools/call.
+type fastCall struct {
+	key    string // the id in canonical form (halfClose's)
+	id     []byte // as the client wrote it
+	name   string
+	args   any // json.RawMessage, or nil without arguments
+	cancel context.CancelFunc
+}
+
+func newFastPath(m *Mux, h *halfClose) *fastPath {
+	return &fastPath{m: m, h: h, sem: make(chan struct{}, fastPathWorkers)}
+}
+
+// listening is Listen's context function: it keeps the handlers' context.
+func (f *fastPath) listening(ctx context.Context) context.Context {
+	ctx, f.stop = context.WithCancel(ctx)
+	f.base = ctx
+	return ctx
+}
+
+// close ends every fast call's context and waits for their answers.
+func (f *fastPath) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	if f.stop != nil {
+		f.stop()
+	}
+	f.wg.Wait()
+}
+
+// take starts line, a request read under key, as a fast call, and reports
+// whether it did; if not, the line goes to mcp-go.
+func (f *fastPath) take(line []byte, key string) bool {
+	if f.base == nil || f.modern.Load() {
+		return false
+	}
+	if bytes.Contains(line, modernNeedle) {
+		f.modern.Store(true)
+		return false
+	}
+	if !bytes.Contains(line, toolsCallNeedle) {
+		return false
+	}
+	cs := server.ClientSessionFromContext(f.base)
+	if cs == nil || !cs.Initialized() {
+		return false
+	}
+	c, ok := plainCall(bytes.Clone(line))
+	if !ok {
+		return false
+	}
+	cat := f.m.catalog.Load()
+	if cat == nil {
+		return false // not ready: mcp-go's before-call hook waits
+	}
+	if e, ok := cat.lookup(kindTool, c.name); ok && e.task == mcp.TaskSupportRequired {
+		return false // mcp-go refuses it without a task
+	}
+	select {
+	case f.sem <- struct{}{}:
+	default:
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		<-f.sem
+		return false
+	}
+	c.key = key
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(f.base)
+	if f.calls == nil {
+		f.calls = map[string]*fastCall{}
+	}
+	f.calls[key] = c // as mcp-go's own table, the latest of an id is the one cancelled
+	if f.taken != nil {
+		f.taken.Add(1)
+	}
+	f.wg.Add(1)
+	go f.serve(ctx, c)
+	return true
+}
+
+// cancelled cancels the fast call in flight under key, if there is one.
+func (f *fastPath) cancelled(key string) {
+	f.mu.Lock()
+	c := f.calls[key]
+	f.mu.Unlock()
+	if c != nil {
+		c.cancel()
+	}
+}
+
+func (f *fastPath) serve(ctx context.Context, c *fastCall) {
+	defer f.wg.Done()
+	defer func() { <-f.sem }()
+	defer c.cancel()
+	defer func() {
+		f.mu.Lock()
+		if f.calls[c.key] == c {
+			delete(f.calls, c.key)
+		}
+		f.mu.Unlock()
+	}()
+	msg := f.answer(ctx, c)
+	aw := f.h.out
+	if msg.raw != nil {
+		aw.answer(c.key, msg.raw)
+		return
+	}
+	b, err := json.Marshal(msg.typed)
+	if err != nil {
+		b, _ = json.Marshal(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
+			Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, err.Error(), nil)})
+	}
+	// Through Write, as mcp-go's answer would go, for the same edge work.
+	_, _ = aw.Write(append(b, '\n'))
+}
+
+// fastAnswer is a call's answer: raw, the whole message, or typed, a
+// message to encode as mcp-go does.
+type fastAnswer struct {
+	raw   []byte
+	typed any
+}
+
+// answer runs the call as mcp-go's dispatch and the mux's handler would
+// for a plain request: the before-call hook's wait, CallTool, toolAnswer.
+func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
+	defer func() {
+		if r := recover(); r != nil { // as server.WithRecovery answers
+			a = fastAnswer{typed: mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
+				Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR,
+					fmt.Sprintf("panic recovered in %s tool handler: %v", c.name, r), nil)}}
+		}
+	}()
+	_ = f.m.WaitReady(ctx)
+	r := f.m.CallTool(ctx, IdentityFrom(ctx), c.name, c.args)
+	switch {
+	case r.Raw != nil:
+		// What swapRelayed makes of the placeholder mcp-go would write.
+		msg := make([]byte, 0, len(answerHead)+len(c.id)+len(resultHead)+len(r.Raw)+2)
+		msg = append(msg, answerHead...)
+		msg = append(msg, c.id...)
+		msg = append(msg, resultHead...)
+		msg = append(msg, r.Raw...)
+		return fastAnswer{raw: append(msg, '}', '\n')}
+	case r.Tool != nil:
+		return fastAnswer{typed: mcp.NewJSONRPCResultResponse(c.requestID(), r.Tool)}
+	}
+	// Refused as unknown: mcp-go's tool filter refuses it so (filterTools).
+	return fastAnswer{typed: mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
+		Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS,
+			fmt.Sprintf("tool '%s' not found: %v", c.name, server.ErrToolNotFound), nil)}}
+}
+
+// requestID is the call's id as mcp-go holds it: decoded into an any.
+func (c *fastCall) requestID() mcp.RequestId {
+	if c.id[0] == '"' {
+		return mcp.NewRequestId(string(c.id[1 : len(c.id)-1]))
+	}
+	f, _ := strconv.ParseFloat(string(c.id), 64)
+	return mcp.NewRequestId(f)
+}
+
+var (
+	answerHead      = []byte(`{"jsonrpc":"2.0","id":`)
+	resultHead      = []byte(`,"result":`)
+	toolsCallNeedle = []byte(`"tools/call"`)
+	modernNeedle    = []byte(mcp.MetaKeyProtocolVersion)
+)
+
+// plainCall reads line, a request requestID accepted (valid JSON), as a
+// plain tools/call; ok is false for anything else. The call's fields are
+// slices of line.
+func plainCall(line []byte) (_ *fastCall, ok bool) {
+	top, ok := members(line)
+	if !ok || len(top.m) != 4 {
+		return nil, false
+	}
+	var params []byte
+	c := &fastCall{}
+	seen := 0
+	for _, m := range top.m {
+		v := line[m.start:m.end]
+		switch m.key {
+		case "jsonrpc":
+			seen |= 1
+			ok = string(v) == `"`+mcp.JSONRPC_VERSION+`"`
+		case "id":
+			seen |= 2
+			ok = plainInteger(v) || plainIDJSON(v)
+			c.id = v
+		case "method":
+			seen |= 4
+			ok = string(v) == `"tools/call"`
+		case "params":
+			seen |= 8
+			params = v
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	if seen != 15 {
+		return nil, false
+	}
+	p, ok := members(params)
+	if !ok || len(p.m) == 0 || len(p.m) > 2 {
+		return nil, false
+	}
+	named := false
+	for _, m := range p.m {
+		v := params[m.start:m.end]
+		switch {
+		case m.key == "name" && !named:
+			if v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+				return nil, false
+			}
+			named, c.name = true, string(v[1:len(v)-1])
+		case m.key == "arguments" && c.args == nil:
+			if !numbersFit(v) {
+				return nil, false // mcp-go fails to decode it
+			}
+			c.args = json.RawMessage(v)
+		default:
+			return nil, false
+		}
+	}
+	return c, named
+}
+
+// plainIDJSON reports a JSON string id that encoding/json writes back as
+// it is: printable ASCII, nothing escaped, none of the characters it
+// escapes for HTML.
+func plainIDJSON(v []byte) bool {
+	if len(v) < 2 || v[0] != '"' {
+		return false
+	}
+	for _, b := range v[1 : len(v)-1] {
+		if b < 0x20 || b > 0x7e || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			return false
+		}
+	}
+	return true
+}

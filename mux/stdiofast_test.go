@@ -1,0 +1,408 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+// fastPolicy is the policy of eq, the identity of the fast-path tests: one
+// tool denied, one refused by a rule on its arguments, one hidden by a rule
+// that ignores them.
+const fastPolicy = `allow = ["lab__*"]
+deny = ["lab__denied"]
+
+[[rule]]
+tools = ["lab__guarded"]
+allow_if = 'args.ok == true'
+message = "needs ok"
+
+[[rule]]
+tools = ["lab__ruled"]
+allow_if = 'claims.team == "ops"'
+`
+
+// startFastLab starts a Mux for eq on a lab child whose tools answer the
+// ways a call can end (text, isError, big, structured), with one tool
+// hidden by the config; it returns the Mux and its log.
+func startFastLab(tb testing.TB) (*Mux, *testsupport.SyncBuffer) {
+	tb.Helper()
+	echo := func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(string(req.Params.RawArguments)), nil
+	}
+	big := strings.Repeat("<big> & é \u2028 ", 300<<10/16)
+	tools := []server.ServerTool{
+		{Tool: mcp.NewTool("echo"), Handler: echo},
+		{Tool: mcp.NewTool("guarded"), Handler: echo},
+		{Tool: mcp.NewTool("ruled"), Handler: echo},
+		{Tool: mcp.NewTool("denied"), Handler: echo},
+		{Tool: mcp.NewTool("secret"), Handler: echo},
+		{Tool: mcp.NewTool("typed", mcp.WithNumber("n", mcp.Required())), Handler: echo},
+		{Tool: mcp.NewTool("fail"), Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultError("it failed <here>"), nil
+		}},
+		{Tool: mcp.NewTool("big"), Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(big), nil
+		}},
+		{Tool: mcp.NewTool("odd"), Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r := mcp.NewToolResultStructured(map[string]any{"n": 1.5, "s": "x&y"}, "structured")
+			r.Meta = mcp.NewMetaFromMap(map[string]any{"com.example/k": "v"})
+			return r, nil
+		}},
+	}
+	log := &testsupport.SyncBuffer{}
+	l := startLabWithPolicies(tb, tools, map[string]string{"eq": fastPolicy}, `hide = ["secret"]`, log)
+	return l, log
+}
+
+// startLabWithPolicies starts a child with tools and a Mux on it whose
+// identities have policies, with serverLines in [servers.lab].
+func startLabWithPolicies(tb testing.TB, tools []server.ServerTool, policies map[string]string, serverLines string, log *testsupport.SyncBuffer) *Mux {
+	tb.Helper()
+	child := server.NewMCPServer("lab", "1", server.WithToolCapabilities(true))
+	child.AddTools(tools...)
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	hs := httptest.NewServer(childHTTP)
+	tb.Cleanup(func() {
+		_ = childHTTP.Shutdown(context.Background())
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return runMux(tb, policies, log, func(dir string) string {
+		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n%s\n", dir, hs.URL+"/mcp", serverLines)
+	})
+}
+
+// stdioSession is one client on Mux.ServeStdio, as the identity eq,
+// talking line by line.
+type stdioSession struct {
+	tb     testing.TB
+	in     *io.PipeWriter
+	out    chan string
+	served chan error
+	taken  atomic.Int64
+	syncs  int
+}
+
+// openSession serves a session on m, through mcp-go only when slow, and
+// initializes it.
+func openSession(tb testing.TB, m *Mux, slow bool) *stdioSession {
+	tb.Helper()
+	return openSessionAs(tb, m, "eq", slow)
+}
+
+// openSessionAs is openSession for identity.
+func openSessionAs(tb testing.TB, m *Mux, identity string, slow bool) *stdioSession {
+	tb.Helper()
+	s := &stdioSession{tb: tb, out: make(chan string, 64), served: make(chan error, 1)}
+	ctx := context.WithValue(context.Background(), fastPathCountKey{}, &s.taken)
+	if slow {
+		ctx = context.WithValue(ctx, slowPathOnlyKey{}, true)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s.in = inW
+	go func() {
+		s.served <- m.ServeStdio(ctx, identity, inR, outW)
+		_ = outW.Close()
+	}()
+	go func() {
+		defer close(s.out)
+		r := bufio.NewReaderSize(outR, 1<<20)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			s.out <- line
+		}
+	}()
+	s.exchange(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	s.exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s
+}
+
+// exchange sends line and returns every message written because of it: its
+// answer, if it is a request, and whatever else comes before the answer to
+// a ping sent after it.
+func (s *stdioSession) exchange(line string) []string {
+	s.tb.Helper()
+	var got []string
+	s.send(line)
+	until := func(key string) {
+		timeout := time.After(testsupport.Wait)
+		for {
+			select {
+			case msg, ok := <-s.out:
+				if !ok {
+					s.tb.Fatalf("the session ended waiting for the answer to %s", key)
+				}
+				got = append(got, msg)
+				if id, ok := answerID([]byte(msg)); ok && id == key {
+					return
+				}
+			case <-timeout:
+				s.tb.Fatalf("no answer to %s after %q", key, line)
+			}
+		}
+	}
+	if key, ok := requestID([]byte(line)); ok {
+		until(key)
+	}
+	s.syncs++
+	sync := fmt.Sprintf(`"sync-%d"`, s.syncs)
+	s.send(`{"jsonrpc":"2.0","id":` + sync + `,"method":"ping"}`)
+	until(sync)
+	return got[:len(got)-1]
+}
+
+// send writes line to the session's input.
+func (s *stdioSession) send(line string) {
+	s.tb.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// close ends the session's input and waits for ServeStdio to return.
+func (s *stdioSession) close() {
+	s.tb.Helper()
+	_ = s.in.Close()
+	if err := <-s.served; err != nil {
+		s.tb.Fatal(err)
+	}
+	for range s.out {
+	}
+}
+
+var durationField = regexp.MustCompile(`"duration_ms":\d+`)
+
+// auditSince returns the audit lines of calls written to log past offset,
+// without their durations.
+func auditSince(log *testsupport.SyncBuffer, offset int) []string {
+	var out []string
+	for l := range strings.SplitSeq(log.String()[offset:], "\n") {
+		if strings.Contains(l, `"message":"call"`) {
+			out = append(out, durationField.ReplaceAllString(l, ""))
+		}
+	}
+	return out
+}
+
+// fastCases are tools/call lines of every kind; fast says whether the fast
+// path takes the line (otherwise mcp-go answers it in both sessions).
+var fastCases = []struct {
+	line string
+	fast bool
+}{
+	{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lab__echo","arguments":{"text":"hi"}}}`, true},
+	{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lab__echo","arguments":{"n":12345678901234567890,"s":"a\"b\u00e9<>&","deep":[{"x":[1,2,{"y":null}]}]}}}`, true},
+	{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lab__echo"}}`, true},
+	{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"lab__echo","arguments":null}}`, true},
+	{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"lab__echo","arguments":[1]}}`, true},
+	{`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"lab__echo","arguments":"str"}}`, true},
+	{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lab__echo","arguments":{"a":1,"a":2}}}`, true},
+	{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"lab__nope","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x<y>&z é","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"lab__secret","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"lab__denied","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"lab__ruled","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"lab__guarded","arguments":{"ok":true}}}`, true},
+	{`{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"lab__guarded","arguments":{"ok":false}}}`, true},
+	{`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"lab__typed","arguments":{"n":"x"}}}`, true},
+	{`{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"lab__typed","arguments":{"n":3}}}`, true},
+	{`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"lab__fail","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"lab__big","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"lab__odd","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, true},
+	{`{"jsonrpc":"2.0","id":123456789012345,"method":"tools/call","params":{"name":"lab__nope"}}`, true},
+	{` { "params" : { "arguments" : { "a" : [ 1 , 2 ] } , "name" : "lab__echo" } , "method" : "tools/call" , "id" : 20 , "jsonrpc" : "2.0" } `, true},
+	{"\t{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{\"name\":\"lab__echo\",\"arguments\":{}}}\r", true},
+	// Ids the fast path leaves to mcp-go.
+	{`{"jsonrpc":"2.0","id":1e3,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":-5,"method":"tools/call","params":{"name":"lab__nope","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":1234567890123456,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":"esc\"aped","method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":"\u0041","method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":"<tag>&","method":"tools/call","params":{"name":"lab__nope","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":"é","method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`, false},
+	// Params and members the fast path leaves to mcp-go.
+	{`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"lab__echo","arguments":{},"_meta":{"progressToken":1}}}`, false},
+	{`{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"lab__echo","arguments":{},"x":1}}`, false},
+	{`{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"Name":"lab__echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"lab__echo","name":"lab__fail"}}`, false},
+	{`{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"lab\u005f_echo","arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":35,"method":"tools/call","params":{"name":null}}`, false},
+	{`{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{"name":"lab__echo","arguments":{"n":1e400}}}`, false},
+	{`{"jsonrpc":"2.0","id":37,"method":"tools/call","params":{"arguments":{}}}`, false},
+	{`{"jsonrpc":"2.0","id":38,"method":"tools/call","params":{}}`, false},
+	{`{"jsonrpc":"2.0","id":39,"method":"tools/call"}`, false},
+	{`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":[]}`, false},
+	{`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"lab__echo"},"extra":1}`, false},
+	{`{"jsonrpc":"2.0","ID":42,"method":"tools/call","params":{"name":"lab__echo"}}`, false},
+	{`{"jsonrpc":"1.0","id":43,"method":"tools/call","params":{"name":"lab__echo"}}`, false},
+	{`{"jsonrpc":"2.0","id":44,"method":"tools\/call","params":{"name":"lab__echo"}}`, false},
+	{`{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{"name":"lab__echo","task":{"ttl":1000}}}`, false},
+	{`{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{"name":"lab__echo","requestState":"x"}}`, false},
+	{`{"jsonrpc":"2.0","id":47,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}} x`, false},
+	{`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"lab__echo"}}`, false},
+}
+
+// TestFastPathEquivalence sends every fast case through a session whose fast
+// path is on and one that leaves everything to mcp-go, and compares what
+// each wrote, byte for byte, and the audit lines.
+func TestFastPathEquivalence(t *testing.T) {
+	m, log := startFastLab(t)
+	type outcome struct {
+		msgs, audit []string
+		taken       int64
+	}
+	run := func(slow bool) []outcome {
+		s := openSession(t, m, slow)
+		defer s.close()
+		var out []outcome
+		for _, c := range fastCases {
+			offset, before := len(log.String()), s.taken.Load()
+			msgs := s.exchange(c.line)
+			out = append(out, outcome{msgs: msgs, audit: auditSince(log, offset), taken: s.taken.Load() - before})
+		}
+		return out
+	}
+	fast, slow := run(false), run(true)
+	for i, c := range fastCases {
+		f, s := fast[i], slow[i]
+		if want := map[bool]int64{true: 1, false: 0}[c.fast]; f.taken != want || s.taken != 0 {
+			t.Errorf("%s: the fast path took %d (want %d), with it off %d", c.line, f.taken, want, s.taken)
+		}
+		if strings.Join(f.msgs, "") != strings.Join(s.msgs, "") {
+			t.Errorf("%s:\nfast path wrote %.400q\n   mcp-go wrote %.400q", c.line, f.msgs, s.msgs)
+		}
+		if strings.Join(f.audit, "\n") != strings.Join(s.audit, "\n") {
+			t.Errorf("%s:\nfast path audit %q\n   mcp-go audit %q", c.line, f.audit, s.audit)
+		}
+		if len(s.msgs) != 1 && c.fast {
+			t.Errorf("%s: answered with %q", c.line, s.msgs)
+		}
+	}
+}
+
+// A fast call the client cancels ends at the child and goes unanswered;
+// the end of the input waits for the answer of one in flight.
+func TestFastPathCancelAndDrain(t *testing.T) {
+	l := startCallLab(t, "", "")
+	s := openSessionAs(t, l.m, "reader", false)
+	s.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lab__hold","arguments":{"tag":"c"}}}`)
+	if tag := <-l.started; tag != "c" {
+		t.Fatalf("started %q", tag)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`)
+	testsupport.WaitFor(t, "the cancelled call to end", func() bool { return strings.Contains(l.log.String(), `"outcome":"cancelled"`) })
+	msgs := s.exchange(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"lab__search","arguments":{}}}`)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":8,`) {
+		t.Fatalf("after the cancelled call, got %q; want the answer to 8 alone", msgs)
+	}
+	s.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"lab__hold","arguments":{"tag":"d"}}}`)
+	if tag := <-l.started; tag != "d" {
+		t.Fatalf("started %q", tag)
+	}
+	_ = s.in.Close()
+	close(l.releaseCh("d"))
+	var answer string
+	for msg := range s.out {
+		if strings.Contains(msg, `"id":7,`) {
+			t.Fatalf("the cancelled call was answered: %s", msg)
+		}
+		if strings.Contains(msg, `"id":9,`) {
+			answer = msg
+		}
+	}
+	if err := <-s.served; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(answer, "released d") {
+		t.Fatalf("the call in flight at the end of the input was answered %q", answer)
+	}
+	if n := s.taken.Load(); n != 3 {
+		t.Fatalf("the fast path took %d calls, want 3", n)
+	}
+}
+
+// FuzzFastPath holds the fast path's one scan to mcp-go's decoding: a line
+// it takes is one mcp-go reads as a tools/call with the same id, name and
+// arguments and nothing else that changes the call, and the answers of
+// both paths are the same bytes.
+func FuzzFastPath(f *testing.F) {
+	for _, c := range fastCases {
+		f.Add(c.line)
+	}
+	m, _ := startFastLab(f)
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\n") {
+			return
+		}
+		if _, ok := requestID([]byte(line)); !ok {
+			return
+		}
+		c, ok := plainCall([]byte(line))
+		if !ok {
+			return
+		}
+		var base struct {
+			JSONRPC string `json:"jsonrpc"`
+			Method  string `json:"method"`
+			ID      any    `json:"id"`
+		}
+		var req mcp.CallToolRequest
+		if err := json.Unmarshal([]byte(line), &base); err != nil {
+			t.Fatalf("taken, but mcp-go cannot decode it: %v", err)
+		}
+		if err := json.Unmarshal([]byte(line), &req); err != nil {
+			t.Fatalf("taken, but mcp-go cannot decode it as a tools/call: %v", err)
+		}
+		var params map[string]json.RawMessage
+		var top map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(line), &top)
+		_ = json.Unmarshal(top["params"], &params)
+		id, err := json.Marshal(mcp.NewRequestId(base.ID))
+		args, _ := c.args.(json.RawMessage)
+		switch {
+		case base.JSONRPC != mcp.JSONRPC_VERSION || base.Method != string(mcp.MethodToolsCall) || base.ID == nil:
+			t.Fatalf("taken, but mcp-go reads %+v", base)
+		case err != nil || string(id) != string(c.id) || c.requestID().Value() != base.ID:
+			t.Fatalf("taken with id %s, which mcp-go writes back as %s (%v)", c.id, id, err)
+		case req.Params.Name != c.name || string(req.Params.RawArguments) != string(args):
+			t.Fatalf("taken as %q %s; mcp-go reads %q %s", c.name, args, req.Params.Name, req.Params.RawArguments)
+		case req.Params.Meta != nil || req.Params.Task != nil || req.Params.RequestState != "" || req.Params.InputResponses != nil || len(params) > 2:
+			t.Fatalf("taken, but mcp-go reads more: %+v", req.Params)
+		}
+		var got [2][]string
+		for i, slow := range []bool{false, true} {
+			s := openSession(t, m, slow)
+			got[i] = s.exchange(line)
+			s.close()
+			if n := s.taken.Load(); n != int64(1-i) {
+				t.Fatalf("slow=%v: the fast path took %d calls", slow, n)
+			}
+		}
+		if strings.Join(got[0], "") != strings.Join(got[1], "") {
+			t.Fatalf("fast path wrote %.400q\n   mcp-go wrote %.400q", got[0], got[1])
+		}
+	})
+}

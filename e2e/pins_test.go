@@ -144,17 +144,18 @@ func TestPinsWarnKeepsChangedDefinitionsExposed(t *testing.T) {
 	m.Log.WaitLine(t, "the change logged", func(l map[string]any) bool {
 		return l["tool"] == pinnedTool && l["held"] == false && slices.Equal(toStrings(l["changed"]), []string{"description"})
 	})
-	var desc string
-	for _, raw := range m.RawTools() {
-		var d struct{ Name, Description string }
-		_ = json.Unmarshal(raw, &d)
-		if d.Name == pinnedTool {
-			desc = d.Description
+	// The line is logged as the catalog holding the change is built, just
+	// before it is published.
+	ts.WaitFor(t, pinnedTool+" listed with its new description", func() bool {
+		for _, raw := range m.RawTools() {
+			var d struct{ Name, Description string }
+			_ = json.Unmarshal(raw, &d)
+			if d.Name == pinnedTool {
+				return d.Description == "Changed."
+			}
 		}
-	}
-	if desc != "Changed." {
-		t.Fatalf("under warn %s is listed with description %q", pinnedTool, desc)
-	}
+		return false
+	})
 	if res := m.MustCall(pinnedTool, nil); res.IsError {
 		t.Fatalf("under warn the changed tool answered %+v", res)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -57,6 +58,9 @@ type entry struct {
 	// name. Both are nil for a prefixed child.
 	prefixed *entry
 	tmpl     *uriTemplate // templates of a child with prefix = false: routes bare URIs
+	// pin is the digest of a tool's or prompt's definition, compared with
+	// its pin (pinning.go); zero when pinning is off.
+	pin pins.Sum
 }
 
 // tool is the entry kind the call pipeline works with.
@@ -256,6 +260,9 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 				continue
 			}
 			e := &entry{kind: k, orig: id, child: c, def: r}
+			if k == kindPrompt {
+				e.pin = m.pinSum(c, k, id, r)
+			}
 			if k == kindTool {
 				if !known {
 					var why string
@@ -264,6 +271,14 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 						skip(k, id, why, err)
 						continue
 					}
+					// Of the definition as the checks fixed it (what the
+					// first pins were made of), before it is renamed; once
+					// per distinct definition, as the checks are.
+					fixed := t.def
+					if fixed == nil {
+						fixed = r
+					}
+					t.pin = m.pinSum(c, k, id, fixed)
 				}
 				if why := t.apply(e, readOnly.Match(id) || c.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
 					skip(k, id, why, nil)
@@ -364,6 +379,7 @@ type checkedTool struct {
 	schema       vettedSchema
 	task         mcp.TaskSupport // as listed in execution.taskSupport
 	readOnlyHint bool
+	pin          pins.Sum // the pin digest of def (pinning.go)
 }
 
 // apply gives e what t found, and the task support and read-only marking
@@ -379,6 +395,7 @@ func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities
 	if t.def != nil {
 		e.def = t.def
 	}
+	e.pin = t.pin
 	// A new checker: compiled copies for calls are never carried over.
 	e.args = &argChecker{raw: t.schema.raw, perValue: t.schema.perValue}
 	e.readOnly = readOnly
@@ -517,7 +534,8 @@ func (m *Mux) rebuildCatalog() {
 			}
 		}
 	}
-	m.applyPins(next)
+	fresh := m.applyPins(next)
+	defer m.pinFresh(fresh) // once next is published, still under publishMu
 	for k := range numKinds {
 		if len(next.kinds[k].list) == 0 {
 			continue // the zero digest, as in emptyCatalog

@@ -1,8 +1,9 @@
 package mux
 
-// Tool and prompt pinning: where the merged catalog is built, each tool's
-// and prompt's canonical definition is compared with its pin (package
-// pins). A definition that differs from its pin, under pinning =
+// Tool and prompt pinning: each tool's and prompt's digest is computed
+// where its child's catalog is built (in parallel across children, once
+// per distinct tool definition), and where the merged catalog is built it
+// is compared with its pin (package pins). A definition that differs from its pin, under pinning =
 // "enforce", and one never pinned, under pin_new = "hold", is held: left
 // out of the snapshot's lists and registry, so that it is not listed and a
 // request for it is refused like one for an unknown name. Nothing here runs
@@ -10,7 +11,8 @@ package mux
 // view through an atomic pointer.
 
 import (
-	"crypto/sha256"
+	"cmp"
+	"slices"
 	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -29,25 +31,9 @@ type pinning struct {
 	hold    bool // a definition never pinned is held, not pinned on sight
 	mode    string
 
-	digests map[*entry]pinMemo // each entry's digest, kept while the entry is in the catalog
-	// byContent keeps each digest by what it was computed from, so that a
-	// child's re-read listing the same definitions (new entries) costs a
-	// SHA-256 each rather than a canonical form.
-	byContent map[contentKey]string
-	logged    map[pinKey]string // the digest last logged as differing from its pin
-	view      atomic.Pointer[pinView]
-	changes   atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
-}
-
-type pinMemo struct {
-	digest  string
-	content contentKey
-}
-
-type contentKey struct {
-	kind        pins.Kind
-	alias, orig string
-	sum         [sha256.Size]byte
+	logged  map[pinKey]pins.Sum // the digest last logged as differing from its pin
+	view    atomic.Pointer[pinView]
+	changes atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
 }
 
 type pinKey struct {
@@ -60,7 +46,19 @@ type pinKey struct {
 type pinView struct {
 	held   map[pinKey]string // -> alias
 	counts PinCounts
-	report []PinState
+	report []pinNote
+}
+
+// pinNote is one tool or prompt whose live definition is not its pin, as
+// a build found it: its fields are read when PinReport is asked for.
+type pinNote struct {
+	kind   pins.Kind
+	name   string
+	server string
+	live   *entry // nil: the pin's tool or prompt is gone
+	pinned bool
+	pin    pins.Sum
+	held   bool
 }
 
 // PinCounts is what /readyz and the metrics tell of pinning.
@@ -86,9 +84,11 @@ type PinState struct {
 	Server string
 	// Live is the definition listed now; nil when the pin's tool is gone.
 	Live *pins.Def
-	// Pinned is the pin; nil for a definition never pinned.
+	// Pinned is the pin; nil for a definition never pinned. Its Fields
+	// are nil when they could not be read from the pin file.
 	Pinned *pins.Pin
-	// Changed names the fields that differ; nil for a new or gone one.
+	// Changed names the fields that differ; nil for a new or gone one,
+	// and when the pin's fields could not be read.
 	Changed []string
 	Held    bool
 }
@@ -99,13 +99,11 @@ func newPinning(cfg *config.Config, store *pins.Store) *pinning {
 		return nil
 	}
 	p := &pinning{
-		store:     store,
-		mode:      cfg.Mux.Pinning,
-		enforce:   cfg.Mux.Pinning == config.PinningEnforce,
-		hold:      cfg.Mux.PinNew == config.PinNewHold,
-		digests:   map[*entry]pinMemo{},
-		byContent: map[contentKey]string{},
-		logged:    map[pinKey]string{},
+		store:   store,
+		mode:    cfg.Mux.Pinning,
+		enforce: cfg.Mux.Pinning == config.PinningEnforce,
+		hold:    cfg.Mux.PinNew == config.PinNewHold,
+		logged:  map[pinKey]pins.Sum{},
 	}
 	p.view.Store(&pinView{})
 	return p
@@ -116,66 +114,97 @@ var pinKinds = [...]struct {
 	kind pins.Kind
 }{{kindTool, pins.Tool}, {kindPrompt, pins.Prompt}}
 
-// applyPins compares next's tools and prompts with their pins, leaves the
-// held ones out of next, pins new ones on first sight, logs each
-// definition that differs from its pin once, and publishes what it found.
-// Called under publishMu, before next is published.
-func (m *Mux) applyPins(next *catalog) {
+// pinKindOf is the pin kind of entries of kind k, and whether they are
+// pinned at all.
+func pinKindOf(k kind) (pins.Kind, bool) {
+	for _, pk := range pinKinds {
+		if pk.k == k {
+			return pk.kind, true
+		}
+	}
+	return "", false
+}
+
+// pinSum is the digest of the definition def of a tool or prompt of kind k
+// that c offers under its own name orig; the zero Sum, which no pin has,
+// when pinning is off or def has no canonical form (a definition the
+// catalog accepted always has one).
+func (m *Mux) pinSum(c *child, k kind, orig string, def []byte) pins.Sum {
+	pk, ok := pinKindOf(k)
+	if m.pinning == nil || !ok {
+		return pins.Sum{}
+	}
+	sum, err := pins.Digest(pk, c.alias, orig, def)
+	if err != nil {
+		c.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
+	}
+	return sum
+}
+
+// applyPins compares the digests of next's tools and prompts with their
+// pins, leaves the held ones out of next, logs each definition that
+// differs from its pin once, and publishes what it found. It returns the
+// entries to pin on first sight (pinFresh), so that the write comes after
+// next is published. Called under publishMu, before next is published.
+func (m *Mux) applyPins(next *catalog) []*entry {
 	p := m.pinning
 	if p == nil {
-		return
+		return nil
 	}
 	set := p.store.Current()
-	digests := make(map[*entry]pinMemo, len(p.digests))
-	byContent := make(map[contentKey]string, len(p.byContent))
-	logged := map[pinKey]string{}
+	logged := map[pinKey]pins.Sum{}
 	view := &pinView{held: map[pinKey]string{}}
-	live := map[pinKey]bool{}
-	var fresh []pins.Pin
+	ready := map[string]bool{}
+	for _, c := range m.children {
+		ready[c.alias] = c.state.Load().listed != nil
+	}
+	// Gone first, while next's names still hold the entries held below.
+	var gone []pinNote
+	set.Each(func(pk pins.Kind, name string, ref pins.Ref) {
+		k := kindTool
+		if pk == pins.Prompt {
+			k = kindPrompt
+		}
+		if _, live := next.kinds[k].byName[name]; !live && ready[ref.Server] {
+			gone = append(gone, pinNote{kind: pk, name: name, server: ref.Server, pinned: true, pin: ref.Sum})
+		}
+	})
+	slices.SortFunc(gone, func(a, b pinNote) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name)) })
+	view.counts.Gone = len(gone)
+	var fresh []*entry
 	for _, pk := range pinKinds {
 		sec := &next.kinds[pk.k]
 		kept := sec.list[:0]
 		for _, e := range sec.list {
 			key := pinKey{pk.kind, e.name}
-			live[key] = true
-			memo, ok := p.digests[e]
-			if !ok {
-				memo.content = contentKey{pk.kind, e.child.alias, e.orig, sha256.Sum256(e.def)}
-				if memo.digest, ok = p.byContent[memo.content]; !ok {
-					_, memo.digest = canonicalPin(pk.kind, e)
-				}
-			}
-			digests[e], byContent[memo.content] = memo, memo.digest
-			digest := memo.digest
-			pin, pinned := set.Get(pk.kind, e.name)
-			if pinned && pin.Digest == digest {
+			ref, pinned := set.Get(pk.kind, e.name)
+			if pinned && ref.Sum == e.pin {
 				view.counts.Pinned++
 				kept = append(kept, e)
 				continue
 			}
-			def, _ := canonicalPin(pk.kind, e)
-			st := PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Live: &def}
+			note := pinNote{kind: pk.kind, name: e.name, server: e.child.alias, live: e, pinned: pinned, pin: ref.Sum}
 			if pinned {
-				st.Pinned = &pin
-				st.Changed = pins.Changed(pin.Def, def)
-				st.Held = p.enforce
+				note.held = p.enforce
 				view.counts.Changed++
 			} else {
-				st.Held = p.hold
+				note.held = p.hold
 				view.counts.New++
 			}
-			view.report = append(view.report, st)
-			if !st.Held && !pinned {
-				fresh = append(fresh, pins.Pin{Def: def, Digest: digest})
+			view.report = append(view.report, note)
+			if !note.held && !pinned {
+				fresh = append(fresh, e)
 				kept = append(kept, e)
 				continue
 			}
-			logged[key] = digest
-			if p.logged[key] != digest {
+			logged[key] = e.pin
+			if p.logged[key] != e.pin {
 				p.changes.Add(1)
-				m.logPinned(st, p.mode)
+				if !pinned { // a changed one is logged by logChanged
+					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Held: note.held}, p.mode)
+				}
 			}
-			if !st.Held {
+			if !note.held {
 				kept = append(kept, e)
 				continue
 			}
@@ -186,35 +215,76 @@ func (m *Mux) applyPins(next *catalog) {
 		clear(sec.list[len(kept):]) // no held entry stays reachable
 		sec.list = kept
 	}
-	ready := map[string]bool{}
-	for _, c := range m.children {
-		ready[c.alias] = c.state.Load().listed != nil
-	}
-	for _, pin := range set.All() {
-		if !live[pinKey{pin.Kind, pin.Name}] && ready[pin.Server()] {
-			view.counts.Gone++
-			view.report = append(view.report, PinState{Kind: pin.Kind, Name: pin.Name, Server: pin.Server(), Pinned: &pin})
-		}
-	}
-	p.digests, p.byContent, p.logged = digests, byContent, logged
-	if len(fresh) > 0 {
-		p.store.Pin(fresh)
-		m.log.Info().Int("pinned", len(fresh)).Str("pin_file", p.store.Path()).Msg("tools and prompts pinned on first sight")
-	}
+	view.report = append(view.report, gone...)
+	m.logChanged(view.report, p.mode)
+	p.logged = logged
 	view.counts.Mode = p.mode
 	p.view.Store(view)
+	return fresh
 }
 
-// canonicalPin returns e's canonical definition and its digest. A
-// definition the catalog accepted is a JSON object, so it cannot fail; if
-// it did, the empty digest differs from every pin.
-func canonicalPin(k pins.Kind, e *entry) (pins.Def, string) {
-	def, err := pins.Canonical(k, e.name, e.child.alias, e.orig, e.def)
-	if err != nil {
-		e.child.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
-		return pins.Def{Kind: k, Name: e.name}, ""
+// logChanged writes the log line of each definition in notes newly seen
+// differing from its pin, naming the changed fields, which it reads from
+// the pin file (a rare event: the file is read once for all of them).
+func (m *Mux) logChanged(notes []pinNote, mode string) {
+	var set *pins.Set
+	for _, n := range notes {
+		if n.live == nil || !n.pinned || m.pinning.logged[pinKey{n.kind, n.name}] == n.live.pin {
+			continue
+		}
+		if set == nil {
+			var err error
+			if set, err = m.pinning.store.Read(); err != nil {
+				m.log.Warn().Err(err).Msg("the pins' fields cannot be read: the log cannot name what changed")
+				set = pins.NewSet()
+			}
+		}
+		m.logPinned(m.pinState(n, set), mode)
 	}
-	return def, def.Digest()
+}
+
+// pinState is what n says, with the fields of its live definition and of
+// its pin in set (if set has the pin in force).
+func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
+	st := PinState{Kind: n.kind, Name: n.name, Server: n.server, Held: n.held}
+	if n.live != nil {
+		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.orig, n.live.def)
+		if err != nil {
+			def = pins.Def{Kind: n.kind, Name: n.name}
+		}
+		st.Live = &def
+	}
+	if !n.pinned {
+		return st
+	}
+	pin := pins.Pin{Def: pins.Def{Kind: n.kind, Name: n.name}, Digest: n.pin.String()}
+	if full, ok := set.Get(n.kind, n.name); ok && full.Digest == pin.Digest {
+		pin = full
+		if st.Live != nil {
+			st.Changed = pins.Changed(pin.Def, *st.Live)
+		}
+	}
+	st.Pinned = &pin
+	return st
+}
+
+// pinFresh pins on first sight the entries applyPins returned. Called
+// under publishMu, after the catalog they are in is published.
+func (m *Mux) pinFresh(fresh []*entry) {
+	if len(fresh) == 0 {
+		return
+	}
+	ps := make([]pins.Pin, 0, len(fresh))
+	for _, e := range fresh {
+		pk, _ := pinKindOf(e.kind)
+		def, err := pins.Canonical(pk, e.name, e.child.alias, e.orig, e.def)
+		if err != nil {
+			continue // logged when its digest was not computed; it matches no pin
+		}
+		ps = append(ps, pins.NewPin(def))
+	}
+	m.pinning.store.Pin(ps)
+	m.log.Info().Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg("tools and prompts pinned on first sight")
 }
 
 // logPinned writes the one log line of a definition that differs from its
@@ -245,16 +315,12 @@ func (m *Mux) PinsChanged() {
 // heldBy returns the alias of the tool or prompt of kind k exposed as name
 // if pinning holds it.
 func (m *Mux) heldBy(k kind, name string) (string, bool) {
-	if m.pinning == nil {
+	pk, ok := pinKindOf(k)
+	if m.pinning == nil || !ok {
 		return "", false
 	}
-	for _, pk := range pinKinds {
-		if pk.k == k {
-			alias, ok := m.pinning.view.Load().held[pinKey{pk.kind, name}]
-			return alias, ok
-		}
-	}
-	return "", false
+	alias, ok := m.pinning.view.Load().held[pinKey{pk, name}]
+	return alias, ok
 }
 
 // PinStatus is what pinning found at the last catalog build.
@@ -273,10 +339,24 @@ func (m *Mux) PinStatus() PinCounts {
 
 // PinReport lists every tool and prompt whose live definition is not its
 // pin (new, changed, held), and every pin of a ready server whose tool or
-// prompt is gone, as the last catalog build found them.
+// prompt is gone, as the last catalog build found them, with their fields
+// (the pins' read from the pin file now).
 func (m *Mux) PinReport() []PinState {
 	if m.pinning == nil {
 		return nil
 	}
-	return m.pinning.view.Load().report
+	notes := m.pinning.view.Load().report
+	if len(notes) == 0 {
+		return nil
+	}
+	set, err := m.pinning.store.Read()
+	if err != nil {
+		m.log.Warn().Err(err).Msg("the pins' fields cannot be read")
+		set = pins.NewSet()
+	}
+	out := make([]PinState, len(notes))
+	for i, n := range notes {
+		out[i] = m.pinState(n, set)
+	}
+	return out
 }

@@ -89,6 +89,90 @@ func (s *Set) With(ps []Pin, drop ...Pin) *Set {
 	return next
 }
 
+// Ref is what serving needs of a pin: the server that offers it and its
+// digest. Its fields stay in the file.
+type Ref struct {
+	Server string
+	Sum    Sum
+}
+
+// Index is an immutable view of pins that holds only their Refs: what a
+// Store serves.
+type Index struct {
+	refs map[key]Ref
+}
+
+// Get returns the pin of the kind k exposed as name.
+func (x *Index) Get(k Kind, name string) (Ref, bool) {
+	if x == nil {
+		return Ref{}, false
+	}
+	r, ok := x.refs[key{k, name}]
+	return r, ok
+}
+
+// Len is the number of pins.
+func (x *Index) Len() int {
+	if x == nil {
+		return 0
+	}
+	return len(x.refs)
+}
+
+// Each calls f with every pin, in no order.
+func (x *Index) Each(f func(k Kind, name string, r Ref)) {
+	if x == nil {
+		return
+	}
+	for k, r := range x.refs {
+		f(k.kind, k.name, r)
+	}
+}
+
+// Index returns the Refs of s. Its strings are copies, so that it keeps
+// nothing of the file s was parsed from alive, and one server's alias is
+// one string.
+func (s *Set) Index() *Index {
+	x := &Index{refs: make(map[key]Ref, len(s.pins))}
+	x.add(s.pins)
+	return x
+}
+
+// with returns x with the pins of ps added or replaced.
+func (x *Index) with(ps []Pin) *Index {
+	if len(ps) == 0 {
+		return x
+	}
+	next := &Index{refs: make(map[key]Ref, len(x.refs)+len(ps))}
+	for k, r := range x.refs {
+		next.refs[k] = r
+	}
+	m := make(map[key]Pin, len(ps))
+	for _, p := range ps {
+		m[key{p.Kind, p.Name}] = p
+	}
+	next.add(m)
+	return next
+}
+
+func (x *Index) add(ps map[key]Pin) {
+	servers := map[string]string{}
+	for k, p := range ps {
+		srv := p.Server()
+		if s, ok := servers[srv]; ok {
+			srv = s
+		} else {
+			servers[srv] = srv
+		}
+		sum, _ := ParseSum(p.Digest) // a Pin's digest is well-formed: Parse and NewPin make them
+		kind := Tool                 // a constant, not the file's bytes
+		if k.kind == Prompt {
+			kind = Prompt
+		}
+		x.refs[key{kind, strings.Clone(k.name)}] = Ref{Server: srv, Sum: sum}
+	}
+}
+
 func kindOrder(k Kind) int {
 	if k == Tool {
 		return 0

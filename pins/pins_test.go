@@ -176,7 +176,7 @@ func TestStoreWritesAndWatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := onDisk.Current().Get(Tool, "docs__t"); !ok || p.Digest != a.Digest {
+	if p, ok := onDisk.Current().Get(Tool, "docs__t"); !ok || p.Sum.String() != a.Digest {
 		t.Fatal("the first-sight pin is not in the file")
 	}
 
@@ -199,7 +199,7 @@ func TestStoreWritesAndWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChange(t, changed)
-	if p, _ := s.Current().Get(Tool, "docs__t"); p.Digest != b.Digest {
+	if p, _ := s.Current().Get(Tool, "docs__t"); p.Sum.String() != b.Digest {
 		t.Fatal("the approval did not take effect")
 	}
 
@@ -209,7 +209,7 @@ func TestStoreWritesAndWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.WaitFor(t, "the broken file to be seen", func() bool { return s.LastError() != nil })
-	if p, _ := s.Current().Get(Tool, "docs__t"); p.Digest != b.Digest {
+	if p, _ := s.Current().Get(Tool, "docs__t"); p.Sum.String() != b.Digest {
 		t.Fatal("a broken file dropped the pins in force")
 	}
 	c, err := Canonical(Prompt, "docs__p", "docs", "p", []byte(`{"description":"p"}`))

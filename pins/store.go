@@ -1,8 +1,8 @@
 package pins
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,21 +33,25 @@ type Options struct {
 }
 
 // Store holds the pins of one pin file and the pins made on first sight
-// that the file could not take. Current takes no lock; everything that
-// changes the pins is serialised by the Store.
+// that the file could not take. Of the file's pins it keeps only their
+// Refs; their fields are read from the file when they are needed (Read,
+// and every write, which merges into the file as it is on disk). Current
+// takes no lock; everything that changes the pins is serialised by the
+// Store.
 type Store struct {
 	path    string
 	log     zerolog.Logger
 	noWrite bool
 
 	mu     sync.Mutex // serialises reloads and writes; never taken by Current
-	file   *Set       // the last good contents of the file
-	disk   []byte     // the bytes last read from or written to the file
-	mem    []Pin      // pinned on first sight, not in the file
+	file   *Index     // the last good contents of the file
+	sum    Sum        // the SHA-256 of the bytes last read from or written to the file
+	onDisk bool       // the file existed when last read, or was written
+	mem    []Pin      // pinned on first sight, not in the file (whole: they are to be written)
 	broken bool       // the file on disk does not parse or is gone: never overwritten on first sight
 	warned bool       // a failed write was logged
 
-	cur      atomic.Pointer[Set] // file and mem together
+	cur      atomic.Pointer[Index] // file and mem together
 	lastErr  atomic.Pointer[error]
 	watching atomic.Bool
 	// testHookWatching, if set, is called once Watch watches the directory.
@@ -59,30 +63,50 @@ type Store struct {
 // (and, for each problem, its line), so that mcpmux never starts on fewer
 // pins than the file holds.
 func Open(path string, log zerolog.Logger, o Options) (*Store, error) {
-	s := &Store{path: path, log: log.With().Str("pin_file", path).Logger(), noWrite: o.NoWrite, file: NewSet()}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		data = nil
-	case err != nil:
-		return nil, fmt.Errorf("pin file: %w", err)
-	default:
-		set, err := Parse(path, data)
-		if err != nil {
-			return nil, err
-		}
-		s.file = set
+	s := &Store{path: path, log: log.With().Str("pin_file", path).Logger(), noWrite: o.NoWrite}
+	set, sum, exists, err := s.read()
+	if err != nil {
+		return nil, err
 	}
-	s.disk = data
+	s.file, s.sum, s.onDisk = set.Index(), sum, exists
 	s.publish()
 	return s, nil
+}
+
+// read reads and parses the file: an absent file holds no pins.
+func (s *Store) read() (set *Set, sum Sum, exists bool, err error) {
+	data, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return NewSet(), sum, false, nil
+	case err != nil:
+		return nil, sum, false, fmt.Errorf("pin file: %w", err)
+	}
+	if set, err = Parse(s.path, data); err != nil {
+		return nil, sum, true, err
+	}
+	return set, sha256.Sum256(data), true, nil
+}
+
+// Read returns the pins in force with their fields: the file's, read from
+// disk now, and those kept in memory. A pin whose digest differs from the
+// one Current has for it was written to the file after the last reload,
+// and does not describe the pin in force.
+func (s *Store) Read() (*Set, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, _, _, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return set.With(s.mem), nil
 }
 
 // Path is the pin file's path.
 func (s *Store) Path() string { return s.path }
 
 // Current returns the pins in force. It takes no lock.
-func (s *Store) Current() *Set { return s.cur.Load() }
+func (s *Store) Current() *Index { return s.cur.Load() }
 
 // LastError is what is wrong with the file on disk now (it does not parse,
 // it is gone, a write failed), or nil. While it is not nil the pins in
@@ -106,7 +130,7 @@ func (s *Store) setErr(err error) { s.lastErr.Store(&err) }
 // publish makes file and mem current. Called with mu held, or before the
 // Store is shared.
 func (s *Store) publish() {
-	s.cur.Store(s.file.With(s.mem))
+	s.cur.Store(s.file.with(s.mem))
 }
 
 // Pin adds pins made on first sight. It writes them to the file; where the
@@ -124,9 +148,29 @@ func (s *Store) Pin(ps []Pin) {
 	if s.noWrite || s.broken {
 		return
 	}
-	next := s.file.With(s.mem)
-	data := next.Encode()
-	if err := writeAtomic(s.path, data); err != nil {
+	s.flush()
+}
+
+// errChanged is why first-sight pins wait in memory for the file's reload.
+var errChanged = errors.New("the pin file changed on disk since it was read")
+
+// flush writes the pins kept in memory into the file, merged into the
+// file as it is on disk if that is the file in force. A file changed since
+// it was read is left to its reload, which flushes again.
+func (s *Store) flush() {
+	set, sum, exists, err := s.read()
+	if err == nil && (exists != s.onDisk || sum != s.sum) {
+		err = errChanged
+	}
+	if errors.Is(err, errChanged) {
+		return
+	}
+	var data []byte
+	if err == nil {
+		data = set.With(s.mem).Encode()
+		err = writeAtomic(s.path, data)
+	}
+	if err != nil {
 		if !s.warned {
 			s.log.Warn().Err(err).Int("pins_in_memory", len(s.mem)).
 				Msg("pin file cannot be written: first-sight pins are kept in memory (commit the file another way, e.g. through its ConfigMap)")
@@ -135,7 +179,7 @@ func (s *Store) Pin(ps []Pin) {
 		s.setErr(err)
 		return
 	}
-	s.file, s.disk, s.mem = next, data, nil
+	s.file, s.sum, s.onDisk, s.mem = s.file.with(s.mem), sha256.Sum256(data), true, nil
 	if s.warned {
 		s.log.Info().Msg("pin file written again: the pins kept in memory are in it")
 		s.warned = false
@@ -144,18 +188,27 @@ func (s *Store) Pin(ps []Pin) {
 }
 
 // Approve writes the file with ps pinned (replacing pins of the same kind
-// and name) and the pins of drop removed. Unlike Pin it fails when the
-// file cannot be written.
+// and name) and the pins of drop removed, into the file as it is on disk
+// now. Unlike Pin it fails when the file cannot be written, or read: a file
+// that does not parse, or is gone after it was read, is not replaced by
+// one holding only the approvals.
 func (s *Store) Approve(ps []Pin, drop []Pin) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := s.file.With(ps, drop...)
+	set, _, exists, err := s.read()
+	if err == nil && s.onDisk && !exists {
+		err = fmt.Errorf("pin file %s is gone: approving would write only the approvals", s.path)
+	}
+	if err != nil {
+		return err
+	}
+	next := set.With(ps, drop...)
 	data := next.Encode()
 	if err := writeAtomic(s.path, data); err != nil {
 		return err
 	}
-	s.file, s.disk = next, data
-	s.mem = s.notIn(next.With(drop))
+	s.file, s.sum, s.onDisk = next.Index(), sha256.Sum256(data), true
+	s.mem = s.notIn(next.With(drop).Index())
 	s.broken = false
 	s.setErr(nil)
 	s.publish()
@@ -164,7 +217,7 @@ func (s *Store) Approve(ps []Pin, drop []Pin) error {
 
 // notIn returns the pins of mem that set has none of the same kind and
 // name for.
-func (s *Store) notIn(set *Set) []Pin {
+func (s *Store) notIn(set *Index) []Pin {
 	var out []Pin
 	for _, p := range s.mem {
 		if _, ok := set.Get(p.Kind, p.Name); !ok {
@@ -182,7 +235,7 @@ func (s *Store) reload() bool {
 	defer s.mu.Unlock()
 	data, err := os.ReadFile(s.path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && s.disk == nil:
+	case errors.Is(err, fs.ErrNotExist) && !s.onDisk:
 		return false // never written yet: the first pins will create it
 	case errors.Is(err, fs.ErrNotExist):
 		if !s.broken {
@@ -195,7 +248,7 @@ func (s *Store) reload() bool {
 		s.log.Error().Err(err).Msg("pin file cannot be read: keeping the pins in force")
 		s.setErr(fmt.Errorf("pin file: %w", err))
 		return false
-	case bytes.Equal(data, s.disk) && !s.broken:
+	case sha256.Sum256(data) == s.sum && !s.broken:
 		return false
 	}
 	set, err := Parse(s.path, data)
@@ -209,11 +262,14 @@ func (s *Store) reload() bool {
 		s.broken = true
 		return false
 	}
-	s.file, s.disk = set, data
-	s.mem = s.notIn(set)
+	s.file, s.sum, s.onDisk = set.Index(), sha256.Sum256(data), true
+	s.mem = s.notIn(s.file)
 	s.setErr(nil)
 	s.broken = false
 	s.warned = false
+	if len(s.mem) > 0 && !s.noWrite {
+		s.flush()
+	}
 	s.publish()
 	s.log.Info().Int("pins", set.Len()).Int("pins_in_memory", len(s.mem)).Msg("pin file reloaded")
 	return true

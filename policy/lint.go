@@ -36,8 +36,9 @@ type Servers struct {
 // Unmatchable returns a Warning for every pattern of p that can never match,
 // given the configured servers, in file order.
 //
-// A pattern of allow, allow_read_only or deny is matched against the tool
-// and prompt names mcpmux exposes; it warns about
+// A pattern of allow, allow_read_only or deny, and one of a [[rule]]'s
+// tools, is matched against the tool and prompt names mcpmux exposes; it
+// warns about
 //
 //   - a pattern with a character no exposed name has: one outside
 //     [A-Za-z0-9_-], other than the glob's own '*' and '?' (a glob has no
@@ -45,6 +46,9 @@ type Servers struct {
 //   - a pattern whose literal start fits no alias + separator, such as
 //     "gh__*" when there is no server gh (unless some server is
 //     unprefixed).
+//
+// A rule whose tools pattern never matches is switched off, which removes
+// a restriction, so these warnings matter most there.
 //
 // A pattern of allow_resources is matched against server aliases; it warns
 // about one that matches no configured alias (so also about one with a
@@ -58,36 +62,51 @@ func (p *Policy) Unmatchable(servers Servers) []Warning {
 		return nil
 	}
 	var ws []Warning
-	for _, r := range p.written {
+	check := func(pat pattern, what string) {
 		warn := func(format string, args ...any) {
-			ws = append(ws, Warning{File: p.File, Line: r.line,
-				Msg: fmt.Sprintf("%s pattern %q can never match: ", keyNames[r.key], r.pattern) + fmt.Sprintf(format, args...)})
+			ws = append(ws, Warning{File: p.File, Line: pat.line,
+				Msg: fmt.Sprintf("%s %q can never match: ", what, pat.glob) + fmt.Sprintf(format, args...)})
 		}
-		if r.key == keyAllowResources {
-			unmatchableServer(r.pattern, servers.Aliases, warn)
-			continue
+		if pat.key == keyAllowResources {
+			unmatchableServer(pat.glob, servers.Aliases, warn)
+		} else {
+			unmatchableName(pat.glob, servers, warn)
 		}
-		if c, ok := foreignChar(r.pattern, validNameByte); ok {
-			msg := "exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not %q"
-			if c == '[' {
-				msg += " (a pattern has no [...] classes, only * and ?)"
-			}
-			warn(msg, c)
-		}
-		if len(servers.Aliases) > 0 && !servers.Unprefixed && !fitsSomePrefix(r.pattern, servers.Separator, servers.Aliases) {
-			n := literalLen(r.pattern)
-			lit := r.pattern[:n]
-			switch alias, _, ok := strings.Cut(lit, servers.Separator); {
-			case ok && !slices.Contains(servers.Aliases, alias):
-				warn("no server %s", alias)
-			case n < len(r.pattern):
-				warn("no exposed name starts with %q (each starts with a server's alias and %q)", lit, servers.Separator)
-			default:
-				warn("an exposed name is a server's alias, %q and a tool or prompt name", servers.Separator)
-			}
+	}
+	for _, pat := range p.written {
+		check(pat, keyNames[pat.key]+" pattern")
+	}
+	for _, r := range p.rules {
+		for _, pat := range r.written {
+			check(pat, "rule "+strconv.Itoa(r.Index)+": tools pattern")
 		}
 	}
 	return ws
+}
+
+// unmatchableName warns, through warn, if a pattern over exposed tool and
+// prompt names can match none of them.
+func unmatchableName(pattern string, servers Servers, warn func(format string, args ...any)) {
+	if c, ok := foreignChar(pattern, validNameByte); ok {
+		msg := "exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not %q"
+		if c == '[' {
+			msg += " (a pattern has no [...] classes, only * and ?)"
+		}
+		warn(msg, c)
+	}
+	if len(servers.Aliases) == 0 || servers.Unprefixed || fitsSomePrefix(pattern, servers.Separator, servers.Aliases) {
+		return
+	}
+	n := literalLen(pattern)
+	lit := pattern[:n]
+	switch alias, _, ok := strings.Cut(lit, servers.Separator); {
+	case ok && !slices.Contains(servers.Aliases, alias):
+		warn("no server %s", alias)
+	case n < len(pattern):
+		warn("no exposed name starts with %q (each starts with a server's alias and %q)", lit, servers.Separator)
+	default:
+		warn("an exposed name is a server's alias, %q and a tool or prompt name", servers.Separator)
+	}
 }
 
 // unmatchableServer warns, through warn, if an allow_resources pattern can

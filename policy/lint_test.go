@@ -57,6 +57,35 @@ func TestUnmatchable(t *testing.T) {
 	}
 }
 
+// A [[rule]]'s tools patterns are checked as allow's are: a typo there
+// switches the rule off, which removes a restriction.
+func TestUnmatchableRuleTools(t *testing.T) {
+	data := `allow = ["docs__*"]
+
+[[rule]]
+tools = ["docs__read_*"]
+allow_if = 'args.path.startsWith("/pub/")'
+
+[[rule]]
+tools = [
+  "doc__read_*",
+  "docs__read.text",
+]
+deny_if = 'claims.team != "ops"'
+`
+	p, err := Parse(testFile, []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Warning{
+		{File: testFile, Line: 9, Msg: `rule 2: tools pattern "doc__read_*" can never match: no server doc`},
+		{File: testFile, Line: 10, Msg: `rule 2: tools pattern "docs__read.text" can never match: exposed tool and prompt names have only A-Z, a-z, 0-9, '_' and '-', not '.'`},
+	}
+	if ws := p.Unmatchable(Servers{Separator: "__", Aliases: []string{"docs"}}); !slices.Equal(ws, want) {
+		t.Errorf("warnings %v, want %v", ws, want)
+	}
+}
+
 // allow_resources names servers: each pattern is checked against the
 // aliases themselves, and names that look like tool names or URIs are
 // explained.
@@ -203,6 +232,14 @@ func TestStoreWarnsUnmatchable(t *testing.T) {
 	replaceFile(t, reader, "allow = [\"docs__*\"]\ndeny = [\"docs__a.b\"]\nallow_resources = [\"docs\", \"wiki\"]\n")
 	w.waitFor("reader's resources", func(s *Set) bool { return s.For("reader").Allows(Item{Kind: Resource, Server: "docs"}) })
 	want = append(want, want[1], reader+`:3: allow_resources pattern "wiki" can never match: no server wiki`)
+	if got := w.logs.warnings(t); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+
+	// So is a rule whose tools match nothing.
+	replaceFile(t, reader, "allow = [\"docs__*\"]\n\n[[rule]]\ntools = [\"doc__*\"]\ndeny_if = 'claims.team != \"ops\"'\n")
+	w.waitFor("reader's rule", func(s *Set) bool { return len(s.For("reader").Rules()) == 1 })
+	want = append(want, reader+`:4: rule 1: tools pattern "doc__*" can never match: no server doc`)
 	if got := w.logs.warnings(t); !slices.Equal(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)
 	}

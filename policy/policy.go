@@ -14,6 +14,18 @@
 // allow_resources is globs over server aliases, since exposed resource URIs
 // are a rewrite scheme nobody should write globs over.
 //
+// After these keys come any number of [[rule]] tables (rules.go), each a
+// CEL condition on the calls of the tools its tools globs name:
+//
+//	[[rule]]
+//	tools = ["fs__read_*"]
+//	allow_if = 'args.path.startsWith("/data/public/")' # or deny_if
+//	message = "reader may read only under /data/public"
+//
+// A rule is compiled when its file is read and sees args, tool, server,
+// identity and claims; one that does not read args decides the same for
+// every call of a tool by one caller, so it can hide the tool too.
+//
 // The format is strict: an unknown key, a value of the wrong type or an
 // empty pattern is an error, reported as FILE:LINE: message, because a typo
 // must never silently change who may do what. An empty file is a valid
@@ -46,31 +58,32 @@ const ext = ".toml"
 // not stall a reload.
 const maxFileSize = 1 << 20
 
-// Policy is one identity's rules. It is never modified after Parse returns
-// it, so it may be shared freely.
+// Policy is one identity's policy file: its globs and its [[rule]]s. It is
+// never modified after Parse returns it, so it may be shared freely.
 type Policy struct {
 	Identity string // the file name without ".toml"
 	File     string // the file the policy was read from
 
 	allow, allowReadOnly, deny, allowResources glob.Set
 
-	// rules holds the patterns as written, each list sorted and
+	// patterns holds the patterns as written, each list sorted and
 	// de-duplicated, so that two policies with the same meaning compare
 	// equal however their files are laid out.
-	rules [numKeys][]string
+	patterns [numKeys][]string
 
-	// written is every pattern in file order, with its line, for warnings.
-	written []rule
+	// written is every pattern of the keys above in file order, with its
+	// line, for warnings (a rule keeps its own tools patterns).
+	written []pattern
 
-	// conds is the [[rule]] tables, compiled, in file order.
-	conds []*Rule
+	// rules is the [[rule]] tables, compiled, in file order.
+	rules []*Rule
 }
 
-// rule is one pattern as written in a policy file.
-type rule struct {
-	key     int
-	pattern string
-	line    int
+// pattern is one glob as written in a policy file.
+type pattern struct {
+	key  int // keyAllow and the rest; -1 in a [[rule]]'s tools
+	glob string
+	line int
 }
 
 // Kind is the kind of thing a client may be allowed to see and use.
@@ -137,20 +150,30 @@ func (p *Policy) Allows(it Item) bool {
 	return false
 }
 
-// sameRules reports whether p and q grant exactly the same access. Two nil
-// policies have the same rules; a nil and a non-nil policy do not, since
+// sameAccess reports whether p and q grant exactly the same access, however
+// their files are laid out. Two nil policies have the same access; a nil
+// and a non-nil policy do not, since
 // having no policy file differs from having an empty one only in being
 // absent from a Set.
-func (p *Policy) sameRules(q *Policy) bool {
+func (p *Policy) sameAccess(q *Policy) bool {
 	if p == nil || q == nil {
 		return p == q
 	}
-	for k := range p.rules {
-		if !slices.Equal(p.rules[k], q.rules[k]) {
+	for k := range p.patterns {
+		if !slices.Equal(p.patterns[k], q.patterns[k]) {
 			return false
 		}
 	}
-	return slices.EqualFunc(p.conds, q.conds, (*Rule).sameRule)
+	return slices.EqualFunc(p.rules, q.rules, (*Rule).sameMeaning)
+}
+
+// sameAsWritten reports whether p and q grant the same access and every rule
+// is where it was (file and line), so that one may stand for the other in
+// what is reported too: the audit line names a refusing rule's line.
+func (p *Policy) sameAsWritten(q *Policy) bool {
+	return p.sameAccess(q) && (p == nil || slices.EqualFunc(p.rules, q.rules, func(r, s *Rule) bool {
+		return r.File == s.File && r.Line == s.Line
+	}))
 }
 
 // String returns the policy's rules in policy file syntax, for logs.
@@ -159,7 +182,7 @@ func (p *Policy) String() string {
 		return "<no policy>"
 	}
 	var b strings.Builder
-	for k, pats := range p.rules {
+	for k, pats := range p.patterns {
 		if len(pats) == 0 {
 			continue
 		}
@@ -176,11 +199,11 @@ func (p *Policy) String() string {
 		}
 		b.WriteString("]")
 	}
-	if len(p.conds) > 0 {
+	if len(p.rules) > 0 {
 		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%d rules", len(p.conds))
+		fmt.Fprintf(&b, "%d rules", len(p.rules))
 	}
 	return b.String()
 }
@@ -216,34 +239,34 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if id == "" {
 		return nil, fmt.Errorf("policy: %s: not a policy file name (want IDENTITY%s)", file, ext)
 	}
-	rules, decls, err := parseRules(file, data)
+	pats, decls, err := parseContents(file, data)
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{Identity: id, File: file, written: rules}
+	p := &Policy{Identity: id, File: file, written: pats}
 	var errs Errors
 	for i := range decls {
 		r, es := compileRule(file, i+1, &decls[i])
 		errs = append(errs, es...)
-		p.conds = append(p.conds, r)
+		p.rules = append(p.rules, r)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	var byKey [numKeys][]string
-	for _, r := range rules {
-		byKey[r.key] = append(byKey[r.key], r.pattern)
+	for _, pat := range pats {
+		byKey[pat.key] = append(byKey[pat.key], pat.glob)
 	}
 	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny, &p.allowResources}
 	for k, pats := range byKey {
-		// Compile reports nothing for patterns parseRules accepted; the
+		// Compile reports nothing for patterns parseContents accepted; the
 		// check stays so that a stricter glob cannot be ignored here.
 		set, err := glob.CompileSet(pats)
 		if err != nil {
 			return nil, fmt.Errorf("policy: %s: %s: %w", file, keyNames[k], err)
 		}
 		*sets[k] = set
-		p.rules[k] = slices.Compact(slices.Sorted(slices.Values(pats)))
+		p.patterns[k] = slices.Compact(slices.Sorted(slices.Values(pats)))
 	}
 	return p, nil
 }
@@ -282,7 +305,7 @@ var keyList = strings.Join(keyNames[:], ", ")
 
 var utf8BOM = []byte("\ufeff")
 
-// parseRules returns the patterns of a policy file, in file order, and its
+// parseContents returns the patterns of a policy file, in file order, and its
 // [[rule]] tables.
 //
 // It walks go-toml's syntax tree rather than decoding into a struct, for two
@@ -291,9 +314,9 @@ var utf8BOM = []byte("\ufeff")
 // one deny list. And it reports some errors inside arrays at line 1,
 // because array nodes carry no position. Here every problem is located by a
 // key or a scalar value, whose positions are exact.
-func parseRules(file string, data []byte) ([]rule, []ruleDecl, error) {
+func parseContents(file string, data []byte) ([]pattern, []ruleDecl, error) {
 	var (
-		rules []rule
+		pats  []pattern
 		decls []ruleDecl
 		errs  Errors
 		seen  [numKeys]int // line each key was set on; 0 if not yet
@@ -343,8 +366,8 @@ func parseRules(file string, data []byte) ([]rule, []ruleDecl, error) {
 			continue
 		}
 		seen[k] = keyLine
-		for pat, line := range patterns(&p, expr.Value(), key, keyLine, report) {
-			rules = append(rules, rule{key: k, pattern: pat, line: line})
+		for pat, line := range arrayStrings(&p, expr.Value(), key, keyLine, report) {
+			pats = append(pats, pattern{key: k, glob: pat, line: line})
 		}
 	}
 	if err := p.Error(); err != nil {
@@ -364,12 +387,12 @@ func parseRules(file string, data []byte) ([]rule, []ruleDecl, error) {
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
-	return rules, decls, nil
+	return pats, decls, nil
 }
 
-// patterns returns the strings of the array value of key, each with its
+// arrayStrings returns the strings of the array value of key, each with its
 // line, reporting what is not a non-empty string.
-func patterns(p *unstable.Parser, value *unstable.Node, key string, keyLine int, report func(int, string, ...any)) iter.Seq2[string, int] {
+func arrayStrings(p *unstable.Parser, value *unstable.Node, key string, keyLine int, report func(int, string, ...any)) iter.Seq2[string, int] {
 	return func(yield func(string, int) bool) {
 		if value.Kind != unstable.Array {
 			report(lineOf(p, value, keyLine), "%s must be an array of strings, not %s", key, kindName(value.Kind))
@@ -409,8 +432,8 @@ func ruleKey(p *unstable.Parser, expr *unstable.Node, key string, keyLine int, d
 	value := expr.Value()
 	if key == keyTools {
 		d.toolsSet = true
-		for pat := range patterns(p, value, key, keyLine, report) {
-			d.tools = append(d.tools, pat)
+		for pat, line := range arrayStrings(p, value, key, keyLine, report) {
+			d.tools = append(d.tools, pattern{key: -1, glob: pat, line: line})
 		}
 		if it := value.Children(); value.Kind == unstable.Array && !it.Next() {
 			report(keyLine, "tools is empty: the rule would govern no tool")

@@ -78,7 +78,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, variant := range variants {
 			q, err := Parse(file, variant)
-			if err != nil || !p.sameRules(q) {
+			if err != nil || !p.sameAccess(q) {
 				t.Fatalf("%q parses to %v, but %q to %v (%v)", data, p, variant, q, err)
 			}
 		}
@@ -87,7 +87,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		q, err := Parse(file, written)
-		if err != nil || !p.sameRules(q) {
+		if err != nil || !p.sameAccess(q) {
 			t.Fatalf("%q parses to %v, but written out as %q to %v (%v)", data, p, written, q, err)
 		}
 	})
@@ -98,7 +98,7 @@ func FuzzParse(f *testing.F) {
 // pattern that is not valid UTF-8, which TOML cannot carry.
 func writeOut(p *Policy) ([]byte, bool) {
 	var b bytes.Buffer
-	for k, pats := range p.rules {
+	for k, pats := range p.patterns {
 		b.WriteString(keyNames[k] + " = [")
 		for i, s := range pats {
 			if !utf8.ValidString(s) {
@@ -112,7 +112,7 @@ func writeOut(p *Policy) ([]byte, bool) {
 		}
 		b.WriteString("]\n")
 	}
-	for _, r := range p.conds {
+	for _, r := range p.rules {
 		b.WriteString("[[rule]]\ntools = [")
 		for i, s := range r.patterns {
 			if i > 0 {

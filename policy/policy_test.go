@@ -64,7 +64,7 @@ deny = [] # nothing yet
 			if p.Identity != "reader" || p.File != testFile {
 				t.Errorf("Identity, File = %q, %q; want reader, %q", p.Identity, p.File, testFile)
 			}
-			got := rules{p.rules[keyAllow], p.rules[keyAllowReadOnly], p.rules[keyDeny], p.rules[keyAllowResources]}
+			got := rules{p.patterns[keyAllow], p.patterns[keyAllowReadOnly], p.patterns[keyDeny], p.patterns[keyAllowResources]}
 			for i, pair := range [][2][]string{{got.allow, tt.want.allow}, {got.allowReadOnly, tt.want.allowReadOnly}, {got.deny, tt.want.deny}, {got.allowResources, tt.want.allowResources}} {
 				if !slices.Equal(pair[0], pair[1]) {
 					t.Errorf("%s = %q; want %q", keyNames[i], pair[0], pair[1])

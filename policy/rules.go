@@ -31,8 +31,9 @@ type Rule struct {
 	Message string // what a refused caller is told
 
 	tools    glob.Set
-	patterns []string // sorted and de-duplicated, for sameRules
-	deny     bool     // deny_if rather than allow_if
+	patterns []string  // sorted and de-duplicated, for sameMeaning
+	written  []pattern // the tools patterns in file order, for warnings
+	deny     bool      // deny_if rather than allow_if
 	expr     string
 	message  string // as written; "" for the default
 	prg      cel.Program
@@ -193,7 +194,7 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 // ruleDecl is a [[rule]] table as written, before it is compiled.
 type ruleDecl struct {
 	line     int // of the [[rule]] header
-	tools    []string
+	tools    []pattern
 	toolsSet bool
 	kind     string // keyAllowIf or keyDenyIf; "" if neither was given
 	expr     string
@@ -248,13 +249,17 @@ func compileRule(file string, index int, d *ruleDecl) (*Rule, Errors) {
 	if err != nil {
 		return nil, Errors{&Error{File: file, Line: d.exprLine, Msg: fmt.Sprintf("%s: %s", d.kind, oneLine(err.Error()))}}
 	}
-	tools, err := glob.CompileSet(d.tools)
+	globs := make([]string, len(d.tools))
+	for i, pat := range d.tools {
+		globs[i] = pat.glob
+	}
+	tools, err := glob.CompileSet(globs)
 	if err != nil { // patterns were checked when parsed
 		return nil, Errors{&Error{File: file, Line: d.line, Msg: "tools: " + err.Error()}}
 	}
 	r := &Rule{
 		Index: index, File: file, Line: d.exprLine, Message: d.message,
-		tools: tools, patterns: slices.Compact(slices.Sorted(slices.Values(d.tools))),
+		tools: tools, patterns: slices.Compact(slices.Sorted(slices.Values(globs))), written: d.tools,
 		deny: d.kind == keyDenyIf, expr: d.expr, message: d.message, prg: prg,
 	}
 	for _, ref := range ast.NativeRep().ReferenceMap() {
@@ -283,9 +288,9 @@ func oneLine(s string) string {
 	return s
 }
 
-// sameRule reports whether r and q mean the same, wherever they are
+// sameMeaning reports whether r and q mean the same, wherever they are
 // written.
-func (r *Rule) sameRule(q *Rule) bool {
+func (r *Rule) sameMeaning(q *Rule) bool {
 	return r.Index == q.Index && r.deny == q.deny && r.expr == q.expr && r.message == q.message &&
 		slices.Equal(r.patterns, q.patterns)
 }
@@ -296,5 +301,5 @@ func (p *Policy) Rules() []*Rule {
 	if p == nil {
 		return nil
 	}
-	return p.conds
+	return p.rules
 }

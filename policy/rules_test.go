@@ -242,7 +242,7 @@ deny_if = 'true'
 	}
 }
 
-func TestRulesSameRules(t *testing.T) {
+func TestRulesSameAccess(t *testing.T) {
 	base := mustParse(t, "policies/reader", publicReader)
 	same := []string{
 		"# a comment\n" + publicReader,
@@ -250,7 +250,7 @@ func TestRulesSameRules(t *testing.T) {
 		strings.Replace(publicReader, "[[rule]]\ntools", "\n\n[[rule]]\ntools", 1),
 	}
 	for _, s := range same {
-		if !base.sameRules(mustParse(t, "policies/reader", s)) {
+		if !base.sameAccess(mustParse(t, "policies/reader", s)) {
 			t.Errorf("%q differs from the base", s)
 		}
 	}
@@ -263,7 +263,7 @@ func TestRulesSameRules(t *testing.T) {
 		`allow = ["fs__*"]`,
 	}
 	for _, s := range differ {
-		if base.sameRules(mustParse(t, "policies/reader", s)) {
+		if base.sameAccess(mustParse(t, "policies/reader", s)) {
 			t.Errorf("%q has the same rules as the base", s)
 		}
 	}

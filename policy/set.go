@@ -38,7 +38,7 @@ func (s *Set) For(identity string) *Policy {
 
 // Generation numbers the set among those a Store publishes: every set it
 // publishes has a higher generation than the one before, and it publishes a
-// set only when some policy changed. A Set from LoadDir has generation 1; a
+// set only when some policy changed, or some rule moved to another line. A Set from LoadDir has generation 1; a
 // nil Set, 0.
 func (s *Set) Generation() uint64 {
 	if s == nil {
@@ -67,7 +67,7 @@ func (s *Set) ids() []string {
 func Changed(old, new *Set) []string {
 	var changed []string
 	for _, id := range old.ids() {
-		if !old.For(id).sameRules(new.For(id)) {
+		if !old.For(id).sameAccess(new.For(id)) {
 			changed = append(changed, id)
 		}
 	}
@@ -109,8 +109,8 @@ type problem struct {
 // load reads the policies in dir. An identity whose file cannot be read or
 // parsed keeps its policy in prev, if it has one: a save caught half-way or
 // a typo must not revoke access, let alone grant it. Policies with the same
-// rules as in prev are taken from prev, so an unchanged identity keeps the
-// same *Policy across reloads.
+// rules, written on the same lines, as in prev are taken from prev, so an
+// unchanged identity keeps the same *Policy across reloads.
 //
 // err is non-nil only if dir itself cannot be read.
 func load(dir string, prev *Set, gen uint64) (_ *Set, _ []problem, err error) {
@@ -138,7 +138,7 @@ func load(dir string, prev *Set, gen uint64) (_ *Set, _ []problem, err error) {
 		if p == nil {
 			continue
 		}
-		if last := prev.For(id); last.sameRules(p) {
+		if last := prev.For(id); last.sameAsWritten(p) {
 			p = last
 		}
 		policies[id] = p

@@ -108,8 +108,9 @@ func (s *Store) LastError() error {
 	return nil
 }
 
-// reload re-reads the directory and, if any identity's policy changed,
-// makes the result current. It returns the set that was current before and
+// reload re-reads the directory and, if any identity's policy changed (or
+// only its rules moved to other lines, which the audit log names), makes the
+// result current. It returns the set that was current before and
 // the one current after, which are the same if nothing changed. If the
 // directory cannot be read, it keeps the current set and returns the error.
 func (s *Store) reload() (old, cur *Set, err error) {
@@ -135,7 +136,7 @@ func (s *Store) reload() (old, cur *Set, err error) {
 		return old, next, nil
 	}
 	changed := Changed(old, next)
-	if len(changed) == 0 {
+	if len(changed) == 0 && !moved(old, next) {
 		return old, old, nil
 	}
 	// Warned about before they are published, so that whoever sees the
@@ -150,6 +151,17 @@ func (s *Store) reload() (old, cur *Set, err error) {
 	s.cur.Store(next)
 	s.log.Info().Str("dir", s.dir).Strs("changed", changed).Uint64("generation", next.gen).Msg("policies reloaded")
 	return old, next, nil
+}
+
+// moved reports whether some policy of next was not taken from old: the
+// same access, its rules written on other lines.
+func moved(old, next *Set) bool {
+	for _, id := range next.ids() {
+		if next.For(id) != old.For(id) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) logProblem(p problem) {
@@ -170,9 +182,9 @@ func (s *Store) logProblem(p problem) {
 // directory changes, the directory is re-read once it has been quiet for a
 // moment, and a change takes effect within a second.
 //
-// onChange, if not nil, is called after every reload that changed some
-// identity's policy, with the sets before and after; Changed tells which
-// identities. Calls are serial, from Watch's goroutine, so a slow onChange
+// onChange, if not nil, is called after every reload that published a set,
+// with the sets before and after; Changed tells which identities' access
+// changed (none, when rules only moved to other lines). Calls are serial, from Watch's goroutine, so a slow onChange
 // delays the next reload.
 //
 // If the directory disappears, the current policies stay in force (and

@@ -590,3 +590,34 @@ func TestWatchReportsEveryReload(t *testing.T) {
 		t.Fatalf("fixed file: %v", err)
 	}
 }
+
+// An edit that only moves a rule to another line publishes the policy read
+// from it, so that a refusal names the line the rule is on now, but changes
+// no identity's access.
+func TestWatchRuleMovedOnly(t *testing.T) {
+	w := startWatch(t, policyDir(t, map[string]string{"reader.toml": publicReader, "other.toml": `allow = ["a__*"]`}))
+	before := w.store.Current()
+	line := before.For("reader").Rules()[0].Line
+	replaceFile(t, w.path("reader.toml"), "# two lines\n# above\n"+publicReader)
+	c := w.nextChange()
+	if got := c.new.For("reader").Rules()[0].Line; got != line+2 {
+		t.Errorf("rule 1 is on line %d; want %d", got, line+2)
+	}
+	if ids := Changed(c.old, c.new); len(ids) != 0 {
+		t.Errorf("Changed = %q; want none", ids)
+	}
+	if c.new.For("other") != before.For("other") {
+		t.Error("other's policy was read again")
+	}
+	if c.new.Generation() <= before.Generation() {
+		t.Errorf("generation %d after %d", c.new.Generation(), before.Generation())
+	}
+
+	// A comment that moves no rule publishes nothing.
+	replaceFile(t, w.path("reader.toml"), "# two lines\n# above\n"+publicReader+"# below\n")
+	replaceFile(t, w.path("other.toml"), `allow = ["b__*"]`)
+	s := w.waitFor("other's change", allows("other", "b__x"))
+	if s.For("reader") != c.new.For("reader") {
+		t.Error("a comment below the rules replaced reader's policy")
+	}
+}

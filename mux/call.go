@@ -117,7 +117,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 	rules := len(v.p.Rules()) > 0
 	if rules {
 		v.claims = ClaimsFrom(ctx)
-		if ref := v.hiddenBy(t); ref != nil {
+		if ref := v.refusal(t, seeing, nil); ref != nil {
 			return m.ruleRefused(rec, ref, nil, begun)
 		}
 	}
@@ -138,7 +138,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
 	if rules {
-		if ref := v.refusedBy(t, argMap); ref != nil {
+		if ref := v.refusal(t, calling, argMap); ref != nil {
 			return m.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
 		}
 	}

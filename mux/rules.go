@@ -28,33 +28,28 @@ func (v viewer) sees(e *entry) bool {
 	if !v.p.Allows(e.item()) {
 		return false
 	}
-	return e.kind != kindTool || len(v.p.Rules()) == 0 || v.hiddenBy(e) == nil
+	return e.kind != kindTool || len(v.p.Rules()) == 0 || v.refusal(e, seeing, nil) == nil
 }
 
-// hiddenBy returns the refusal of the first rule that ignores the
-// arguments and refuses v the tool t, or nil.
-func (v viewer) hiddenBy(t *tool) *policy.Refusal {
-	var in *policy.Input
-	for _, r := range v.p.Rules() {
-		if r.ReadsArgs() || v.anyCaller && r.ReadsClaims() || !r.Applies(t.name) {
-			continue
-		}
-		if in == nil {
-			in = &policy.Input{Tool: t.name, Server: t.child.alias, Claims: v.claims}
-		}
-		if ref := r.Check(v.p.Identity, in); ref != nil {
-			return ref
-		}
-	}
-	return nil
-}
+// ruleStage is which of a policy's rules a question is about.
+type ruleStage bool
 
-// refusedBy returns the refusal of the first rule that reads the arguments
-// and refuses v the call of t with args, or nil.
-func (v viewer) refusedBy(t *tool, args map[string]any) *policy.Refusal {
+const (
+	// seeing: the rules that ignore the arguments, which decide whether a
+	// caller sees a tool (for a viewer with anyCaller, of those only the
+	// ones that ignore claims too).
+	seeing ruleStage = false
+	// calling: the rules that read the arguments, which decide whether a
+	// validated call may leave.
+	calling ruleStage = true
+)
+
+// refusal returns the refusal of the first rule of stage s that applies to
+// t and refuses v the tool (a call of it with args, when calling), or nil.
+func (v viewer) refusal(t *tool, s ruleStage, args map[string]any) *policy.Refusal {
 	var in *policy.Input
 	for _, r := range v.p.Rules() {
-		if !r.ReadsArgs() || !r.Applies(t.name) {
+		if r.ReadsArgs() != bool(s) || s == seeing && v.anyCaller && r.ReadsClaims() || !r.Applies(t.name) {
 			continue
 		}
 		if in == nil {

@@ -604,7 +604,7 @@ func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	if t, ok := cat.lookup(kindTool, name); ok {
 		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}
 		if v := m.viewerOf(ctx); v.p.Allows(t.item()) {
-			if ref := v.hiddenBy(t); ref != nil {
+			if ref := v.refusal(t, seeing, nil); ref != nil {
 				rec.Decision, rec.Rule = DecisionRule, ref.Rule
 			}
 		}

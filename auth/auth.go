@@ -285,9 +285,9 @@ func newJWTAuth(cfg config.JWT, log zerolog.Logger) (*jwtAuth, error) {
 // Authenticate returns the identity of the caller that sent r, or an error
 // wrapping one of the sentinel errors.
 //
-// A JWT naming a kid that none of the keys fetched from the identity
-// provider has makes Authenticate wait, at most twice jwks_timeout, for
-// one fetch of the keys (see Watch).
+// A JWT of the configured issuer naming a kid that none of the keys
+// fetched from the identity provider has makes Authenticate wait, at most
+// twice jwks_timeout, for one fetch of the keys (see Watch).
 func (a *Authenticator) Authenticate(r *http.Request) (identity string, err error) {
 	identity, _, _, err = a.authenticate(r)
 	return identity, err
@@ -375,11 +375,25 @@ func looksLikeJWT(tok string) bool {
 
 // verify checks tok as a JWT and returns the identity it names and its
 // claims. A kid that names none of the keys fetched from the provider
-// asks for one fetch (rate limited), and tok is checked again after it.
+// asks for one fetch (rate limited) when tok's iss, unverified, is the
+// configured issuer, and tok is checked again whenever the keys changed
+// meanwhile: the fetch another token asked for may have brought its kid.
 func (j *jwtAuth) verify(ctx context.Context, tok string) (string, Claims, error) {
-	claims, err := j.parse(tok)
-	if errors.Is(err, errUnknownKID) && j.remote != nil && j.remote.refresh(ctx) {
-		claims, err = j.parse(tok)
+	ks := j.keys.Load()
+	claims, err := j.parse(ks, tok)
+	if errors.Is(err, errUnknownKID) && j.remote != nil {
+		if h := j.remote.testHookUnknownKID; h != nil {
+			h()
+		}
+		// The limit on fetches is shared by every caller: a token that
+		// cannot be the issuer's must not spend it and keep a real new
+		// kid waiting for jwks_refresh.
+		if iss, _ := claims["iss"].(string); iss == j.cfg.Issuer {
+			j.remote.refresh(ctx)
+		}
+		if now := j.keys.Load(); now != ks {
+			claims, err = j.parse(now, tok)
+		}
 	}
 	if err != nil {
 		return "", nil, err
@@ -387,16 +401,20 @@ func (j *jwtAuth) verify(ctx context.Context, tok string) (string, Claims, error
 	return j.check(claims)
 }
 
-// parse checks tok's signature with the keys in force and its validity
-// window.
-func (j *jwtAuth) parse(tok string) (jwt.MapClaims, error) {
-	ks, err := j.usableKeys()
-	if err != nil {
+// parse checks tok's signature with the keys ks and its validity window.
+// When none of ks has tok's kid, the error wraps errUnknownKID and the
+// claims returned are tok's as sent, unverified; its alg is one of
+// jwtAlgs (the parser checks it before asking for a key).
+func (j *jwtAuth) parse(ks *keySet, tok string) (jwt.MapClaims, error) {
+	if err := j.usable(ks); err != nil {
 		return nil, err
 	}
 	claims := jwt.MapClaims{}
 	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
-		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
+		switch {
+		case errors.Is(err, errUnknownKID):
+			return claims, fmt.Errorf("%w: %w", ErrBadToken, err)
+		case errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
 			return nil, fmt.Errorf("%w: %w", ErrExpired, err)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
@@ -404,19 +422,17 @@ func (j *jwtAuth) parse(tok string) (jwt.MapClaims, error) {
 	return claims, nil
 }
 
-// usableKeys returns the keys in force, or an error wrapping ErrNoKeys
-// when there are none, or when fetched keys are older than jwks_max_stale
-// (before Watch has noticed).
-func (j *jwtAuth) usableKeys() (*keySet, error) {
-	ks := j.keys.Load()
+// usable returns nil if ks may verify tokens, or an error wrapping
+// ErrNoKeys when it holds none, or when fetched keys are older than
+// jwks_max_stale (before Watch has noticed).
+func (j *jwtAuth) usable(ks *keySet) error {
 	if ks.err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
+		return fmt.Errorf("%w: %w", ErrNoKeys, ks.err)
 	}
 	if !ks.expires.IsZero() && !time.Now().Before(ks.expires) {
-		return nil, fmt.Errorf("%w: %s: keys fetched at %s expired after jwks_max_stale %s",
-			ErrNoKeys, ks.source, ks.fetched.Format(time.RFC3339), j.cfg.JWKSMaxStale)
+		return fmt.Errorf("%w: %w", ErrNoKeys, ks.staleErr(j.cfg.JWKSMaxStale, ks.fetchErr))
 	}
-	return ks, nil
+	return nil
 }
 
 // check checks verified claims' issuer and audience and returns the
@@ -458,8 +474,8 @@ func (a *Authenticator) KeysStatus() (ok bool, detail string) {
 	if a.jwt == nil {
 		return true, ""
 	}
-	ks, err := a.jwt.usableKeys()
-	if err != nil {
+	ks := a.jwt.keys.Load()
+	if err := a.jwt.usable(ks); err != nil {
 		return false, "no JWT accepted: " + strings.TrimPrefix(err.Error(), ErrNoKeys.Error()+": ")
 	}
 	detail = fmt.Sprintf("JWT keys in force: %d", len(ks.all))

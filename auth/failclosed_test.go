@@ -208,7 +208,7 @@ func TestWatchFailsClosed(t *testing.T) {
 			tr.enter(http.StatusOK)
 			tr.enter(0)
 			tc.breakIt(t, dir, name)
-			r := waitReload(t, reloads, "keys revoked", revoked)
+			r := await(t, reloads, "keys revoked", revoked)
 			if !strings.Contains(r.err.Error(), tc.wantErr) {
 				t.Errorf("reload error %q; want it to contain %q", r.err, tc.wantErr)
 			}
@@ -245,7 +245,7 @@ func TestWatchFailsClosed(t *testing.T) {
 			} else {
 				must(t, os.WriteFile(filepath.Join(dir, "unrelated.txt"), []byte("x"), 0o600))
 			}
-			waitReload(t, reloads, "the same bad state again", func(r reload) bool { return !r.changed && r.err != nil })
+			await(t, reloads, "the same bad state again", func(r reload) bool { return !r.changed && r.err != nil })
 			if raw, lines := logs.take(t); len(linesWith(lines, notUsableMsg)) != 0 {
 				t.Errorf("log: %s\nthe same bad state was reported again", raw)
 			}
@@ -256,7 +256,7 @@ func TestWatchFailsClosed(t *testing.T) {
 			} else {
 				writeAtomic(t, up.JWT.JWKSFile, good(t))
 			}
-			waitReload(t, reloads, "keys restored", goodReload)
+			await(t, reloads, "keys restored", goodReload)
 			tr.enter(http.StatusOK)
 			if ok, detail := a.KeysStatus(); !ok || detail != "JWT keys in force: 1" {
 				t.Errorf("KeysStatus after the restore = %v, %q", ok, detail)
@@ -306,7 +306,7 @@ func TestWatchPartlyBadJWKS(t *testing.T) {
 	data, err := json.Marshal(map[string]any{"keys": keys})
 	must(t, err)
 	writeAtomic(t, up.JWT.JWKSFile, data)
-	waitReload(t, reloads, "the partly bad file", goodReload)
+	await(t, reloads, "the partly bad file", goodReload)
 	tr.enter(http.StatusOK) // rsa1's tokens were accepted all along
 
 	if _, err := authWith(t, a, tok2); Reason(err) != "bad_token" || !strings.Contains(err.Error(), "no key with the token's kid") {

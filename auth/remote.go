@@ -60,6 +60,9 @@ type remoteKeys struct {
 	// (err nil when the provider answered with a JWKS), and with
 	// errStale when the keys in force expire.
 	testHookFetch func(err error)
+	// testHookUnknownKID, if set, is called by verify when a token's kid
+	// names none of the keys, before it asks for a fetch.
+	testHookUnknownKID func()
 }
 
 // fetchRound is one fetch that requests with an unknown kid wait for.
@@ -171,23 +174,24 @@ func (r *remoteKeys) label(u string) string {
 }
 
 // refresh asks run for a fetch on behalf of a token with an unknown kid,
-// and waits for it. It reports whether a fetch completed: false when the
-// rate limit refused one (and none was already asked for), when Watch is
-// not running, or when ctx ended or twice jwks_timeout passed first (a
-// fetch may wait for the one before it).
-func (r *remoteKeys) refresh(ctx context.Context) bool {
+// and waits for it. It returns at once when the rate limit refuses one
+// (and none was already asked for) or Watch is not running, and when ctx
+// ends or twice jwks_timeout passed (a fetch may wait for the one before
+// it); the caller looks at the keys in force to learn whether they
+// changed.
+func (r *remoteKeys) refresh(ctx context.Context) {
 	if !r.running.Load() {
-		return false
+		return
 	}
 	rd := r.demand.Load()
 	if rd == nil {
 		if !r.limiter.Allow() {
-			return false
+			return
 		}
 		rd = &fetchRound{done: make(chan struct{})}
 		if !r.demand.CompareAndSwap(nil, rd) {
 			if rd = r.demand.Load(); rd == nil {
-				return false
+				return
 			}
 		}
 		select {
@@ -199,11 +203,9 @@ func (r *remoteKeys) refresh(ctx context.Context) bool {
 	defer t.Stop()
 	select {
 	case <-rd.done:
-		return true
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return false
 }
 
 // run fetches the keys at once, then every jwks_refresh, when a token
@@ -334,7 +336,7 @@ func (r *remoteKeys) failed(err error, failing bool) {
 	}
 	next := &keySet{err: err, fetched: cur.fetched}
 	if !cur.fetched.IsZero() {
-		next.err = r.staleErr(cur.fetched, err)
+		next.err = cur.staleErr(r.cfg.JWKSMaxStale, err)
 	}
 	r.keys.Store(next)
 	if !failing {
@@ -345,21 +347,24 @@ func (r *remoteKeys) failed(err error, failing bool) {
 // expire takes the keys ks (those in force) out of force once
 // jwks_max_stale has passed since they were fetched.
 func (r *remoteKeys) expire(ks *keySet) {
-	why := ks.fetchErr
-	if why == nil {
-		why = errors.New("no fetch since")
-	}
-	r.keys.Store(&keySet{err: r.staleErr(ks.fetched, why), fetched: ks.fetched})
-	r.log.Error().Err(why).Time("fetched", ks.fetched).Dur("max_stale", r.cfg.JWKSMaxStale).
+	err := ks.staleErr(r.cfg.JWKSMaxStale, ks.fetchErr)
+	r.keys.Store(&keySet{err: err, fetched: ks.fetched})
+	r.log.Error().Err(err).Time("fetched", ks.fetched).Dur("max_stale", r.cfg.JWKSMaxStale).
 		Msg("JWKS keys expired: the identity provider has not answered for jwks_max_stale; no JWT is accepted until a fetch succeeds")
 	if r.testHookFetch != nil {
 		r.testHookFetch(errStale)
 	}
 }
 
-func (r *remoteKeys) staleErr(fetched time.Time, why error) error {
+// staleErr says that the keys fetched at ks.fetched are older than
+// maxStale (jwks_max_stale), and why they were not replaced: why, the
+// last fetch's error, or with none, that no fetch was made since.
+func (ks *keySet) staleErr(maxStale time.Duration, why error) error {
+	if why == nil {
+		why = fmt.Errorf("no fetch from %s since", ks.source)
+	}
 	return fmt.Errorf("keys fetched at %s expired after jwks_max_stale %s: %w",
-		fetched.Format(time.RFC3339), r.cfg.JWKSMaxStale, why)
+		ks.fetched.Format(time.RFC3339), maxStale, why)
 }
 
 // discover reads the issuer's openid-configuration and returns its

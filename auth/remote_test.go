@@ -1,12 +1,10 @@
 package auth
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -45,8 +43,7 @@ type remote struct {
 }
 
 // startRemote builds an Authenticator for up (trusting idp's certificate)
-// and runs its Watch until the test ends, then checks that Watch returned
-// and left no goroutine behind.
+// and runs its Watch until the test ends (see runWatch).
 func startRemote(t *testing.T, up config.Upstream, idp *ts.IdP) *remote {
 	t.Helper()
 	a, log := mustNew(t, up)
@@ -56,49 +53,42 @@ func startRemote(t *testing.T, up config.Upstream, idp *ts.IdP) *remote {
 	}
 	r.retryMin, r.retryMax = 5*time.Millisecond, 20*time.Millisecond
 	rm := &remote{a: a, log: log, fetches: make(chan error, 1024)}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := t.Context()
 	r.testHookFetch = func(err error) {
 		select {
 		case rm.fetches <- err:
 		case <-ctx.Done():
 		}
 	}
-	goroutines := runtime.NumGoroutine()
-	done := make(chan error, 1)
-	go func() { done <- a.Watch(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Watch = %v", err)
-			}
-		case <-time.After(ts.Wait):
-			t.Fatal("Watch did not return after its context was canceled")
-		}
+	runWatch(t, a, func() {
 		r.client.CloseIdleConnections()
 		if idp != nil {
 			idp.Down() // an IdP started again serves from a goroutine of its own
 		}
-		waitGoroutines(t, goroutines)
 	})
 	return rm
+}
+
+// refreshing starts an IdP serving defaultKeys and an Authenticator
+// fetching from it every 10ms, its JWT configuration edited by edit (if
+// not nil), and waits for the first fetch.
+func refreshing(t *testing.T, edit func(j *config.JWT, idp *ts.IdP)) (*ts.IdP, *remote) {
+	t.Helper()
+	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
+	up := remoteUpstream(idp.JWKSURL())
+	up.JWT.JWKSRefresh = 10 * time.Millisecond
+	if edit != nil {
+		edit(up.JWT, idp)
+	}
+	rm := startRemote(t, up, idp)
+	rm.next(t, "the first fetch", fetchOK)
+	return idp, rm
 }
 
 // next waits for the next fetch outcome that ok accepts.
 func (rm *remote) next(t *testing.T, what string, ok func(error) bool) error {
 	t.Helper()
-	timeout := time.After(ts.Wait)
-	for {
-		select {
-		case err := <-rm.fetches:
-			if ok(err) {
-				return err
-			}
-		case <-timeout:
-			t.Fatalf("no fetch: %s", what)
-		}
-	}
+	return await(t, rm.fetches, "a fetch: "+what, ok)
 }
 
 func fetchOK(err error) bool     { return err == nil }
@@ -176,15 +166,76 @@ func TestRemoteKeysRotation(t *testing.T) {
 	wantAccepted(t, rm.a, old, "a good token after the flood")
 }
 
+// A token whose new kid came with the fetch another token asked for is
+// accepted, though that round closed before this token could wait for it
+// and the rate limit has no fetch left: the keys changed, so it is
+// checked again.
+func TestRemoteKeysKidBroughtByAnotherTokensFetch(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
+	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	rm.next(t, "the first fetch", fetchOK)
+	r := rm.a.jwt.remote
+	r.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
+	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil))
+	unknown := 0
+	r.testHookUnknownKID = func() {
+		// Between the first token's finding its kid unknown and its
+		// asking for a fetch, a second token asks for one, spending the
+		// limit, and it completes.
+		if unknown++; unknown == 1 {
+			wantAccepted(t, rm.a, tok, "the token whose fetch brought the kid")
+		}
+	}
+	wantAccepted(t, rm.a, tok, "a token that found the round closed and the limit spent")
+	if unknown != 2 {
+		t.Errorf("the unknown kid was seen %d times; want 2, once by each token", unknown)
+	}
+	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
+		t.Errorf("%d JWKS requests; want 2: at start and for the second token", n)
+	}
+}
+
+// Tokens naming unknown kids that cannot be the issuer's (another iss,
+// none, an alg mcpmux does not accept) ask the provider for nothing: they
+// cannot spend the fetch a real new kid needs.
+func TestRemoteKeysOnlyTheIssuersTokensFetch(t *testing.T) {
+	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
+	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	rm.next(t, "the first fetch", fetchOK)
+	r := rm.a.jwt.remote
+	r.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
+	unknown := 0
+	r.testHookUnknownKID = func() { unknown++ }
+	foreign := []struct{ name, tok string }{
+		{"another issuer", sign(t, jwt.SigningMethodRS256, rsaOther(), "made-up", claims(map[string]any{"iss": "https://evil.example"}))},
+		{"no issuer", sign(t, jwt.SigningMethodRS256, rsaOther(), "made-up", claims(map[string]any{"iss": nil}))},
+		{"HS256", sign(t, jwt.SigningMethodHS256, []byte("secret"), "made-up", claims(nil))},
+		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "made-up", claims(nil))},
+	}
+	for _, f := range foreign {
+		wantRefused(t, rm.a, f.tok, f.name, ErrBadToken)
+	}
+	// HS256 and none are refused before a key is looked for.
+	if unknown != 2 {
+		t.Errorf("%d tokens reached the unknown kid; want 2 (another issuer, no issuer)", unknown)
+	}
+	if n := idp.Requests(ts.IdPJWKSPath); n != 1 {
+		t.Errorf("%d JWKS requests after the foreign tokens; want 1, at start", n)
+	}
+
+	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil)), "a token of the rotated-in key")
+	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
+		t.Errorf("%d JWKS requests; want 2: at start and for the new kid", n)
+	}
+}
+
 // While the provider is unreachable the last keys stay in force (one
 // warning, /readyz says the fetch fails); once it is back they are
 // fetched again.
 func TestRemoteKeysProviderDownAndBack(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
-	up := remoteUpstream(idp.JWKSURL())
-	up.JWT.JWKSRefresh = 10 * time.Millisecond
-	rm := startRemote(t, up, idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm := refreshing(t, nil)
 	tok := sign(t, jwt.SigningMethodES256, ecKey1(), "ec1", claims(nil))
 	wantAccepted(t, rm.a, tok, "a token while the provider is up")
 
@@ -218,12 +269,7 @@ func TestRemoteKeysProviderDownAndBack(t *testing.T) {
 // accepted (no_keys), /readyz says so, and this is logged once, until a
 // fetch succeeds.
 func TestRemoteKeysBoundedStaleness(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
-	up := remoteUpstream(idp.JWKSURL())
-	up.JWT.JWKSRefresh = 10 * time.Millisecond
-	up.JWT.JWKSMaxStale = 200 * time.Millisecond
-	rm := startRemote(t, up, idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm := refreshing(t, func(j *config.JWT, _ *ts.IdP) { j.JWKSMaxStale = 200 * time.Millisecond })
 	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
 
 	idp.Down()
@@ -370,11 +416,7 @@ func TestRemoteKeysBadAnswers(t *testing.T) {
 // one of the keys served, keeps the last good keys in force; the log and
 // /readyz say why.
 func TestRemoteKeysMalformedKeyKeepsLastKeys(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
-	up := remoteUpstream(idp.JWKSURL())
-	up.JWT.JWKSRefresh = 10 * time.Millisecond
-	rm := startRemote(t, up, idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm := refreshing(t, nil)
 	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
 
 	good := jwksJSON(t, defaultKeys()...)
@@ -473,12 +515,7 @@ func TestKeysWithPrivatePartsVerify(t *testing.T) {
 // openid-configuration, read again after a failed fetch; the
 // protected-resource metadata names the issuer as authorization server.
 func TestRemoteKeysDiscovery(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, defaultKeys()...))
-	up := remoteUpstream("")
-	up.JWT.Discovery, up.JWT.Issuer = true, idp.URL()
-	up.JWT.JWKSRefresh = 10 * time.Millisecond
-	rm := startRemote(t, up, idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm := refreshing(t, func(j *config.JWT, idp *ts.IdP) { j.JWKSURL, j.Discovery, j.Issuer = "", true, idp.URL() })
 	tok := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(map[string]any{"iss": idp.URL()}))
 	wantAccepted(t, rm.a, tok, "a token of the discovered keys")
 	if ok, detail := rm.a.KeysStatus(); !ok || !strings.Contains(detail, "jwks_uri "+idp.JWKSURL()+" (from discovery)") {

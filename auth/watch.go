@@ -20,10 +20,11 @@ const (
 // Watch keeps the JWT keys current until ctx is done.
 //
 // Keys from the identity provider (jwks_url, or discovery) are fetched at
-// once, then every jwks_refresh, and when a token names a kid none of the
-// keys has (at most once per UnknownKIDRefreshEvery; the token waits for
-// that fetch, at most twice jwks_timeout). With discovery, the issuer's openid-configuration is read
-// first, and again after any failed fetch; its issuer must be the
+// once, then every jwks_refresh, and when a token that names the
+// configured issuer names a kid none of the keys has (at most once per
+// UnknownKIDRefreshEvery; the token waits for that fetch, at most twice
+// jwks_timeout). With discovery, the issuer's openid-configuration is
+// read first, and again after any failed fetch; its issuer must be the
 // configured one. Fetches are over https (plain http to loopback only,
 // also after a redirect), within jwks_timeout, of at most MaxJWKSBody
 // bytes. A failed fetch is retried with backoff (1s doubling to 1m, at
@@ -33,23 +34,24 @@ const (
 // is accepted. An answer that is a JWKS without a usable key revokes the
 // keys at once, as such a file does. Each change of state is logged once.
 //
-// With a jwks_file, when anything changes
-// in the directory of the JWKS file (which sees editors that rename a new
-// file over the old one and Kubernetes swapping its ..data symlink), the
-// file is re-read once the directory has been quiet for about 100ms.
+// With a jwks_file, when anything changes in the directory of the JWKS
+// file (which sees editors that rename a new file over the old one and
+// Kubernetes swapping its ..data symlink), the file is re-read once the
+// directory has been quiet for about 100ms.
 //
 // It fails closed: a file that is deleted, empty, not a JWKS or without a
 // usable key revokes every key, so that no JWT is accepted until a usable
 // file is back; this is logged as an error once per bad state (a reload
 // that finds the same missing file or the same bad content again is
-// silent). A usable file replaces the keys in force with its own; those of
-// its keys that are refused are logged, each with why. Save the file by
-// renaming a new one over it: a reload that sees a file written in place
-// half-way through revokes the keys until the write is complete.
+// silent). A usable file replaces the keys in force with its own; those
+// of its keys that are refused are logged, each with why. Save the file
+// by renaming a new one over it: a reload that sees a file written in
+// place half-way through revokes the keys until the write is complete.
 //
-// Watch returns nil at once when JWT is not configured. Otherwise it returns
-// nil once ctx is done and everything it started has stopped, or an error if
-// it could not start watching. Only one Watch may run at a time.
+// Watch returns nil at once when JWT is not configured. Otherwise it
+// returns nil once ctx is done and everything it started has stopped, or
+// an error if it could not start watching. Only one Watch may run at a
+// time.
 func (a *Authenticator) Watch(ctx context.Context) error {
 	if a.jwt == nil {
 		return nil

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // reload is one reload attempt reported by Watch's test hook.
@@ -21,12 +23,11 @@ type reload struct {
 	err     error
 }
 
-// startWatch runs a.Watch until the test ends, then checks that it returned
-// and left no goroutine behind. It returns the reload attempts.
+// startWatch runs a.Watch until the test ends (see runWatch) and waits
+// until it watches. It returns the reload attempts.
 func startWatch(t *testing.T, a *Authenticator) <-chan reload {
 	t.Helper()
-	goroutines := runtime.NumGoroutine()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := t.Context()
 	reloads := make(chan reload, 16)
 	ready := make(chan struct{})
 	a.testHookWatching = func() { close(ready) }
@@ -36,34 +37,51 @@ func startWatch(t *testing.T, a *Authenticator) <-chan reload {
 		case <-ctx.Done():
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- a.Watch(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Watch = %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Watch did not return after its context was canceled")
-		}
-		waitGoroutines(t, goroutines)
-	})
+	returned := runWatch(t, a, nil)
 	select {
 	case <-ready:
-	case err := <-done:
-		t.Fatalf("Watch = %v", err)
-	case <-time.After(10 * time.Second):
+	case <-returned:
+		t.Fatal("Watch returned before it watched")
+	case <-time.After(ts.Wait):
 		t.Fatal("Watch did not start")
 	}
 	return reloads
 }
 
+// runWatch runs a.Watch until the test ends: then it checks that Watch
+// returned nil once its context was canceled, calls after (if not nil),
+// and checks that no goroutine is left that was not running before. The
+// channel returned is closed when Watch returns.
+func runWatch(t *testing.T, a *Authenticator, after func()) <-chan struct{} {
+	t.Helper()
+	goroutines := runtime.NumGoroutine()
+	returned := make(chan struct{})
+	var err error
+	go func() {
+		defer close(returned)
+		err = a.Watch(t.Context())
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+			if err != nil {
+				t.Errorf("Watch = %v", err)
+			}
+		case <-time.After(ts.Wait):
+			t.Fatal("Watch did not return after its context was canceled")
+		}
+		if after != nil {
+			after()
+		}
+		waitGoroutines(t, goroutines)
+	})
+	return returned
+}
+
 // waitGoroutines waits until no more than n goroutines are running.
 func waitGoroutines(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(ts.Wait)
 	for runtime.NumGoroutine() > n {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
@@ -73,27 +91,27 @@ func waitGoroutines(t *testing.T, n int) {
 	}
 }
 
+// await waits for the next value from ch that ok accepts.
+func await[T any](t *testing.T, ch <-chan T, what string, ok func(T) bool) T {
+	t.Helper()
+	timeout := time.After(ts.Wait)
+	for {
+		select {
+		case v := <-ch:
+			if ok(v) {
+				return v
+			}
+		case <-timeout:
+			t.Fatalf("waiting for %s: not seen within %s", what, ts.Wait)
+		}
+	}
+}
+
 // goodReload is a reload that put a usable file's keys in force.
 func goodReload(r reload) bool { return r.changed && r.err == nil }
 
 // revoked is a reload that revoked every key.
 func revoked(r reload) bool { return r.changed && r.err != nil }
-
-// waitReload waits for a reload attempt for which ok is true.
-func waitReload(t *testing.T, reloads <-chan reload, what string, ok func(reload) bool) reload {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case r := <-reloads:
-			if ok(r) {
-				return r
-			}
-		case <-timeout:
-			t.Fatalf("no reload: %s", what)
-		}
-	}
-}
 
 func authWith(t *testing.T, a *Authenticator, tok string) (string, error) {
 	t.Helper()
@@ -190,7 +208,7 @@ func TestWatchKeyRotation(t *testing.T) {
 			}
 
 			tc.replace(t, dir, name, jwksJSON(t, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
-			waitReload(t, reloads, "new keys", goodReload)
+			await(t, reloads, "new keys", goodReload)
 			close(stop)
 			clients.Wait()
 

@@ -46,7 +46,8 @@ type pinKey struct {
 type pinView struct {
 	held   map[pinKey]string // -> alias
 	counts PinCounts
-	report []pinNote
+	report []pinNote // changed, and new ones held, in catalog order; then gone ones
+	fresh  []*entry  // new ones pinned on sight: all of a catalog's at a first start
 }
 
 // pinNote is one tool or prompt whose live definition is not its pin, as
@@ -191,12 +192,12 @@ func (m *Mux) applyPins(next *catalog) []*entry {
 				note.held = p.hold
 				view.counts.New++
 			}
-			view.report = append(view.report, note)
 			if !note.held && !pinned {
 				fresh = append(fresh, e)
 				kept = append(kept, e)
 				continue
 			}
+			view.report = append(view.report, note)
 			logged[key] = e.pin
 			if p.logged[key] != e.pin {
 				p.changes.Add(1)
@@ -219,6 +220,7 @@ func (m *Mux) applyPins(next *catalog) []*entry {
 	m.logChanged(view.report, p.mode)
 	p.logged = logged
 	view.counts.Mode = p.mode
+	view.fresh = fresh
 	p.view.Store(view)
 	return fresh
 }
@@ -284,7 +286,11 @@ func (m *Mux) pinFresh(fresh []*entry) {
 		ps = append(ps, pins.NewPin(def))
 	}
 	m.pinning.store.Pin(ps)
-	m.log.Info().Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg("tools and prompts pinned on first sight")
+	msg := "tools and prompts pinned on first sight"
+	if m.pinning.store.ReadOnly() {
+		msg = "tools and prompts seen for the first time: pinned for this run only (the pin file is not written)"
+	}
+	m.log.Info().Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
 }
 
 // logPinned writes the one log line of a definition that differs from its
@@ -338,15 +344,16 @@ func (m *Mux) PinStatus() PinCounts {
 }
 
 // PinReport lists every tool and prompt whose live definition is not its
-// pin (new, changed, held), and every pin of a ready server whose tool or
-// prompt is gone, as the last catalog build found them, with their fields
-// (the pins' read from the pin file now).
+// pin (new ones pinned on sight first, then changed and held ones), and
+// every pin of a ready server whose tool or prompt is gone, as the last
+// catalog build found them, with their fields (the pins' read from the pin
+// file now).
 func (m *Mux) PinReport() []PinState {
 	if m.pinning == nil {
 		return nil
 	}
-	notes := m.pinning.view.Load().report
-	if len(notes) == 0 {
+	view := m.pinning.view.Load()
+	if len(view.report)+len(view.fresh) == 0 {
 		return nil
 	}
 	set, err := m.pinning.store.Read()
@@ -354,9 +361,13 @@ func (m *Mux) PinReport() []PinState {
 		m.log.Warn().Err(err).Msg("the pins' fields cannot be read")
 		set = pins.NewSet()
 	}
-	out := make([]PinState, len(notes))
-	for i, n := range notes {
-		out[i] = m.pinState(n, set)
+	out := make([]PinState, 0, len(view.report)+len(view.fresh))
+	for _, e := range view.fresh {
+		pk, _ := pinKindOf(e.kind)
+		out = append(out, m.pinState(pinNote{kind: pk, name: e.name, server: e.child.alias, live: e}, set))
+	}
+	for _, n := range view.report {
+		out = append(out, m.pinState(n, set))
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package pins
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -190,14 +192,25 @@ const fileHeader = `# mcpmux pin file: the tool and prompt definitions approved 
 // one field per line, so that a change reads as a change of lines in a diff.
 func (s *Set) Encode() []byte {
 	var b bytes.Buffer
-	b.WriteString(fileHeader)
+	_ = s.write(&b)
+	return b.Bytes()
+}
+
+// write writes what Encode returns to w, without holding it all.
+func (s *Set) write(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString(fileHeader)
 	for _, p := range s.All() {
-		fmt.Fprintf(&b, "\n%s %s %s\n", p.Kind, p.Name, p.Digest)
+		for _, part := range []string{"\n", string(p.Kind), " ", p.Name, " ", p.Digest, "\n"} {
+			bw.WriteString(part)
+		}
 		for _, f := range p.Fields {
-			fmt.Fprintf(&b, "  %s %s\n", f.Key, f.Value)
+			for _, part := range []string{"  ", f.Key, " ", f.Value, "\n"} {
+				bw.WriteString(part)
+			}
 		}
 	}
-	return b.Bytes()
+	return bw.Flush()
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,4 +262,84 @@ func waitChange(t *testing.T, ch <-chan struct{}) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no change seen")
 	}
+}
+
+// A Store serves Refs; the fields come from the file (and from memory for
+// pins the file has not taken), read when asked for.
+func TestStoreReadsFieldsFromTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpmux.lock")
+	a := NewPin(mustDef(t, Tool, `{"description":"a","inputSchema":{"type":"object"}}`))
+	if err := os.WriteFile(path, NewSet(a).Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, zerolog.Nop(), Options{NoWrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := Canonical(Prompt, "docs__p", "docs", "p", []byte(`{"description":"p"}`))
+	s.Pin([]Pin{NewPin(p)})
+	if r, ok := s.Current().Get(Tool, "docs__t"); !ok || r.Server != "docs" || r.Sum.String() != a.Digest {
+		t.Fatalf("Current has %+v, %v", r, ok)
+	}
+	full, err := s.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := full.Get(Tool, "docs__t"); !slices.Equal(got.Fields, a.Fields) {
+		t.Fatalf("Read gives the file's pin as %+v", got)
+	}
+	if got, ok := full.Get(Prompt, "docs__p"); !ok || got.Field("description") != `"p"` {
+		t.Fatal("Read lacks the pin kept in memory")
+	}
+}
+
+// A first-sight pin made while the file has changed on disk unseen (an
+// approval by another process) waits for the reload, then is merged into
+// the file: neither the approval nor the pin is lost.
+func TestStoreFirstSightAfterAnUnseenChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpmux.lock")
+	s, err := Open(path, zerolog.Nop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(path, zerolog.Nop(), Options{NoWrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := NewPin(mustDef(t, Tool, `{"description":"approved"}`))
+	if err := other.Approve([]Pin{approved}, nil); err != nil {
+		t.Fatal(err)
+	}
+	written, _ := os.ReadFile(path)
+	d, _ := Canonical(Tool, "docs__new", "docs", "new", []byte(`{"description":"new"}`))
+	fresh := NewPin(d)
+	s.Pin([]Pin{fresh})
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, written) || s.InMemory() != 1 {
+		t.Fatalf("the pin was written over an unseen change (in memory %d)", s.InMemory())
+	}
+	if !s.reload() {
+		t.Fatal("the reload saw no change")
+	}
+	back, err := Parse(path, mustRead(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := back.Get(Tool, "docs__t"); !ok || s.InMemory() != 0 {
+		t.Fatalf("the approval is gone from the file, or the pin still in memory (%d)", s.InMemory())
+	}
+	if got, ok := back.Get(Tool, "docs__new"); !ok || got.Digest != fresh.Digest {
+		t.Fatal("the first-sight pin is not in the file after the reload")
+	}
+	if r, _ := s.Current().Get(Tool, "docs__t"); r.Sum.String() != approved.Digest {
+		t.Fatal("the approval is not in force")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

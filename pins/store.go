@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,6 +106,9 @@ func (s *Store) Read() (*Set, error) {
 // Path is the pin file's path.
 func (s *Store) Path() string { return s.path }
 
+// ReadOnly reports whether first-sight pins stay in memory (NoWrite).
+func (s *Store) ReadOnly() bool { return s.noWrite }
+
 // Current returns the pins in force. It takes no lock.
 func (s *Store) Current() *Index { return s.cur.Load() }
 
@@ -165,10 +169,9 @@ func (s *Store) flush() {
 	if errors.Is(err, errChanged) {
 		return
 	}
-	var data []byte
+	var written Sum
 	if err == nil {
-		data = set.With(s.mem).Encode()
-		err = writeAtomic(s.path, data)
+		written, err = writeAtomic(s.path, set.With(s.mem))
 	}
 	if err != nil {
 		if !s.warned {
@@ -179,7 +182,7 @@ func (s *Store) flush() {
 		s.setErr(err)
 		return
 	}
-	s.file, s.sum, s.onDisk, s.mem = s.file.with(s.mem), sha256.Sum256(data), true, nil
+	s.file, s.sum, s.onDisk, s.mem = s.file.with(s.mem), written, true, nil
 	if s.warned {
 		s.log.Info().Msg("pin file written again: the pins kept in memory are in it")
 		s.warned = false
@@ -203,11 +206,11 @@ func (s *Store) Approve(ps []Pin, drop []Pin) error {
 		return err
 	}
 	next := set.With(ps, drop...)
-	data := next.Encode()
-	if err := writeAtomic(s.path, data); err != nil {
+	written, err := writeAtomic(s.path, next)
+	if err != nil {
 		return err
 	}
-	s.file, s.sum, s.onDisk = next.Index(), sha256.Sum256(data), true
+	s.file, s.sum, s.onDisk = next.Index(), written, true
 	s.mem = s.notIn(next.With(drop).Index())
 	s.broken = false
 	s.setErr(nil)
@@ -307,17 +310,19 @@ func (s *Store) Watch(ctx context.Context, onChange func()) error {
 	return nil
 }
 
-// writeAtomic replaces path with data: written to a temporary file in the
-// same directory, synced, then renamed over path, so that a reader (mcpmux
-// watching it) sees the old file or the new one, never part of one.
-func writeAtomic(path string, data []byte) error {
+// writeAtomic replaces path with the file holding set: written to a
+// temporary file in the same directory, synced, then renamed over path, so
+// that a reader (mcpmux watching it) sees the old file or the new one,
+// never part of one. It returns the SHA-256 of what it wrote.
+func writeAtomic(path string, set *Set) (Sum, error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("pin file %s: %w", path, err)
+		return Sum{}, fmt.Errorf("pin file %s: %w", path, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	h := sha256.New()
+	err = set.write(io.MultiWriter(f, h))
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
@@ -332,11 +337,13 @@ func writeAtomic(path string, data []byte) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("pin file %s: %w", path, err)
+		return Sum{}, fmt.Errorf("pin file %s: %w", path, err)
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return nil
+	var sum Sum
+	h.Sum(sum[:0])
+	return sum, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -214,8 +215,19 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 	if l == nil {
 		return nil, nil, code
 	}
+	opts := muxOptions(l.log)
+	if l.cfg.Mux.Pinning != config.PinningOff {
+		// The pins serve holds, so that what is listed and callable is
+		// what serve offers; read only: a first sight is not recorded.
+		store, err := pins.Open(l.cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{NoWrite: true})
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, nil, exitBadConfig
+		}
+		opts.Pins = store
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	m := mux.New(l.cfg, l.policies, muxOptions(l.log))
+	m := mux.New(l.cfg, l.policies, opts)
 	m.Start(ctx)
 	_ = m.WaitReady(ctx)
 	return m, func() { m.Close(); stop() }, exitOK
@@ -320,6 +332,10 @@ func call(args []string, stdout, stderr io.Writer) int {
 		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {
 			fmt.Fprintln(stderr, err)
 			return exitToolError
+		}
+		if r.Decision == mux.DecisionHeld {
+			fmt.Fprintf(stderr, "mcpmux call: %s is held by pinning (callers are told it is unknown); see mcpmux pins diff\n", name)
+			return exitRefused
 		}
 		fmt.Fprintf(stderr, "%v: %s\n", mux.ErrUnknownTool, name)
 		return exitRefused

@@ -127,17 +127,29 @@ func wantRefused(t *testing.T, a *Authenticator, tok, what string, want error) {
 	}
 }
 
+// rotating starts an IdP serving rsa1 and an Authenticator fetching
+// from it (no fetch is scheduled within a test), waits for the first
+// fetch, and leaves tokens naming unknown kids one fetch an hour. rotate
+// has the IdP serve rsa2 as well.
+func rotating(t *testing.T) (idp *ts.IdP, rm *remote, rotate func()) {
+	t.Helper()
+	rsa1 := jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}
+	idp = ts.StartIdP(t, jwksJSON(t, rsa1))
+	rm = startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
+	rm.next(t, "the first fetch", fetchOK)
+	rm.a.jwt.remote.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
+	return idp, rm, func() { idp.SetJWKS(jwksJSON(t, rsa1, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey})) }
+}
+
 // A key rotated in at the provider is fetched when a token first names
 // it: that token waits for one fetch and is accepted. A flood of tokens
 // naming kids the provider does not have costs it one request.
 func TestRemoteKeysRotation(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
-	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm, rotate := rotating(t)
 	old := sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil))
 	wantAccepted(t, rm.a, old, "a token of the first key")
 
-	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	rotate()
 	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil)), "a token of the rotated-in key")
 	wantAccepted(t, rm.a, old, "a token of the first key after the rotation")
 	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
@@ -171,12 +183,9 @@ func TestRemoteKeysRotation(t *testing.T) {
 // and the rate limit has no fetch left: the keys changed, so it is
 // checked again.
 func TestRemoteKeysKidBroughtByAnotherTokensFetch(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
-	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm, rotate := rotating(t)
 	r := rm.a.jwt.remote
-	r.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
-	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	rotate()
 	tok := sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil))
 	unknown := 0
 	r.testHookUnknownKID = func() {
@@ -200,11 +209,8 @@ func TestRemoteKeysKidBroughtByAnotherTokensFetch(t *testing.T) {
 // none, an alg mcpmux does not accept) ask the provider for nothing: they
 // cannot spend the fetch a real new kid needs.
 func TestRemoteKeysOnlyTheIssuersTokensFetch(t *testing.T) {
-	idp := ts.StartIdP(t, jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}))
-	rm := startRemote(t, remoteUpstream(idp.JWKSURL()), idp)
-	rm.next(t, "the first fetch", fetchOK)
+	idp, rm, rotate := rotating(t)
 	r := rm.a.jwt.remote
-	r.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
 	unknown := 0
 	r.testHookUnknownKID = func() { unknown++ }
 	foreign := []struct{ name, tok string }{
@@ -224,7 +230,7 @@ func TestRemoteKeysOnlyTheIssuersTokensFetch(t *testing.T) {
 		t.Errorf("%d JWKS requests after the foreign tokens; want 1, at start", n)
 	}
 
-	idp.SetJWKS(jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}, jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}))
+	rotate()
 	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil)), "a token of the rotated-in key")
 	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
 		t.Errorf("%d JWKS requests; want 2: at start and for the new kid", n)

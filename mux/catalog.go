@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -105,10 +106,26 @@ type catalog struct {
 	wire [numKinds][sha256.Size]byte
 	// caps is what the children together offer, for the upstream initialize.
 	caps mcp.ServerCapabilities
-	// lists caches each kind's list as one identity's policy sees it,
-	// encoded, keyed by listKey: built on first use, dropped with the
+	// lists caches each kind's list as one identity's policy sees it
+	// (*listing), keyed by listKey: built on first use, dropped with the
 	// snapshot.
 	lists sync.Map
+	// views counts, per policy (*atomic.Int32), the claims views lists
+	// holds for it, which maxViews bounds.
+	views sync.Map
+}
+
+// maxViews bounds how many claims views of one policy a snapshot keeps
+// lists for: the views are as many as the callers' claims make them (up to
+// 2^bits, see catalog.view), and each keeps a list. A view beyond them is
+// listed afresh on every request.
+const maxViews = 64
+
+// listing is a list as one view sees it: its entries, for pages, and the
+// whole list encoded.
+type listing struct {
+	entries []*entry
+	encoded []byte
 }
 
 type listKey struct {
@@ -149,17 +166,39 @@ func (c *catalog) visible(k kind, v viewer) []*entry {
 
 // list returns the JSON array of the definitions of kind k that v sees,
 // encoded once per snapshot, policy and view of its rules.
-func (c *catalog) list(k kind, v viewer) []byte {
+func (c *catalog) list(k kind, v viewer) []byte { return c.listed(k, v).encoded }
+
+// listed returns the entries of kind k that v sees and their encoding, kept
+// with the snapshot for each policy and each of its first maxViews claims
+// views.
+func (c *catalog) listed(k kind, v viewer) *listing {
 	key := listKey{kind: k, policy: v.p, anyCaller: v.anyCaller}
 	if k == kindTool {
 		key.view = c.view(v)
 	}
-	if b, ok := c.lists.Load(key); ok {
-		return b.([]byte)
+	if l, ok := c.lists.Load(key); ok {
+		return l.(*listing)
 	}
-	out := c.encode(k, v)
-	c.lists.Store(key, out)
-	return out
+	entries := c.visible(k, v)
+	l := &listing{entries: entries, encoded: encodeEntries(entries)}
+	if key.view != "" && !c.roomForView(v.p) {
+		return l
+	}
+	// Two requests may both have built it; every caller gets the one kept.
+	kept, _ := c.lists.LoadOrStore(key, l)
+	return kept.(*listing)
+}
+
+// roomForView reports whether one more claims view of p may be kept, and
+// counts it if so. Two requests building one view at once may both count
+// it, which leaves room for fewer, never more.
+func (c *catalog) roomForView(p *policy.Policy) bool {
+	n, ok := c.views.Load(p)
+	if !ok {
+		n, _ = c.views.LoadOrStore(p, new(atomic.Int32))
+	}
+	views := n.(*atomic.Int32)
+	return views.Load() < maxViews && views.Add(1) <= maxViews
 }
 
 // encode returns the JSON array of the definitions of kind k that v sees,

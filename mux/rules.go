@@ -78,6 +78,12 @@ func readsClaims(p *policy.Policy) bool {
 // view see the same list. It is "" when no rule reads claims, the same for
 // every caller. A rule that reads tool or server is one bit for each tool
 // of the policy it applies to, any other one bit in all.
+//
+// It is computed once per list request, cached or not: the claims are the
+// caller's, so what the rules decide for them cannot be looked up. Its cost
+// is one evaluation per rule that reads claims, and for one that reads tool
+// or server too, one per tool it applies to; that much is inherent in such
+// a rule, which decides tool by tool for each caller.
 func (c *catalog) view(v viewer) string {
 	if v.anyCaller || !readsClaims(v.p) {
 		return ""
@@ -85,6 +91,7 @@ func (c *catalog) view(v viewer) string {
 	var (
 		bits []byte
 		n    int
+		in   = policy.Input{Claims: v.claims}
 	)
 	add := func(refused bool) {
 		if n%8 == 0 {
@@ -100,14 +107,16 @@ func (c *catalog) view(v viewer) string {
 			continue
 		}
 		if !r.ReadsTool() {
-			add(r.Check(v.p.Identity, &policy.Input{Claims: v.claims}) != nil)
+			add(r.Check(v.p.Identity, &in) != nil)
 			continue
 		}
 		for _, e := range c.kinds[kindTool].list {
 			if r.Applies(e.name) && v.p.Allows(e.item()) {
-				add(r.Check(v.p.Identity, &policy.Input{Tool: e.name, Server: e.child.alias, Claims: v.claims}) != nil)
+				in.Tool, in.Server = e.name, e.child.alias
+				add(r.Check(v.p.Identity, &in) != nil)
 			}
 		}
+		in.Tool, in.Server = "", ""
 	}
 	return string(bits)
 }

@@ -662,7 +662,7 @@ func (m *Mux) listPayload(ctx context.Context, k kind, cursor mcp.Cursor) json.R
 		b.WriteByte('}')
 		return b.Bytes()
 	}
-	all := cat.visible(k, v)
+	all := cat.listed(k, v).entries
 	start, _ := decodeCursor(string(cursor))
 	start = min(start, len(all))
 	end := min(start+size, len(all))

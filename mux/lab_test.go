@@ -54,16 +54,10 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 	}
 	child := server.NewMCPServer("lab", "1", append([]server.ServerOption{server.WithToolCapabilities(true)}, s.childOpts...)...)
 	child.AddTools(s.tools...)
-	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
-	hs := httptest.NewServer(childHTTP)
+	hs := serveChild(tb, child)
 	if s.onChild != nil {
 		s.onChild(hs)
 	}
-	tb.Cleanup(func() {
-		_ = childHTTP.Shutdown(context.Background())
-		hs.CloseClientConnections()
-		hs.Close()
-	})
 
 	bodies := map[string]string{}
 	for _, id := range s.allow {
@@ -73,6 +67,20 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
 			policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
 	})
+}
+
+// serveChild serves child, a real mcp-go server, over stateful streamable
+// HTTP on loopback until tb ends; its MCP endpoint is the URL + "/mcp".
+func serveChild(tb testing.TB, child *server.MCPServer) *httptest.Server {
+	tb.Helper()
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	hs := httptest.NewServer(childHTTP)
+	tb.Cleanup(func() {
+		_ = childHTTP.Shutdown(context.Background())
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs
 }
 
 // runMux writes each identity's policy (identity -> body) into a policy

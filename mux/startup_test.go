@@ -3,7 +3,6 @@ package mux
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -25,14 +24,7 @@ func TestFirstStartsBuildOneCatalog(t *testing.T) {
 		child.AddTool(mcp.NewTool("t"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("ok"), nil
 		})
-		h := server.NewStreamableHTTPServer(child, server.WithStateful(true))
-		hs := httptest.NewServer(h)
-		t.Cleanup(func() {
-			_ = h.Shutdown(context.Background())
-			hs.CloseClientConnections()
-			hs.Close()
-		})
-		urls = append(urls, hs.URL+"/mcp")
+		urls = append(urls, serveChild(t, child).URL+"/mcp")
 		children = append(children, child)
 	}
 	log := &testsupport.SyncBuffer{}

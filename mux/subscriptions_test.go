@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -59,14 +58,7 @@ func (uc *unsubChild) start(tb testing.TB, n int) string {
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, Text: "x"}}, nil
 		})
 	}
-	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
-	hs := httptest.NewServer(childHTTP)
-	tb.Cleanup(func() {
-		_ = childHTTP.Shutdown(context.Background())
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return hs.URL + "/mcp"
+	return serveChild(tb, child).URL + "/mcp"
 }
 
 // Sessions that the idle sweeper ends in one sweep have their subscriptions

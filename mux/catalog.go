@@ -535,7 +535,12 @@ func mayAnnotateHeaders(def []byte) bool {
 // rebuildCatalog merges what every child lists now and, if the result
 // differs from the current snapshot, publishes it and tells each upstream
 // session whose view changed.
-func (m *Mux) rebuildCatalog() {
+func (m *Mux) rebuildCatalog() { m.rebuildCatalogThen(nil) }
+
+// rebuildCatalogThen is rebuildCatalog, calling published (if not nil)
+// once the new snapshot is published and sessions are told, before the
+// build's first-sight pins are written to the pin file.
+func (m *Mux) rebuildCatalogThen(published func()) {
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
 	next := newCatalog()
@@ -575,6 +580,9 @@ func (m *Mux) rebuildCatalog() {
 	}
 	fresh := m.applyPins(next)
 	defer m.pinFresh(fresh) // once next is published, still under publishMu
+	if published != nil {
+		defer published() // before pinFresh
+	}
 	for k := range numKinds {
 		if len(next.kinds[k].list) == 0 {
 			continue // the zero digest, as in emptyCatalog

@@ -167,8 +167,8 @@ func (m *Mux) Start(ctx context.Context) {
 		// Cleared before the build, so that a child publishing from now on
 		// rebuilds itself, and one that saw it set is in this build.
 		m.starting.Store(false)
-		m.rebuildCatalog()
-		m.initialOnce.Do(func() { close(m.initial) })
+		// Ready before first-sight pins are written (rebuildCatalogThen).
+		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
 		m.memory.request()
 	})
 }
@@ -227,10 +227,11 @@ type ToolInfo struct {
 	Def       json.RawMessage // the definition as listed upstream
 }
 
-// Tools lists what identity may see, in catalog order.
-func (m *Mux) Tools(identity string) []ToolInfo {
+// Tools lists what the caller of ctx (WithCaller: its identity and claims)
+// may see, in catalog order.
+func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 	var out []ToolInfo
-	for _, t := range m.catalog.Load().visible(kindTool, viewer{p: m.policies.Current().For(identity)}) {
+	for _, t := range m.catalog.Load().visible(kindTool, m.viewerOf(ctx)) {
 		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
 	}
 	return out

@@ -198,6 +198,17 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	return bytes.Clone(c.out), nil
 }
 
+// isCanonical reports whether raw is one JSON value in canonical form.
+func isCanonical(raw []byte) (bool, error) {
+	if !json.Valid(raw) {
+		return false, invalidJSON(raw)
+	}
+	c := getCanon()
+	defer c.release()
+	c.value(raw, skipSpace(raw, 0))
+	return bytes.Equal(c.out, raw), nil
+}
+
 // invalidJSON is why raw, which json.Valid refused, is not one JSON value.
 func invalidJSON(raw []byte) error {
 	var v any

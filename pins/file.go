@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -213,9 +212,34 @@ func (s *Set) write(w io.Writer) error {
 	return bw.Flush()
 }
 
-var (
-	headerLine = regexp.MustCompile(`^(tool|prompt) ([A-Za-z0-9_-]+) (sha256:[0-9a-f]{64})$`)
-	fieldLine  = regexp.MustCompile(`^  ([A-Za-z]+) (.+)$`)
+// headerLine reads "KIND NAME DIGEST": tool or prompt, a name of
+// [A-Za-z0-9_-], sha256: and 64 lower-case hex digits.
+func headerLine(line string) (kind Kind, name, digest string, ok bool) {
+	k, rest, _ := strings.Cut(line, " ")
+	name, digest, _ = strings.Cut(rest, " ")
+	if k != string(Tool) && k != string(Prompt) || name == "" || strings.Trim(name, nameChars) != "" {
+		return "", "", "", false
+	}
+	if _, ok := ParseSum(digest); !ok || strings.ToLower(digest) != digest {
+		return "", "", "", false
+	}
+	return Kind(k), name, digest, true
+}
+
+// fieldLine reads "  FIELD JSON": two spaces, a key of letters, a space
+// and a value of at least one character.
+func fieldLine(line string) (key, value string, ok bool) {
+	rest, ok := strings.CutPrefix(line, "  ")
+	key, value, _ = strings.Cut(rest, " ")
+	if !ok || key == "" || value == "" || strings.Trim(key, letters) != "" {
+		return "", "", false
+	}
+	return key, value, true
+}
+
+const (
+	letters   = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	nameChars = letters + "0123456789_-"
 )
 
 // Parse reads a pin file. It is strict: every problem is reported, as
@@ -250,45 +274,45 @@ func Parse(file string, data []byte) (*Set, error) {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if m := headerLine.FindStringSubmatch(line); m != nil {
+		if kind, name, digest, ok := headerLine(line); ok {
 			finish()
-			k := key{Kind(m[1]), m[2]}
+			k := key{kind, name}
 			if first, dup := seen[k]; dup {
 				fail(n, "%s %s is pinned twice (first on line %d)", k.kind, k.name, first)
 			}
 			seen[k] = n
-			cur, curLine = &Pin{Def: Def{Kind: k.kind, Name: k.name}, Digest: m[3]}, n
+			cur, curLine = &Pin{Def: Def{Kind: k.kind, Name: k.name}, Digest: digest}, n
 			continue
 		}
-		m := fieldLine.FindStringSubmatch(line)
+		field, value, ok := fieldLine(line)
 		switch {
-		case m == nil:
+		case !ok:
 			fail(n, `expected "tool NAME sha256:HEX", "prompt NAME sha256:HEX" or an indented "FIELD JSON", not %q`, clip(line))
 			continue
 		case cur == nil:
-			fail(n, "field %q before any tool or prompt", m[1])
+			fail(n, "field %q before any tool or prompt", field)
 			continue
-		case !allowedField(cur.Kind, m[1]):
-			fail(n, "%s %s: %q is not a field of a %s pin", cur.Kind, cur.Name, m[1], cur.Kind)
+		case !allowedField(cur.Kind, field):
+			fail(n, "%s %s: %q is not a field of a %s pin", cur.Kind, cur.Name, field, cur.Kind)
 			continue
-		case cur.Field(m[1]) != "":
-			fail(n, "%s %s: field %q twice", cur.Kind, cur.Name, m[1])
+		case cur.Field(field) != "":
+			fail(n, "%s %s: field %q twice", cur.Kind, cur.Name, field)
 			continue
 		}
-		v, err := CanonicalJSON([]byte(m[2]))
+		canonical, err := isCanonical([]byte(value))
 		if err != nil {
-			fail(n, "%s %s: field %q: not JSON: %v", cur.Kind, cur.Name, m[1], err)
+			fail(n, "%s %s: field %q: not JSON: %v", cur.Kind, cur.Name, field, err)
 			continue
 		}
-		if string(v) != m[2] {
-			fail(n, "%s %s: field %q is not in canonical form", cur.Kind, cur.Name, m[1])
+		if !canonical {
+			fail(n, "%s %s: field %q is not in canonical form", cur.Kind, cur.Name, field)
 			continue
 		}
-		if last := len(cur.Fields); last > 0 && compareStrings(cur.Fields[last-1].Key, m[1]) > 0 {
+		if last := len(cur.Fields); last > 0 && compareStrings(cur.Fields[last-1].Key, field) > 0 {
 			fail(n, "%s %s: fields must be sorted by key", cur.Kind, cur.Name)
 			continue
 		}
-		cur.Fields = append(cur.Fields, Field{m[1], m[2]})
+		cur.Fields = append(cur.Fields, Field{field, value})
 	}
 	finish()
 	if len(errs) > 0 {

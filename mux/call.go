@@ -92,9 +92,11 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // JSON object, no duplicate keys, bounded depth and validation work), schema
 // validation, the rules that read the arguments, a slot of the child's
 // max_in_flight (waiting in its queue if need be), the child, restarts.
-// Rules see the caller's claims (ClaimsFrom(ctx)). args is the arguments as JSON
-// (json.RawMessage, forwarded byte for byte) or decoded (nil means none). It
-// writes one audit line.
+// identity names the caller and ctx carries its claims (ClaimsFrom), which
+// the rules see: both must be one caller's, as WithCaller stores them, or
+// one identity's call is judged by another's claims. args is the arguments
+// as JSON (json.RawMessage, forwarded byte for byte) or decoded (nil means
+// none). It writes one audit line.
 //
 // The rate limit comes after the policy, so that a name the caller may not
 // use is refused the same way however fast it calls, and before decoding

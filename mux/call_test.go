@@ -248,7 +248,7 @@ func TestSchemaLimitsLeaveToolsOut(t *testing.T) {
 		server.ServerTool{Tool: mcp.NewToolWithRawSchema("deep", "", json.RawMessage(deep)), Handler: text},
 	)
 	var names []string
-	for _, ti := range l.m.Tools("reader") {
+	for _, ti := range l.m.Tools(WithIdentity(context.Background(), "reader")) {
 		names = append(names, ti.Name)
 	}
 	if got := strings.Join(names, " "); got != "lab__hold lab__search" {

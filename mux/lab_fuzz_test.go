@@ -83,7 +83,7 @@ func startFuzzLab(f *testing.F) *Mux {
 		serverLines: "hide = [\"secret\"]\nread_only = [\"echo\", \"pick\"]\n" + fuzzServerLines,
 		checkLeaks:  true,
 	})
-	if n := len(m.Tools(fuzzIdentity)); n != len(fuzzChildTools())-1 {
+	if n := len(m.Tools(WithIdentity(context.Background(), fuzzIdentity))); n != len(fuzzChildTools())-1 {
 		f.Fatalf("the lab offers %d tools, want %d: %+v", n, len(fuzzChildTools())-1, m.Status())
 	}
 	return m

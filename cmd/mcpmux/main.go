@@ -2,8 +2,8 @@
 //
 //	mcpmux serve    --config FILE [--identity NAME]   serve MCP over stdio (the default)
 //	mcpmux validate --config FILE                     check the config and every policy file
-//	mcpmux tools    --config FILE --as NAME [--json]  print the catalog NAME would see
-//	mcpmux call     --config FILE --as NAME TOOL JSON send one call through the pipeline
+//	mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]  print the catalog NAME would see
+//	mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON send one call through the pipeline
 //	mcpmux pins diff|approve --config FILE [NAME...]  compare live tools and prompts with their pins, or pin them
 //	mcpmux version
 package main
@@ -90,8 +90,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const usage = `usage:
   mcpmux serve    --config FILE [--identity NAME]    serve MCP over stdio (default)
   mcpmux validate --config FILE                      check the config and every policy file
-  mcpmux tools    --config FILE --as NAME [--json]   print the catalog NAME would see
-  mcpmux call     --config FILE --as NAME TOOL JSON  send one call through the pipeline
+  mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]   print the catalog NAME would see
+  mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON  send one call through the pipeline
+                  (--claims: the JWT claims policy rules see, a JSON object)
   mcpmux pins diff    --config FILE [NAME...]        show tools and prompts whose definitions differ from their pins
   mcpmux pins approve --config FILE [NAME...]        pin the live definitions (all, or the named ones)
   mcpmux version
@@ -236,6 +237,7 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 func tools(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("tools", stderr)
 	as := fs.String("as", "", "identity whose catalog to print")
+	claims := claimsFlag(fs)
 	asJSON := fs.Bool("json", false, "print the tools as JSON: exposed name, server, the server's own name, read-only, definition")
 	if fs.Parse(args) != nil {
 		return exitRefused
@@ -249,7 +251,7 @@ func tools(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer stop()
-	list := m.Tools(*as)
+	list := m.Tools(mux.WithCaller(context.Background(), *as, claims.m))
 	if *asJSON {
 		type entry struct {
 			Name      string `json:"name"`
@@ -283,6 +285,35 @@ func tools(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// claims is the value of --claims: the JWT claims a caller would have, so
+// that tools and call show what policy rules over claims decide for it.
+type claims struct{ m map[string]any }
+
+// claimsFlag defines --claims on fs.
+func claimsFlag(fs *flag.FlagSet) *claims {
+	c := &claims{}
+	fs.Var(c, "claims", "the caller's JWT claims, as a JSON object, for policy rules that read claims (default: none)")
+	return c
+}
+
+func (c *claims) String() string {
+	if c == nil || c.m == nil {
+		return ""
+	}
+	b, _ := json.Marshal(c.m)
+	return string(b)
+}
+
+// Set parses a JSON object; anything else is a usage error.
+func (c *claims) Set(s string) error {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
+		return fmt.Errorf("want a JSON object, such as '{\"team\":\"ops\"}'")
+	}
+	c.m = m
+	return nil
+}
+
 // tableField quotes a name a child chose if it could break the table's
 // columns or lines, or hide in it.
 func tableField(s string) string {
@@ -295,11 +326,12 @@ func tableField(s string) string {
 func call(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("call", stderr)
 	as := fs.String("as", "", "identity to call as")
+	claims := claimsFlag(fs)
 	if fs.Parse(args) != nil {
 		return exitRefused
 	}
 	if !config.ValidIdentity(*as) || fs.NArg() < 1 || fs.NArg() > 2 {
-		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME TOOL 'JSON'")
+		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME [--claims JSON] TOOL 'JSON'")
 		return exitRefused
 	}
 	name, raw := fs.Arg(0), "{}"
@@ -321,7 +353,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 
-	r := m.CallTool(context.Background(), *as, name, json.RawMessage(raw))
+	r := m.CallTool(mux.WithCaller(context.Background(), *as, claims.m), *as, name, json.RawMessage(raw))
 	if r.Rule != nil {
 		// What the caller would be told, and which rule of which file said it.
 		fmt.Fprintf(stderr, "mcpmux call: %s refused by %s: %v\n", name, r.Rule.Rule, r.Rule)

@@ -33,7 +33,8 @@ const (
 // ServeStdio serves one client over in and out as identity until in ends or
 // ctx is done. A client may close its stdin right after its last request
 // (a script piping into mcpmux): every request read is still answered before
-// ServeStdio returns.
+// ServeStdio returns. Plain tools/call requests are answered at the edge
+// without mcp-go (stdiofast.go); what they write is what mcp-go would.
 func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
 	s := server.NewStdioServer(m.srv)
 	s.SetErrorLogger(log.New(m.log.With().Str("component", "stdio").Logger(), "", 0))

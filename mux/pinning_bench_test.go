@@ -1,0 +1,88 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/pins"
+)
+
+// The catalog's benchmarks (catalog_bench_test.go) with pinning = "warn"
+// and every tool pinned: what pinning adds to a child's catalog build (a
+// digest per distinct definition, none on a re-read) and to the merged
+// build (a digest compared per tool). Run with
+// go test -run '^$' -bench Pinned -benchmem ./mux.
+
+// pinnedLab is catalogLab with pinning on and every tool pinned.
+func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
+	m, raw := catalogLab(b, n)
+	store, err := pins.Open(filepath.Join(b.TempDir(), "mcpmux.lock"), zerolog.Nop(), pins.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := *m.cfg
+	cfg.Mux.Pinning = config.PinningWarn
+	m.publishMu.Lock()
+	m.pinning = newPinning(&cfg, store)
+	m.publishMu.Unlock()
+	// The children's catalogs again, with digests, then the first sight.
+	c := m.children[0]
+	var lists [numKinds][]json.RawMessage
+	lists[kindTool] = raw
+	c.vetted, c.checked = nil, nil
+	cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{})
+	st := *c.state.Load()
+	st.listed = cat
+	c.state.Store(&st)
+	m.rebuildCatalog()
+	if got := m.PinStatus(); store.Current().Len() != n || got.New != n {
+		b.Fatalf("%d pinned, %d new, want %d", store.Current().Len(), got.New, n)
+	}
+	m.rebuildCatalog()
+	if got := m.PinStatus(); got.Pinned != n {
+		b.Fatalf("%d match their pins, want %d", got.Pinned, n)
+	}
+	return m, raw
+}
+
+func BenchmarkPinnedCatalogBuildChild(b *testing.B) {
+	for _, n := range catalogSizes {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			m, raw := pinnedLab(b, n)
+			c := m.children[0]
+			var lists [numKinds][]json.RawMessage
+			lists[kindTool] = raw
+			for _, first := range []bool{true, false} {
+				b.Run(map[bool]string{true: "first", false: "reread"}[first], func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if first {
+							c.vetted, c.checked = nil, nil
+						}
+						if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
+							b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func BenchmarkPinnedCatalogRebuild(b *testing.B) {
+	for _, n := range catalogSizes {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			m, _ := pinnedLab(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.rebuildCatalog()
+			}
+		})
+	}
+}

@@ -38,8 +38,8 @@ func (s *Set) For(identity string) *Policy {
 
 // Generation numbers the set among those a Store publishes: every set it
 // publishes has a higher generation than the one before, and it publishes a
-// set only when some policy changed, or some rule moved to another line. A Set from LoadDir has generation 1; a
-// nil Set, 0.
+// set only when some policy changed, or some rule moved to another line. A
+// Set from LoadDir has generation 1; a nil Set, 0.
 func (s *Set) Generation() uint64 {
 	if s == nil {
 		return 0

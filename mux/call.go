@@ -147,6 +147,9 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 	m.inflight.Add(1)
 	res, outcome, child := m.forward(ctx, t, raw)
 	result := Result{Decision: DecisionAllowed, Outcome: outcome}
+	if outcome == OutcomeRefused { // held since it was looked up (stillPinned)
+		result.Decision, rec.Decision = DecisionHeld, DecisionHeld
+	}
 	if res.raw != nil {
 		result.Raw = res.raw
 	} else {
@@ -246,6 +249,9 @@ const (
 // forward calls the child once it has a slot of the child's max_in_flight
 // and the child is ready, and re-runs a read-only call once, in the same
 // slot, if the child died under it. child is the time from the slot on.
+// It returns OutcomeRefused, and no answer, for a tool held by pinning
+// since it was looked up (stillPinned): the session it got lists another
+// definition.
 func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
@@ -304,7 +310,10 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
 	for {
-		sess, err := t.child.session(ctx)
+		st, err := t.child.ready(ctx)
+		if err == nil && !m.stillPinned(st.listed, t) {
+			return callAnswer{}, OutcomeRefused
+		}
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) && retried {
 				// The first attempt may have run: say so.
@@ -317,7 +326,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 			}
 			return ownEnded(m.ctxEnded(ctx, t, at))
 		}
-		at = stageSent
+		at, sess := stageSent, st.sess
 		raw, isError, err := sess.callTool(ctx, t.orig, args)
 		if errors.Is(err, errMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.

@@ -86,6 +86,15 @@ type childCatalog struct {
 	entries [numKinds][]*entry
 	hidden  []string // exposed forms of hidden tools and prompts, so the audit can say "hidden"
 	caps    mcp.ServerCapabilities
+	// digests is the pin digest of each tool and prompt by its own name,
+	// under pinning only (stillPinned).
+	digests map[ownName]pins.Sum
+}
+
+// ownName is a tool or prompt by the name its child gives it.
+type ownName struct {
+	kind kind
+	orig string
 }
 
 // tools returns the child's tools.
@@ -327,6 +336,14 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 				}
 			}
 			cat.entries[k] = append(cat.entries[k], e)
+		}
+	}
+	if m.pinning != nil {
+		cat.digests = map[ownName]pins.Sum{}
+		for _, k := range []kind{kindTool, kindPrompt} {
+			for _, e := range cat.entries[k] {
+				cat.digests[ownName{k, e.orig}] = e.pin
+			}
 		}
 	}
 	// Named once the whole list is known, so that no name depends on where
@@ -574,10 +591,24 @@ func (m *Mux) rebuildCatalog() { m.rebuildCatalogThen(nil) }
 
 // rebuildCatalogThen is rebuildCatalog, calling published (if not nil)
 // once the new snapshot is published and sessions are told, before the
-// build's first-sight pins are written to the pin file.
+// build's first-sight pins are written to the pin file. That write, and
+// reading the pins' fields for a log line, come after publishMu is let go.
 func (m *Mux) rebuildCatalogThen(published func()) {
 	m.publishMu.Lock()
-	defer m.publishMu.Unlock()
+	work := m.publishCatalog(published)
+	if m.pinning == nil {
+		m.publishMu.Unlock()
+		return
+	}
+	m.pinning.io.Lock()
+	m.publishMu.Unlock()
+	defer m.pinning.io.Unlock()
+	work.do(m)
+}
+
+// publishCatalog builds the catalog and publishes it, under publishMu; it
+// returns the pin file work left (applyPins).
+func (m *Mux) publishCatalog(published func()) pinWork {
 	next := newCatalog()
 	owner := map[string]string{} // exposed name -> alias, per kind, for collisions
 	for _, c := range m.children {
@@ -613,10 +644,9 @@ func (m *Mux) rebuildCatalogThen(published func()) {
 			}
 		}
 	}
-	fresh := m.applyPins(next)
-	defer m.pinFresh(fresh) // once next is published, still under publishMu
+	work := m.applyPins(next)
 	if published != nil {
-		defer published() // before pinFresh
+		defer published()
 	}
 	for k := range numKinds {
 		if len(next.kinds[k].list) == 0 {
@@ -640,13 +670,14 @@ func (m *Mux) rebuildCatalogThen(published func()) {
 		}
 	}
 	if len(changed) == 0 {
-		return
+		return work
 	}
 	m.registerWithServer(next)
 	m.log.Info().Int("tools", len(next.kinds[kindTool].list)).Int("prompts", len(next.kinds[kindPrompt].list)).
 		Int("resources", len(next.kinds[kindResource].list)).Int("resource_templates", len(next.kinds[kindTemplate].list)).
 		Msg("catalog changed")
 	m.notifyChanged(prev, next, m.policies.Current(), m.policies.Current(), changed)
+	return work
 }
 
 // mergeCaps adds what one child declared to the union in into.

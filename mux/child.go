@@ -114,12 +114,22 @@ func (c *child) publish(st childState) {
 // session returns a ready session, waiting up to the startup timeout for the
 // child to become ready.
 func (c *child) session(ctx context.Context) (*session, error) {
+	st, err := c.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.sess, nil
+}
+
+// ready is session, returning the state that holds the session, with the
+// catalog read from it.
+func (c *child) ready(ctx context.Context) (*childState, error) {
 	timer := time.NewTimer(c.cfg.StartupTimeout)
 	defer timer.Stop()
 	for {
 		st := c.state.Load()
 		if st.sess != nil && !st.sess.isLost() {
-			return st.sess, nil
+			return st, nil
 		}
 		if st.phase == PhaseStopped {
 			return nil, c.unavailable(st)

@@ -12,7 +12,9 @@ package mux
 
 import (
 	"cmp"
+	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -23,8 +25,28 @@ import (
 // held by pinning; the caller is told what it is told of an unknown name.
 const DecisionHeld Decision = "held"
 
-// pinning is the mux's side of pinning. Its fields but view and changes
-// are used only under publishMu.
+// errHeldSince is a request for a tool or prompt held by pinning since it
+// was looked up (stillPinned).
+var errHeldSince = errors.New("held by pinning since it was looked up")
+
+// stillPinned reports whether a request for e, looked up in the catalog
+// published last, may go to the session whose catalog is listed: under
+// enforce, only if that catalog lists e's definition as e was looked up
+// with. A session a restart or a re-read brought, whose definition may be
+// held once the catalog is rebuilt, is visible to requests before then.
+func (m *Mux) stillPinned(listed *childCatalog, e *entry) bool {
+	if m.pinning == nil || !m.pinning.enforce {
+		return true
+	}
+	if listed == nil {
+		return false
+	}
+	sum, ok := listed.digests[ownName{e.kind, e.orig}]
+	return ok && sum == e.pin
+}
+
+// pinning is the mux's side of pinning. Its fields but view, changes and
+// io are used only under publishMu.
 type pinning struct {
 	store   *pins.Store
 	enforce bool // a changed definition is held, not only logged
@@ -34,6 +56,18 @@ type pinning struct {
 	logged  map[pinKey]pins.Sum // the digest last logged as differing from its pin
 	view    atomic.Pointer[pinView]
 	changes atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
+	// io serialises the pin file work of catalog builds (pinWork.do),
+	// taken before publishMu is let go, so that builds write in the order
+	// they were built while the next build need not wait for a write.
+	io sync.Mutex
+}
+
+// pinWork is the pin file work a catalog build leaves for after it is
+// published: pinning fresh on first sight, and logging changed with
+// the fields that changed, which are read from the file.
+type pinWork struct {
+	fresh   []*entry
+	changed []pinNote
 }
 
 type pinKey struct {
@@ -143,14 +177,14 @@ func (m *Mux) pinSum(c *child, k kind, orig string, def []byte) pins.Sum {
 }
 
 // applyPins compares the digests of next's tools and prompts with their
-// pins, leaves the held ones out of next, logs each definition that
-// differs from its pin once, and publishes what it found. It returns the
-// entries to pin on first sight (pinFresh), so that the write comes after
-// next is published. Called under publishMu, before next is published.
-func (m *Mux) applyPins(next *catalog) []*entry {
+// pins, leaves the held ones out of next, and publishes what it found. It
+// returns the work left for the pin file: the entries to pin on first
+// sight, and the definitions newly seen differing from their pins, to log
+// once each. Called under publishMu, before next is published.
+func (m *Mux) applyPins(next *catalog) pinWork {
 	p := m.pinning
 	if p == nil {
-		return nil
+		return pinWork{}
 	}
 	set := p.store.Current()
 	logged := map[pinKey]pins.Sum{}
@@ -216,24 +250,33 @@ func (m *Mux) applyPins(next *catalog) []*entry {
 		clear(sec.list[len(kept):]) // no held entry stays reachable
 		sec.list = kept
 	}
+	var changed []pinNote
+	for _, n := range view.report {
+		if n.live != nil && n.pinned && p.logged[pinKey{n.kind, n.name}] != n.live.pin {
+			changed = append(changed, n)
+		}
+	}
 	view.report = append(view.report, gone...)
-	m.logChanged(view.report, p.mode)
 	p.logged = logged
 	view.counts.Mode = p.mode
 	view.fresh = fresh
 	p.view.Store(view)
-	return fresh
+	return pinWork{fresh: fresh, changed: changed}
 }
 
-// logChanged writes the log line of each definition in notes newly seen
-// differing from its pin, naming the changed fields, which it reads from
-// the pin file (a rare event: the file is read once for all of them).
-func (m *Mux) logChanged(notes []pinNote, mode string) {
+// do does w: called under pinning.io, after the catalog w is of is
+// published.
+func (w pinWork) do(m *Mux) {
+	m.logChanged(w.changed)
+	m.pinFresh(w.fresh)
+}
+
+// logChanged writes the log line of each definition in notes, naming the
+// changed fields, which it reads from the pin file (a rare event: the file
+// is read once for all of them).
+func (m *Mux) logChanged(notes []pinNote) {
 	var set *pins.Set
 	for _, n := range notes {
-		if n.live == nil || !n.pinned || m.pinning.logged[pinKey{n.kind, n.name}] == n.live.pin {
-			continue
-		}
 		if set == nil {
 			var err error
 			if set, err = m.pinning.store.Read(); err != nil {
@@ -241,7 +284,7 @@ func (m *Mux) logChanged(notes []pinNote, mode string) {
 				set = pins.NewSet()
 			}
 		}
-		m.logPinned(m.pinState(n, set), mode)
+		m.logPinned(m.pinState(n, set), m.pinning.mode)
 	}
 }
 
@@ -270,8 +313,7 @@ func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 	return st
 }
 
-// pinFresh pins on first sight the entries applyPins returned. Called
-// under publishMu, after the catalog they are in is published.
+// pinFresh pins on first sight the entries applyPins returned.
 func (m *Mux) pinFresh(fresh []*entry) {
 	if len(fresh) == 0 {
 		return

@@ -318,12 +318,17 @@ func (m *Mux) handlePrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 // getPrompt gets prompt e with args at its child and writes the audit line
 // of the prompts/get begun then.
 func (m *Mux) getPrompt(ctx context.Context, e *entry, args map[string]string, begun time.Time) (_ *mcp.GetPromptResult, err error) {
-	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, DecisionAllowed, err, begun) }()
+	d := DecisionAllowed
+	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, d, err, begun) }()
 	params := map[string]any{"name": e.orig}
 	if args != nil {
 		params["arguments"] = args
 	}
-	raw, err := m.request(ctx, e.child, string(mcp.MethodPromptsGet), params)
+	raw, err := m.requestPinned(ctx, e.child, e, string(mcp.MethodPromptsGet), params)
+	if errors.Is(err, errHeldSince) {
+		d = DecisionHeld
+		return nil, fmt.Errorf("prompt '%s' not found: %w", e.name, server.ErrPromptNotFound)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -347,12 +352,23 @@ func invalidParams(message string) error {
 // It waits up to c's startup timeout for c to be ready, and gives up with
 // the call timeout.
 func (m *Mux) request(ctx context.Context, c *child, method string, params any) (json.RawMessage, error) {
+	return m.requestPinned(ctx, c, nil, method, params)
+}
+
+// requestPinned is request for the tool or prompt e of c (if not nil),
+// refused with errHeldSince where the session it gets does not list e as
+// e was looked up (stillPinned).
+func (m *Mux) requestPinned(ctx context.Context, c *child, e *entry, method string, params any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
-	sess, err := c.session(ctx)
+	st, err := c.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if e != nil && !m.stillPinned(st.listed, e) {
+		return nil, errHeldSince
+	}
+	sess := st.sess
 	raw, err := sess.rawRequest(ctx, method, params)
 	if err != nil {
 		// Ended by its own context (the client gave up, its round ended,

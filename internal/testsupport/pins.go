@@ -15,6 +15,9 @@ type PinLab struct {
 	Defs     string // the LAB_DEFS file
 	Requests string // LAB_REQUESTS: what reached the child
 	PinFile  string
+	// FailStart is LAB_FAIL_INIT_FILE: while it exists the child fails
+	// every start.
+	FailStart string
 }
 
 // PinDefs are what a PinLab's child defines besides its own tools: one
@@ -34,9 +37,11 @@ type PinDefs struct {
 func NewPinLab(t testing.TB, muxLines string, d PinDefs) *PinLab {
 	t.Helper()
 	dir := t.TempDir()
-	pl := &PinLab{Defs: filepath.Join(dir, "defs.json"), Requests: filepath.Join(dir, "requests.jsonl")}
+	pl := &PinLab{Defs: filepath.Join(dir, "defs.json"), Requests: filepath.Join(dir, "requests.jsonl"),
+		FailStart: filepath.Join(dir, "fail-start")}
 	pl.WriteDefs(t, d)
-	pl.Lab = NewLab(t, muxLines, Server{Alias: "docs", Env: map[string]string{"LAB_DEFS": pl.Defs, "LAB_REQUESTS": pl.Requests}})
+	pl.Lab = NewLab(t, muxLines, Server{Alias: "docs",
+		Env: map[string]string{"LAB_DEFS": pl.Defs, "LAB_REQUESTS": pl.Requests, "LAB_FAIL_INIT_FILE": pl.FailStart}})
 	pl.PinFile = filepath.Join(pl.Dir, "mcpmux.lock")
 	pl.WritePolicy(t, "reader", `allow = ["*"]`)
 	return pl

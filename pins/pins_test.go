@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,4 +343,66 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Two Stores on one file (two mcpmux processes: serve and pins approve)
+// writing at once lose none of each other's updates: every write holds the
+// file's lock from its read to its rename. Approve merges into the file on
+// disk; a first-sight write into a file changed since its Store read it
+// waits for the reload, which writes it then.
+func TestStoresOnOneFileKeepEachOthersWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpmux.lock")
+	open := func() *Store {
+		s, err := Open(path, zerolog.Nop(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	const n = 40
+	pin := func(who string, i int) Pin {
+		name := fmt.Sprintf("%s%d", who, i)
+		d, err := Canonical(Tool, "docs__"+name, "docs", name, []byte(`{"description":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewPin(d)
+	}
+	var wg sync.WaitGroup
+	for _, w := range []struct {
+		s   *Store
+		who string
+	}{{a, "a"}, {b, "b"}} {
+		wg.Go(func() {
+			for i := range n {
+				if err := w.s.Approve([]Pin{pin(w.who, i)}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// a's first sight after b's approvals it has not seen: kept until the
+	// reload, then written.
+	a.Pin([]Pin{pin("first", 0)})
+	a.reload()
+	set, err := Parse(path, mustRead(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Len() != 2*n+1 {
+		t.Fatalf("the file holds %d pins, want %d", set.Len(), 2*n+1)
+	}
+	for _, who := range []string{"a", "b"} {
+		for i := range n {
+			if _, ok := set.Get(Tool, fmt.Sprintf("docs__%s%d", who, i)); !ok {
+				t.Errorf("%s's approval %d is lost", who, i)
+			}
+		}
+	}
+	if _, ok := set.Get(Tool, "docs__first0"); !ok {
+		t.Error("the first-sight pin is lost")
+	}
 }

@@ -14,12 +14,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpmux/mcpmux/internal/dirwatch"
 	"github.com/mcpmux/mcpmux/internal/fileerr"
 )
 
-// The watch's timings, as the policy directory's.
+// The watch's timings: events settle for 100ms (a burst is read once,
+// at most 500ms after its first event), and a watch that failed, or whose
+// directory is gone, is tried again every second.
 const (
 	settleDelay     = 100 * time.Millisecond
 	maxDelay        = 500 * time.Millisecond
@@ -159,21 +162,23 @@ func (s *Store) Pin(ps []Pin) {
 // file as it is on disk if that is the file in force. A file changed since
 // it was read is left to its reload, which flushes again.
 func (s *Store) flush() {
+	unlock, err := lockFile(s.path)
+	if err != nil {
+		s.flushFailed(err, "pin file cannot be written")
+		return
+	}
+	defer unlock()
 	set, sum, exists, err := s.read()
-	if err == nil && (exists != s.onDisk || sum != s.sum) {
+	if err != nil {
+		s.flushFailed(err, "pin file cannot be read")
+		return
+	}
+	if exists != s.onDisk || sum != s.sum {
 		return // changed since it was read: the pins wait for its reload
 	}
-	var written Sum
-	if err == nil {
-		written, err = writeAtomic(s.path, set.With(s.mem))
-	}
+	written, err := writeAtomic(s.path, set.With(s.mem))
 	if err != nil {
-		if !s.warned {
-			s.log.Warn().Err(err).Int("pins_in_memory", len(s.mem)).
-				Msg("pin file cannot be written: first-sight pins are kept in memory (commit the file another way, e.g. through its ConfigMap)")
-			s.warned = true
-		}
-		s.setErr(err)
+		s.flushFailed(err, "pin file cannot be written")
 		return
 	}
 	s.file, s.sum, s.onDisk, s.mem = s.file.with(s.mem), written, true, nil
@@ -184,6 +189,41 @@ func (s *Store) flush() {
 	}
 }
 
+// flushFailed logs, once until a write succeeds, that flush could not
+// write the pins kept in memory, for what.
+func (s *Store) flushFailed(err error, what string) {
+	if !s.warned {
+		s.log.Warn().Err(err).Int("pins_in_memory", len(s.mem)).
+			Msg(what + ": first-sight pins are kept in memory (commit the file another way, e.g. through its ConfigMap)")
+		s.warned = true
+	}
+	s.setErr(err)
+}
+
+// lockFile takes an exclusive flock on path+".lock", which every write of
+// the pin file (by any mcpmux process: serve's first-sight writes, pins
+// approve) holds from reading the file to renaming the new one over it, so
+// that no write merges into a file another is replacing and loses its
+// update. Where the lock file cannot be created (a read-only directory)
+// nothing can be written either: the error says so and no lock is taken.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil // closing the file lets go of the lock
+}
+
 // Approve writes the file with ps pinned (replacing pins of the same kind
 // and name) and the pins of drop removed, into the file as it is on disk
 // now. Unlike Pin it fails when the file cannot be written, or read: a file
@@ -192,6 +232,11 @@ func (s *Store) flush() {
 func (s *Store) Approve(ps []Pin, drop []Pin) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	unlock, err := lockFile(s.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	set, _, exists, err := s.read()
 	if err == nil && s.onDisk && !exists {
 		err = fmt.Errorf("pin file %s is gone: approving would write only the approvals", s.path)

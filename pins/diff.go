@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -16,6 +17,11 @@ const maxDiffLines = 2000
 // and a live definition, for a reviewer: each changed field as indented
 // JSON, with "-" before what the pin has and "+" before what is live now.
 // pinned or live may be nil: a tool never pinned, or one that is gone.
+// A rune that is not graphic (a control, a bidi override, a zero-width
+// one) is written escaped, as strconv.QuoteToGraphic would, so that what
+// the reviewer's terminal shows is what the definition holds; in the JSON
+// shown, a backslash the definition holds is itself escaped, so an
+// escape written here cannot be mistaken for text.
 func WriteDiff(w io.Writer, pinned *Pin, live *Def) {
 	var old, cur Def
 	if pinned != nil {
@@ -28,10 +34,29 @@ func WriteDiff(w io.Writer, pinned *Pin, live *Def) {
 		fmt.Fprintf(w, "  %s:\n", k)
 		a, b := lines(old.Field(k)), lines(cur.Field(k))
 		for _, l := range lineDiff(a, b) {
-			fmt.Fprintf(w, "    %c %s\n", l.op, l.text)
+			fmt.Fprintf(w, "    %c %s\n", l.op, graphic(l.text))
 		}
 	}
 }
+
+// graphic is s with every rune strconv.IsGraphic refuses escaped.
+func graphic(s string) string {
+	if !strings.ContainsFunc(s, notGraphic) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if notGraphic(r) {
+			q := strconv.QuoteRuneToGraphic(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func notGraphic(r rune) bool { return !strconv.IsGraphic(r) }
 
 // lines is a canonical JSON value indented, one line per element; nil for
 // an absent field.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -404,5 +405,26 @@ func TestStoresOnOneFileKeepEachOthersWrites(t *testing.T) {
 	}
 	if _, ok := set.Get(Tool, "docs__first0"); !ok {
 		t.Error("the first-sight pin is lost")
+	}
+}
+
+// What a diff shows a reviewer's terminal holds no rune that is not
+// graphic: a bidi override, a zero-width space, a C1 control and one the
+// JSON escapes already (a newline) are written escaped; a backslash the
+// definition holds stays JSON's escaped backslash.
+func TestDiffEscapesNonGraphicRunes(t *testing.T) {
+	a := mustDef(t, Tool, `{"description":"Search."}`)
+	b := mustDef(t, Tool, `{"description":"Search.\u202e\u200b\u0085\u2066\n\\u202e done"}`)
+	var out bytes.Buffer
+	p := NewPin(a)
+	WriteDiff(&out, &p, &b)
+	got := out.String()
+	if want := `    + "Search.\u202e\u200b\u0085\u2066\n\\u202e done"` + "\n"; !strings.Contains(got, want) {
+		t.Errorf("diff lacks %s:\n%s", want, got)
+	}
+	for _, r := range got {
+		if !strconv.IsGraphic(r) && r != '\n' {
+			t.Errorf("diff holds the rune %U:\n%q", r, got)
+		}
 	}
 }

@@ -236,6 +236,35 @@ func TestPinsNewHeldUntilApproved(t *testing.T) {
 	}
 }
 
+// pins approve NAME approves every tool and prompt of that name, and says
+// the digest it writes of each, which is the live one pins diff showed.
+func TestPinsApproveEveryMatchAndItsDigest(t *testing.T) {
+	lab := ts.NewPinLab(t, `pinning = "enforce"`+"\n"+`pin_new = "hold"`,
+		ts.PinDefs{Description: "Search the docs.", PromptDesc: "Greets.", PromptName: "pinned"})
+	m := ts.StartMux(t, lab.Lab)
+	diff := runCLI(t, "pins", "diff", "--config", lab.Config, pinnedTool)
+	if diff.code != 1 || !strings.Contains(diff.stdout, "new tool "+pinnedTool) || !strings.Contains(diff.stdout, "new prompt "+pinnedTool) {
+		t.Fatalf("pins diff exited %d:\n%s\n%s", diff.code, diff.stdout, diff.stderr)
+	}
+	var live []string
+	for _, l := range strings.Split(diff.stdout, "\n") {
+		if d, ok := strings.CutPrefix(l, "  live:   "); ok {
+			live = append(live, d)
+		}
+	}
+	r := runCLI(t, "pins", "approve", "--config", lab.Config, pinnedTool)
+	if r.code != 0 || strings.Count(r.stdout, "approved: ") != 2 || len(live) != 2 {
+		t.Fatalf("pins approve exited %d (diff showed digests %v):\n%s\n%s", r.code, live, r.stdout, r.stderr)
+	}
+	for _, d := range live {
+		if !strings.Contains(r.stdout, "pinned as "+d+"\n") {
+			t.Errorf("approve does not say it pinned %s:\n%s", d, r.stdout)
+		}
+	}
+	m.WaitTools("has "+pinnedTool, func(names []string) bool { return ts.Contains(names, pinnedTool) })
+	ts.WaitFor(t, "the prompt listed", func() bool { return slices.Contains(promptNames(t, m), pinnedTool) })
+}
+
 func TestPinsUnwritableFileKeepsPinsInMemory(t *testing.T) {
 	// Nothing can be created in /proc, by root either: what a read-only
 	// ConfigMap mount does to a write.
@@ -248,6 +277,12 @@ func TestPinsUnwritableFileKeepsPinsInMemory(t *testing.T) {
 		s, _ := l["message"].(string)
 		return strings.HasPrefix(s, "pin file cannot be written")
 	})
+	// pins diff, another process, cannot see serve's pins in memory: it
+	// shows them as new, for the operator to commit.
+	if diff := runCLI(t, "pins", "diff", "--config", lab.Config); diff.code != 1 ||
+		!strings.Contains(diff.stdout, "new tool "+pinnedTool) || !strings.Contains(diff.stdout, "new prompt "+pinnedPrompt) {
+		t.Fatalf("pins diff exited %d:\n%s\n%s", diff.code, diff.stdout, diff.stderr)
+	}
 	// The in-memory pins hold all the same.
 	lab.WriteDefs(t, ts.PinDefs{Description: "Changed.", ReadOnlyHint: true, PromptDesc: "Greets."})
 	m.MustCall("docs__reload_defs", nil)

@@ -64,16 +64,14 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	report := m.PinReport()
 	if names := fs.Args(); len(names) > 0 {
-		picked := report[:0:0]
 		for _, n := range names {
-			i := slices.IndexFunc(report, func(st mux.PinState) bool { return st.Name == n })
-			if i < 0 {
+			if !slices.ContainsFunc(report, func(st mux.PinState) bool { return st.Name == n }) {
 				fmt.Fprintf(stderr, "mcpmux pins %s: %s: no tool or prompt of that name differs from its pin\n", sub, n)
 				return exitRefused
 			}
-			picked = append(picked, report[i])
 		}
-		report = picked
+		// Every match: a tool and a prompt may share a name.
+		report = slices.DeleteFunc(report, func(st mux.PinState) bool { return !slices.Contains(names, st.Name) })
 	}
 	if sub == "diff" {
 		for _, st := range report {
@@ -98,7 +96,11 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		return exitToolError
 	}
 	for _, st := range report {
-		fmt.Fprintf(stdout, "approved: %s\n", describe(st))
+		if st.Live == nil {
+			fmt.Fprintf(stdout, "approved: %s: its pin is removed\n", describe(st))
+			continue
+		}
+		fmt.Fprintf(stdout, "approved: %s: pinned as %s\n", describe(st), st.Live.Digest())
 	}
 	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(report), store.Current().Len())
 	return exitOK
@@ -116,7 +118,16 @@ func describe(st mux.PinState) string {
 	return fmt.Sprintf("changed %s: %s differ from the pin", what, strings.Join(st.Changed, ", "))
 }
 
+// writeState is st for pins diff: what it is, the digests, and the diff.
+// approve prints the digest it writes: a reviewer compares it with the
+// live one diff showed, since approve reads the children afresh.
 func writeState(w io.Writer, st mux.PinState) {
 	fmt.Fprintln(w, describe(st))
+	if st.Pinned != nil {
+		fmt.Fprintf(w, "  pinned: %s\n", st.Pinned.Digest)
+	}
+	if st.Live != nil {
+		fmt.Fprintf(w, "  live:   %s\n", st.Live.Digest())
+	}
 	pins.WriteDiff(w, st.Pinned, st.Live)
 }

@@ -21,13 +21,14 @@ type PinLab struct {
 }
 
 // PinDefs are what a PinLab's child defines besides its own tools: one
-// tool "pinned" and one prompt "pinprompt", each with a description and
+// tool "pinned" and one prompt "pinprompt" (or PromptName), each with a description and
 // the tool with annotations and a schema.
 type PinDefs struct {
 	Description  string
 	ReadOnlyHint bool
 	Schema       string // the tool's inputSchema; a default one when ""
 	PromptDesc   string
+	PromptName   string // the prompt's name; "pinprompt" when ""
 	ExtraTool    string // a second tool's name, when not ""
 }
 
@@ -62,9 +63,13 @@ func (pl *PinLab) WriteDefs(t testing.TB, d PinDefs) {
 	if d.ExtraTool != "" {
 		tools = append(tools, map[string]any{"name": d.ExtraTool, "description": "another"})
 	}
+	prompt := d.PromptName
+	if prompt == "" {
+		prompt = "pinprompt"
+	}
 	b, err := json.Marshal(map[string]any{
 		"tools":   tools,
-		"prompts": []any{map[string]any{"name": "pinprompt", "description": d.PromptDesc}},
+		"prompts": []any{map[string]any{"name": prompt, "description": d.PromptDesc}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -216,27 +216,37 @@ var _ mux.Observer = (*Metrics)(nil)
 // from their pins (or held as new), each once. Call it once, before
 // serving.
 func (m *Metrics) Pins(status func() mux.PinCounts) {
-	gauge := func(state string, v func(mux.PinCounts) int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace:   namespace,
-			Name:        "pins",
-			Help:        "Tools and prompts by pinning state at the last catalog build: pinned (equal to their pins), new, changed, held (left out until approved), gone, in_memory (pins the pin file could not take).",
-			ConstLabels: prometheus.Labels{"state": state},
-		}, func() float64 { return float64(v(status())) })
+	m.reg.MustRegister(&pinCollector{
+		status: status,
+		pins: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "pins"),
+			"Tools and prompts by pinning state at the last catalog build: pinned (equal to their pins), new, changed, held (left out until approved), gone, in_memory (pins the pin file could not take).",
+			[]string{"state"}, nil),
+		changes: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "pin_changes_total"),
+			"Tool and prompt definitions seen differing from their pins, or held as new, each distinct definition once.",
+			nil, nil),
+	})
+}
+
+// pinCollector is the pinning metrics, from one status read per scrape.
+type pinCollector struct {
+	status        func() mux.PinCounts
+	pins, changes *prometheus.Desc
+}
+
+func (c *pinCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pins
+	ch <- c.changes
+}
+
+func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.status()
+	for _, g := range []struct {
+		state string
+		n     int
+	}{{"pinned", st.Pinned}, {"new", st.New}, {"changed", st.Changed}, {"held", st.Held}, {"gone", st.Gone}, {"in_memory", st.InMemory}} {
+		ch <- prometheus.MustNewConstMetric(c.pins, prometheus.GaugeValue, float64(g.n), g.state)
 	}
-	m.reg.MustRegister(
-		gauge("pinned", func(c mux.PinCounts) int { return c.Pinned }),
-		gauge("new", func(c mux.PinCounts) int { return c.New }),
-		gauge("changed", func(c mux.PinCounts) int { return c.Changed }),
-		gauge("held", func(c mux.PinCounts) int { return c.Held }),
-		gauge("gone", func(c mux.PinCounts) int { return c.Gone }),
-		gauge("in_memory", func(c mux.PinCounts) int { return c.InMemory }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "pin_changes_total",
-			Help:      "Tool and prompt definitions seen differing from their pins, or held as new, each distinct definition once.",
-		}, func() float64 { return float64(status().Changes) }),
-	)
+	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(st.Changes))
 }
 
 // Registry returns the registry holding every metric, for /metrics or for

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpmux/mcpmux/mux"
@@ -15,7 +16,8 @@ import (
 func TestPinsReadyAndMetrics(t *testing.T) {
 	counts := mux.PinCounts{Mode: "enforce", Pinned: 7, New: 1, Changed: 2, Held: 2, Gone: 1, InMemory: 3, Changes: 4,
 		FileErr: errors.New("pin file /etc/mcpmux/mcpmux.lock: read-only file system")}
-	status := func() mux.PinCounts { return counts }
+	var reads atomic.Int32
+	status := func() mux.PinCounts { reads.Add(1); return counts }
 	m := NewMetrics(testConfig(), nil)
 	m.Pins(status)
 	srv := httptest.NewServer(Handler(Sources{Metrics: m, Pins: status}))
@@ -39,7 +41,11 @@ func TestPinsReadyAndMetrics(t *testing.T) {
 		t.Fatalf("/readyz pins = %+v, want %+v", got, want)
 	}
 
+	reads.Store(0)
 	f := scrape(t, srv)
+	if n := reads.Load(); n != 1 {
+		t.Errorf("a scrape read the pin status %d times, want once", n)
+	}
 	for state, v := range map[string]float64{"pinned": 7, "new": 1, "changed": 2, "held": 2, "gone": 1, "in_memory": 3} {
 		wantValue(t, f, v, "mcpmux_pins", "state="+state)
 	}

@@ -107,9 +107,8 @@ type PinCounts struct {
 	InMemory int    // pins the pin file could not take, kept in memory
 	// Changes counts definitions seen differing from their pins, or held
 	// as new, since start: each distinct definition once.
-	Changes  uint64
-	FileErr  error // what is wrong with the pin file on disk, if anything
-	Disabled bool  // pinning is off
+	Changes uint64
+	FileErr error // what is wrong with the pin file on disk, if anything
 }
 
 // PinState is one tool or prompt whose live definition is not its pin.
@@ -160,6 +159,16 @@ func pinKindOf(k kind) (pins.Kind, bool) {
 	return "", false
 }
 
+// kindOfPin is the entry kind of pins of kind pk, pinKindOf's inverse.
+func kindOfPin(pk pins.Kind) kind {
+	for _, k := range pinKinds {
+		if k.kind == pk {
+			return k.k
+		}
+	}
+	return kindTool // pins.Parse reads no other kind
+}
+
 // pinSum is the digest of the definition def of a tool or prompt of kind k
 // that c offers under its own name orig; the zero Sum, which no pin has,
 // when pinning is off or def has no canonical form (a definition the
@@ -196,11 +205,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	// Gone first, while next's names still hold the entries held below.
 	var gone []pinNote
 	set.Each(func(pk pins.Kind, name string, ref pins.Ref) {
-		k := kindTool
-		if pk == pins.Prompt {
-			k = kindPrompt
-		}
-		if _, live := next.kinds[k].byName[name]; !live && ready[ref.Server] {
+		if _, live := next.kinds[kindOfPin(pk)].byName[name]; !live && ready[ref.Server] {
 			gone = append(gone, pinNote{kind: pk, name: name, server: ref.Server, pinned: true, pin: ref.Sum})
 		}
 	})
@@ -375,7 +380,7 @@ func (m *Mux) heldBy(k kind, name string) (string, bool) {
 func (m *Mux) PinStatus() PinCounts {
 	p := m.pinning
 	if p == nil {
-		return PinCounts{Mode: config.PinningOff, Disabled: true}
+		return PinCounts{Mode: config.PinningOff}
 	}
 	c := p.view.Load().counts
 	c.Mode = p.mode

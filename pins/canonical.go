@@ -23,6 +23,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Kind is what a pin is of.
@@ -132,9 +133,6 @@ func (d Def) Field(key string) string {
 // Server is the alias of the server that offers d.
 func (d Def) Server() string { return unquote(d.Field(fieldServer)) }
 
-// ChildName is the server's own name for d.
-func (d Def) ChildName() string { return unquote(d.Field(fieldName)) }
-
 // Sum is the SHA-256 of d's fields as one canonical JSON object. Two
 // definitions have the same digest exactly when their canonical fields are
 // equal, whatever their key order or whitespace.
@@ -180,22 +178,6 @@ func Changed(a, b Def) []string {
 		}
 	}
 	return out
-}
-
-// CanonicalJSON returns raw, one JSON value, in canonical form: no
-// whitespace, object keys sorted by their UTF-16 code units (as RFC 8785
-// does; of a key given twice, the last counts, as encoding/json reads it),
-// strings re-escaped minimally, and numbers exactly as written (never
-// through float64, so 12345678901234567890 stays as it is, and 1.0 and 1
-// differ).
-func CanonicalJSON(raw []byte) ([]byte, error) {
-	if !json.Valid(raw) {
-		return nil, invalidJSON(raw)
-	}
-	c := getCanon()
-	defer c.release()
-	c.value(raw, skipSpace(raw, 0))
-	return bytes.Clone(c.out), nil
 }
 
 // isCanonical reports whether raw is one JSON value in canonical form.
@@ -542,15 +524,8 @@ func skipSpace(in []byte, i int) int {
 // 8785 specifies, so that a key's place does not depend on the language
 // that reads the file.
 func compareStrings(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if c := compareRunes(ra, rb); c != 0 {
-			return c
-		}
-		a, b = a[na:], b[nb:]
-	}
-	return len(a) - len(b)
+	// Read only, never kept.
+	return compareBytes(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b)))
 }
 
 // compareBytes is compareStrings of byte slices.

@@ -13,7 +13,7 @@ import (
 
 // refCanonicalJSON is the first canonical form, kept as the reference the
 // scanner is held to: decoded into any with UseNumber, written back.
-func refCanonicalJSON(raw []byte) ([]byte, error) {
+func refcanonicalJSON(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -118,7 +118,7 @@ func refDigest(kind Kind, alias, childName string, def []byte) (string, error) {
 		if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			continue
 		}
-		v, err := refCanonicalJSON(raw)
+		v, err := refcanonicalJSON(raw)
 		if err != nil {
 			return "", err
 		}
@@ -145,18 +145,18 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, err := CanonicalJSON(raw)
+		got, err := canonicalJSON(raw)
 		if !json.Valid(raw) {
 			// The reference took a valid value followed by garbage ("0A0")
 			// for the value alone.
 			if err == nil {
-				t.Fatalf("CanonicalJSON(%q) succeeded", raw)
+				t.Fatalf("canonicalJSON(%q) succeeded", raw)
 			}
 			return
 		}
-		want, werr := refCanonicalJSON(raw)
+		want, werr := refcanonicalJSON(raw)
 		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
-			t.Fatalf("CanonicalJSON(%q) = %q, %v; the reference %q, %v", raw, got, err, want, werr)
+			t.Fatalf("canonicalJSON(%q) = %q, %v; the reference %q, %v", raw, got, err, want, werr)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package pins
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -187,15 +186,9 @@ const fileHeader = `# mcpmux pin file: the tool and prompt definitions approved 
 # See what changed with "mcpmux pins diff"; approve with "mcpmux pins approve".
 `
 
-// Encode returns the pin file holding s: stable order, one entry per pin,
-// one field per line, so that a change reads as a change of lines in a diff.
-func (s *Set) Encode() []byte {
-	var b bytes.Buffer
-	_ = s.write(&b)
-	return b.Bytes()
-}
-
-// write writes what Encode returns to w, without holding it all.
+// write writes the pin file holding s to w: stable order, one entry per
+// pin, one field per line, so that a change reads as a change of lines in
+// a diff.
 func (s *Set) write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(fileHeader)

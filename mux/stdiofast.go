@@ -6,16 +6,24 @@ package mux
 // "Plain" is narrow on purpose: exactly the members jsonrpc ("2.0"), id (a
 // small unsigned integer or a string nothing in it is escaped), method
 // ("tools/call") and params, each once and spelt exactly so; params holds
-// name (a string without escapes) and, optionally, arguments (any value
-// whose numbers fit a float64), and nothing else. For such a line
-// encoding/json, mcp-go's decoder, reads exactly what this one scan reads,
-// so the call and its answer are the slow path's byte for byte: the
-// child's raw result spliced as swapRelayed would splice it, mcpmux's own
-// results and refusals encoded with mcp-go's types. Everything else (_meta
-// and so progress tokens, task, requestState and inputResponses, a session
-// that has spoken 2026-07-28, a tool that requires a task, a line before
-// initialize, or one while fastPathWorkers calls are in flight) goes to
-// mcp-go as before.
+// name (a string without escapes), optionally arguments (any value whose
+// numbers fit a float64) and, for a 2026-07-28 request, _meta, and nothing
+// else. A _meta is taken only as mcp-go's client writes it on a plain
+// call: the protocol version (one mcp-go serves as 2026-07-28), the client
+// capabilities, and optionally the client info and log level, nothing else
+// (no progressToken); capabilities that declare sampling, elicitation or
+// roots make the call one that may take rounds (rounds.go), which stays
+// mcp-go's. For such a line encoding/json, mcp-go's decoder, reads exactly
+// what this one scan reads, so the call and its answer are the slow path's
+// byte for byte: the child's raw result spliced as swapRelayed would splice
+// it, mcpmux's own results and refusals encoded with mcp-go's types, and a
+// 2026-07-28 request served as mcp-go's HandleMessage serves it (its
+// RequestProtocolInfo in the context, the client's info and capabilities
+// recorded on the session, the result decorated as decorateResponse does).
+// Everything else (progress tokens, task, requestState and inputResponses,
+// any other _meta, a tool that requires a task, a line before initialize,
+// or one while fastPathWorkers calls are in flight) goes to mcp-go as
+// before.
 
 import (
 	"bytes"
@@ -44,11 +52,21 @@ type fastPath struct {
 	// base is the context mcp-go gives the session's handlers (identity,
 	// relay slots, direct writer, the ClientSession); set by Listen before
 	// it reads a line, nil until then.
-	base   context.Context
-	stop   context.CancelFunc // ends every call's context
-	sem    chan struct{}
-	wg     sync.WaitGroup
-	modern atomic.Bool // the client sent a 2026-07-28 request
+	base context.Context
+	stop context.CancelFunc // ends every call's context
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	// metaRaw is the last 2026-07-28 _meta a fast call carried, as the
+	// client wrote it, and metaInfo what mcp-go reads from it: a client
+	// writes the same _meta on every call, which is then decoded once.
+	// Only the reader (take) uses them.
+	metaRaw  []byte
+	metaInfo *server.RequestProtocolInfo
+	// decorated is a placeholder's result as mcp-go writes it for a
+	// 2026-07-28 request; holder, its members, and holderMeta, those of
+	// its _meta (the bytes decoratedMeta), for spliceDecorated.
+	decorated, decoratedMeta []byte
+	holder, holderMeta       object
 	// calls are the fast calls in flight by id (canonical form), for the
 	// client's notifications/cancelled; only this session takes mu.
 	mu     sync.Mutex
@@ -59,15 +77,44 @@ type fastPath struct {
 
 // fastCall is one plain tools/call.
 type fastCall struct {
-	key    string // the id in canonical form (halfClose's)
-	id     []byte // as the client wrote it
-	name   string
-	args   any // json.RawMessage, or nil without arguments
+	key  string // the id in canonical form (halfClose's)
+	id   []byte // as the client wrote it
+	name string
+	args any    // json.RawMessage, or nil without arguments
+	meta []byte // the _meta as written, nil without one
+	// info is what mcp-go reads from meta, for a 2026-07-28 request; nil
+	// for an earlier one.
+	info   *server.RequestProtocolInfo
 	cancel context.CancelFunc
 }
 
 func newFastPath(m *Mux, h *halfClose) *fastPath {
-	return &fastPath{m: m, h: h, sem: make(chan struct{}, fastPathWorkers)}
+	f := &fastPath{m: m, h: h, sem: make(chan struct{}, fastPathWorkers)}
+	// What park leaves in a placeholder (a slot's number), decorated.
+	ph := relayToolResult(nil)
+	ph.Meta.AdditionalFields[relayKey] = uint64(1)
+	decorate(ph)
+	f.decorated, _ = json.Marshal(ph)
+	f.holder, _ = members(f.decorated)
+	meta := f.holder.only("_meta")
+	f.decoratedMeta = f.decorated[meta.start:meta.end]
+	f.holderMeta, _ = members(f.decoratedMeta)
+	return f
+}
+
+// serverInfo is the serverInfo mcp-go puts in a 2026-07-28 result's _meta:
+// the name and version newServer gives mcp-go's server.
+func serverInfo() mcp.Implementation { return mcp.Implementation{Name: "mcpmux", Version: Version} }
+
+// decorate does to res what mcp-go's decorateResult does to a tools/call
+// result of a 2026-07-28 request.
+func decorate(res *mcp.CallToolResult) {
+	if res.GetResultType() == "" {
+		res.SetResultType(mcp.ResultTypeComplete)
+	}
+	if meta := res.EnsureResultMeta(); meta.ServerInfo() == nil {
+		meta.SetServerInfo(serverInfo())
+	}
 }
 
 // listening is Listen's context function: it keeps the handlers' context.
@@ -91,14 +138,7 @@ func (f *fastPath) close() {
 // take starts line, a request read under key, as a fast call, and reports
 // whether it did; if not, the line goes to mcp-go.
 func (f *fastPath) take(line []byte, key string) bool {
-	if f.base == nil || f.modern.Load() {
-		return false
-	}
-	if bytes.Contains(line, modernNeedle) {
-		f.modern.Store(true)
-		return false
-	}
-	if !bytes.Contains(line, toolsCallNeedle) {
+	if f.base == nil || !bytes.Contains(line, toolsCallNeedle) {
 		return false
 	}
 	cs := server.ClientSessionFromContext(f.base)
@@ -108,6 +148,11 @@ func (f *fastPath) take(line []byte, key string) bool {
 	c, ok := plainCall(bytes.Clone(line))
 	if !ok {
 		return false
+	}
+	if c.meta != nil {
+		if c.info, ok = f.protocolInfo(c.meta); !ok {
+			return false
+		}
 	}
 	cat := f.m.catalog.Load()
 	if cat == nil {
@@ -130,6 +175,12 @@ func (f *fastPath) take(line []byte, key string) bool {
 	c.key = key
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(f.base)
+	if c.info != nil {
+		// The handler's context needs no clientMeta (withClientMeta): a
+		// _meta of the protocol's keys alone leaves childMeta nothing and
+		// clientToken no token.
+		ctx = server.WithRequestProtocolInfo(ctx, c.info)
+	}
 	if f.calls == nil {
 		f.calls = map[string]*fastCall{}
 	}
@@ -163,6 +214,9 @@ func (f *fastPath) serve(ctx context.Context, c *fastCall) {
 		}
 		f.mu.Unlock()
 	}()
+	if c.info != nil {
+		recordOnSession(server.ClientSessionFromContext(ctx), c.info)
+	}
 	msg := f.answer(ctx, c)
 	aw := f.h.out
 	if msg.raw != nil {
@@ -198,6 +252,8 @@ func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 	_ = f.m.WaitReady(ctx)
 	r := f.m.CallTool(ctx, IdentityFrom(ctx), c.name, c.args)
 	switch {
+	case r.Raw != nil && c.info != nil:
+		return fastAnswer{raw: f.spliced(c, r.Raw)}
 	case r.Raw != nil:
 		// What swapRelayed makes of the placeholder mcp-go would write.
 		msg := make([]byte, 0, len(answerHead)+len(c.id)+len(resultHead)+len(r.Raw)+2)
@@ -207,12 +263,98 @@ func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 		msg = append(msg, r.Raw...)
 		return fastAnswer{raw: append(msg, '}', '\n')}
 	case r.Tool != nil:
+		if c.info != nil {
+			decorate(r.Tool)
+		}
 		return fastAnswer{typed: mcp.NewJSONRPCResultResponse(c.requestID(), r.Tool)}
 	}
 	// Refused as unknown: mcp-go's tool filter refuses it so (filterTools).
 	return fastAnswer{typed: mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
 		Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS,
 			fmt.Sprintf("tool '%s' not found: %v", c.name, server.ErrToolNotFound), nil)}}
+}
+
+// spliced is what swapRelayedFrom makes of the decorated placeholder
+// mcp-go writes for a 2026-07-28 call answered with raw.
+func (f *fastPath) spliced(c *fastCall, raw json.RawMessage) []byte {
+	msg := make([]byte, 0, len(answerHead)+len(c.id)+len(resultHead)+len(f.decorated)+2)
+	msg = append(msg, answerHead...)
+	msg = append(msg, c.id...)
+	msg = append(msg, resultHead...)
+	result := member{start: len(msg), end: len(msg) + len(f.decorated)}
+	msg = append(msg, f.decorated...)
+	msg = append(msg, '}')
+	if pObj, ok := members(raw); ok { // not: mcp-go's placeholder, as swapRelayedFrom leaves it
+		msg = spliceDecorated(msg, &result, f.holder, f.holderMeta, f.decoratedMeta, raw, pObj)
+	}
+	return append(msg, '\n')
+}
+
+// protocolInfo returns what mcp-go's extractRequestProtocolInfo reads from
+// raw, the _meta of a plain call, when the call is one the fast path
+// serves as 2026-07-28 (see the top of the file); ok is false otherwise.
+// Each call gets its own RequestProtocolInfo, as from mcp-go.
+func (f *fastPath) protocolInfo(raw []byte) (_ *server.RequestProtocolInfo, ok bool) {
+	if f.metaInfo == nil || !bytes.Equal(raw, f.metaRaw) {
+		info, ok := readMeta(raw)
+		if !ok {
+			return nil, false
+		}
+		f.metaRaw, f.metaInfo = bytes.Clone(raw), info
+	}
+	info := *f.metaInfo
+	return &info, true
+}
+
+// readMeta is protocolInfo's reading of raw, with mcp-go's own decoding and
+// accessors.
+func readMeta(raw []byte) (*server.RequestProtocolInfo, bool) {
+	obj, ok := members(raw)
+	if !ok {
+		return nil, false
+	}
+	seen := 0
+	for _, m := range obj.m {
+		bit := 0
+		switch m.key {
+		case mcp.MetaKeyProtocolVersion:
+			bit = 1
+		case mcp.MetaKeyClientCapabilities:
+			bit = 2
+		case mcp.MetaKeyClientInfo:
+			bit = 4
+		case mcp.MetaKeyLogLevel:
+			bit = 8
+		}
+		if bit == 0 || seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+	}
+	var meta mcp.Meta
+	if seen&3 != 3 || json.Unmarshal(raw, &meta) != nil {
+		return nil, false
+	}
+	version := meta.ProtocolVersion()
+	caps := meta.ClientCapabilities()
+	if !mcp.IsModernProtocol(version) || !mcp.IsValidProtocolVersion(version) || caps == nil ||
+		caps.Sampling != nil || caps.Elicitation != nil || caps.Roots != nil {
+		return nil, false // an error of mcp-go's, or a call that may take rounds (wantsRound)
+	}
+	return &server.RequestProtocolInfo{Modern: true, ProtocolVersion: version, ClientInfo: meta.ClientInfo(),
+		ClientCapabilities: caps, LogLevel: meta.LogLevel()}, true
+}
+
+// recordOnSession is mcp-go's applyRequestProtocolInfoToSession for a
+// session already initialized (take's condition): a 2026-07-28 request
+// records its client's info and capabilities on the session.
+func recordOnSession(cs server.ClientSession, info *server.RequestProtocolInfo) {
+	if withInfo, ok := cs.(server.SessionWithClientInfo); ok {
+		if info.ClientInfo != nil {
+			withInfo.SetClientInfo(*info.ClientInfo)
+		}
+		withInfo.SetClientCapabilities(*info.ClientCapabilities)
+	}
 }
 
 // requestID is the call's id as mcp-go holds it: decoded into an any.
@@ -228,7 +370,6 @@ var (
 	answerHead      = []byte(`{"jsonrpc":"2.0","id":`)
 	resultHead      = []byte(`,"result":`)
 	toolsCallNeedle = []byte(`"tools/call"`)
-	modernNeedle    = []byte(mcp.MetaKeyProtocolVersion)
 )
 
 // plainCall reads line, a request requestID accepted (valid JSON), as a
@@ -269,7 +410,7 @@ func plainCall(line []byte) (_ *fastCall, ok bool) {
 		return nil, false
 	}
 	p, ok := members(params)
-	if !ok || len(p.m) == 0 || len(p.m) > 2 {
+	if !ok || len(p.m) == 0 || len(p.m) > 3 {
 		return nil, false
 	}
 	named := false
@@ -286,6 +427,8 @@ func plainCall(line []byte) (_ *fastCall, ok bool) {
 				return nil, false // mcp-go fails to decode it
 			}
 			c.args = json.RawMessage(v)
+		case m.key == "_meta" && c.meta == nil:
+			c.meta = v
 		default:
 			return nil, false
 		}

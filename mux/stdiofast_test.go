@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -107,6 +108,14 @@ func openSession(tb testing.TB, m *Mux, slow bool) *stdioSession {
 // openSessionAs is openSession for identity.
 func openSessionAs(tb testing.TB, m *Mux, identity string, slow bool) *stdioSession {
 	tb.Helper()
+	return openSessionWith(tb, m, identity, slow,
+		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// openSessionWith is openSessionAs, beginning with the lines opening.
+func openSessionWith(tb testing.TB, m *Mux, identity string, slow bool, opening ...string) *stdioSession {
+	tb.Helper()
 	s := &stdioSession{tb: tb, out: make(chan string, 64), served: make(chan error, 1)}
 	ctx := context.WithValue(context.Background(), fastPathCountKey{}, &s.taken)
 	if slow {
@@ -130,8 +139,9 @@ func openSessionAs(tb testing.TB, m *Mux, identity string, slow bool) *stdioSess
 			s.out <- line
 		}
 	}()
-	s.exchange(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	s.exchange(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, line := range opening {
+		s.exchange(line)
+	}
 	return s
 }
 
@@ -265,41 +275,174 @@ var fastCases = []struct {
 	{`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"lab__echo"}}`, false},
 }
 
+// modernMeta is the _meta mcp-go's client writes on every 2026-07-28
+// request of a client without handlers.
+const modernMeta = `{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcpbench","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+
+// modernCall is a 2026-07-28 tools/call as mcp-go's client writes it.
+func modernCall(id, name, args, meta string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"_meta":` + meta + `,"arguments":` + args + `,"name":"` + name + `"}}`
+}
+
+// modernCases are 2026-07-28 tools/call lines, and a few of the other
+// kinds, for a session that began with server/discover.
+var modernCases = []struct {
+	line string
+	fast bool
+}{
+	{modernCall("1", "lab__echo", `{"text":"hi"}`, modernMeta), true},
+	{modernCall("2", "lab__echo", `{"n":12345678901234567890,"s":"a\"b\u00e9<>&"}`, modernMeta), true},
+	{modernCall("3", "lab__nope", `{}`, modernMeta), true},
+	{modernCall("4", "lab__secret", `{}`, modernMeta), true},
+	{modernCall("5", "lab__denied", `{}`, modernMeta), true},
+	{modernCall("6", "lab__ruled", `{}`, modernMeta), true},
+	{modernCall("7", "lab__guarded", `{"ok":true}`, modernMeta), true},
+	{modernCall("8", "lab__guarded", `{"ok":false}`, modernMeta), true},
+	{modernCall("9", "lab__typed", `{"n":"x"}`, modernMeta), true},
+	{modernCall("10", "lab__fail", `{}`, modernMeta), true},
+	{modernCall("11", "lab__big", `{}`, modernMeta), true},
+	{modernCall("12", "lab__odd", `{}`, modernMeta), true},
+	{modernCall(`"abc"`, "lab__echo", `{}`, modernMeta), true},
+	{`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"lab__echo","_meta":` + modernMeta + `}}`, true},
+	// Another _meta of the same kinds: decoded afresh.
+	{modernCall("14", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"experimental":{"x":{"n":1.5}},"tasks":{}}}`), true},
+	{modernCall("15", "lab__odd", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/clientInfo":{"name":"x<y>","version":"2","title":"T"}}`), true},
+	// mcp-go reads a clientInfo or logLevel it cannot decode as none.
+	{modernCall("16", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":5}`), true},
+	{modernCall("44", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":7}`), true},
+	// Without _meta, in the same session: an earlier era's call.
+	{`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"lab__big","arguments":{}}}`, true},
+	{modernCall("18", "lab__big", `{}`, modernMeta), true},
+	// _meta the fast path leaves to mcp-go.
+	{modernCall("30", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`), false},
+	{modernCall("31", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}`), false},
+	{modernCall("32", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}`), false},
+	{modernCall("33", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}`), false},
+	{modernCall("34", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"com.example/k":1}`), false},
+	{modernCall("35", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`), false},
+	{modernCall("36", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}`), false},
+	{modernCall("37", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`), false},
+	{modernCall("38", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":5}`), false},
+	{modernCall("39", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"experimental":{"n":1e400}}}`), false},
+	{modernCall("40", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`), false},
+	{modernCall("41", "lab__echo", `{}`, `{"io.modelcontextprotocol/protocolVersion":2026,"io.modelcontextprotocol/clientCapabilities":{}}`), false},
+	{modernCall("42", "lab__echo", `{}`, `{}`), false},
+	{modernCall("43", "lab__echo", `{}`, `null`), false},
+	{`{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{"name":"lab__echo","_meta":` + modernMeta + `,"_meta":` + modernMeta + `}}`, false},
+	{`{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{"name":"lab__echo","requestState":"x","_meta":` + modernMeta + `}}`, false},
+	{`{"jsonrpc":"2.0","id":47,"method":"tools/call","params":{"name":"lab__echo","task":{"ttl":1000},"_meta":` + modernMeta + `}}`, false},
+	{`{"jsonrpc":"2.0","id":48,"method":"tools/list","params":{"_meta":` + modernMeta + `}}`, false},
+	{`{"jsonrpc":"2.0","id":49,"method":"initialize","params":{"_meta":` + modernMeta + `}}`, false},
+}
+
+// openModernSession is openSession for a 2026-07-28 client: server/discover
+// instead of initialize.
+func openModernSession(tb testing.TB, m *Mux, identity string, slow bool) *stdioSession {
+	tb.Helper()
+	return openSessionWith(tb, m, identity, slow,
+		`{"jsonrpc":"2.0","id":"discover","method":"server/discover","params":{"_meta":`+modernMeta+`}}`)
+}
+
 // TestFastPathEquivalence sends every fast case through a session whose fast
 // path is on and one that leaves everything to mcp-go, and compares what
-// each wrote, byte for byte, and the audit lines.
+// each wrote, byte for byte, and the audit lines; the modern cases as well,
+// through sessions of a 2026-07-28 client.
 func TestFastPathEquivalence(t *testing.T) {
 	m, log := startFastLab(t)
 	type outcome struct {
 		msgs, audit []string
 		taken       int64
 	}
-	run := func(slow bool) []outcome {
-		s := openSession(t, m, slow)
-		defer s.close()
-		var out []outcome
-		for _, c := range fastCases {
-			offset, before := len(log.String()), s.taken.Load()
-			msgs := s.exchange(c.line)
-			out = append(out, outcome{msgs: msgs, audit: auditSince(log, offset), taken: s.taken.Load() - before})
+	compare := func(t *testing.T, open func(slow bool) *stdioSession, cases []struct {
+		line string
+		fast bool
+	}) {
+		run := func(slow bool) []outcome {
+			s := open(slow)
+			defer s.close()
+			var out []outcome
+			for _, c := range cases {
+				offset, before := len(log.String()), s.taken.Load()
+				msgs := s.exchange(c.line)
+				out = append(out, outcome{msgs: msgs, audit: auditSince(log, offset), taken: s.taken.Load() - before})
+			}
+			return out
 		}
-		return out
+		fast, slow := run(false), run(true)
+		for i, c := range cases {
+			f, s := fast[i], slow[i]
+			if want := map[bool]int64{true: 1, false: 0}[c.fast]; f.taken != want || s.taken != 0 {
+				t.Errorf("%s: the fast path took %d (want %d), with it off %d", c.line, f.taken, want, s.taken)
+			}
+			if strings.Join(f.msgs, "") != strings.Join(s.msgs, "") {
+				t.Errorf("%s:\nfast path wrote %.400q\n   mcp-go wrote %.400q", c.line, f.msgs, s.msgs)
+			}
+			if strings.Join(f.audit, "\n") != strings.Join(s.audit, "\n") {
+				t.Errorf("%s:\nfast path audit %q\n   mcp-go audit %q", c.line, f.audit, s.audit)
+			}
+			if len(s.msgs) != 1 && c.fast {
+				t.Errorf("%s: answered with %q", c.line, s.msgs)
+			}
+		}
 	}
-	fast, slow := run(false), run(true)
-	for i, c := range fastCases {
-		f, s := fast[i], slow[i]
-		if want := map[bool]int64{true: 1, false: 0}[c.fast]; f.taken != want || s.taken != 0 {
-			t.Errorf("%s: the fast path took %d (want %d), with it off %d", c.line, f.taken, want, s.taken)
+	t.Run("2025-11-25", func(t *testing.T) {
+		compare(t, func(slow bool) *stdioSession { return openSession(t, m, slow) }, fastCases)
+	})
+	t.Run("2026-07-28", func(t *testing.T) {
+		compare(t, func(slow bool) *stdioSession { return openModernSession(t, m, "eq", slow) }, modernCases)
+	})
+}
+
+// TestFastPathRounds: a call of a 2026-07-28 client that declared sampling
+// may take a round, and is left to mcp-go; its input-required result, the
+// answer to its retry and their audit lines are the same with the fast path
+// on and off (the round's requestState and input key aside). The same call
+// of a client that declared nothing is the fast path's, and its child's
+// sampling request is refused as mcp-go's call would have it refused.
+func TestFastPathRounds(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{})
+	sampling := `{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	run := func(slow bool) (msgs, audit []string, taken int64) {
+		s := openModernSession(t, l.m, "alice", slow)
+		defer s.close()
+		offset := len(l.log.String())
+		first := s.exchange(modernCall("1", "st__ask", `{"what":"sampling"}`, sampling))
+		var answer struct{ Result json.RawMessage }
+		if len(first) != 1 || json.Unmarshal([]byte(first[0]), &answer) != nil {
+			t.Fatalf("slow=%v: the first call got %q", slow, first)
 		}
-		if strings.Join(f.msgs, "") != strings.Join(s.msgs, "") {
-			t.Errorf("%s:\nfast path wrote %.400q\n   mcp-go wrote %.400q", c.line, f.msgs, s.msgs)
+		ir := testsupport.ReadInputRequired(t, answer.Result)
+		if ir.ResultType != "input_required" || len(ir.InputRequests) != 1 || ir.RequestState == "" {
+			t.Fatalf("slow=%v: the first call got %s, want one input request", slow, first[0])
 		}
-		if strings.Join(f.audit, "\n") != strings.Join(s.audit, "\n") {
-			t.Errorf("%s:\nfast path audit %q\n   mcp-go audit %q", c.line, f.audit, s.audit)
+		var key string
+		for k := range ir.InputRequests {
+			key = k
 		}
-		if len(s.msgs) != 1 && c.fast {
-			t.Errorf("%s: answered with %q", c.line, s.msgs)
+		retry := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":` + sampling + `,"arguments":{"what":"sampling"},"inputResponses":{"` + key +
+			`":{"role":"assistant","content":{"type":"text","text":"by hand"},"model":"m"}},"name":"st__ask","requestState":"` + ir.RequestState + `"}}`
+		msgs = append(first, s.exchange(retry)...)
+		msgs = append(msgs, s.exchange(modernCall("3", "st__ask", `{"what":"sampling"}`, modernMeta))...)
+		audit = auditSince(l.log, offset)
+		for i := range msgs {
+			msgs[i] = strings.NewReplacer(ir.RequestState, "STATE", key, "KEY").Replace(msgs[i])
 		}
+		return msgs, audit, s.taken.Load()
+	}
+	fast, fastAudit, fastTaken := run(false)
+	slow, slowAudit, slowTaken := run(true)
+	if fastTaken != 1 || slowTaken != 0 {
+		t.Errorf("the fast path took %d calls (want 1, the call without sampling), with it off %d", fastTaken, slowTaken)
+	}
+	if strings.Join(fast, "") != strings.Join(slow, "") {
+		t.Errorf("fast path wrote %q\n   mcp-go wrote %q", fast, slow)
+	}
+	if strings.Join(fastAudit, "\n") != strings.Join(slowAudit, "\n") {
+		t.Errorf("fast path audit %q\n   mcp-go audit %q", fastAudit, slowAudit)
+	}
+	if len(fast) != 3 || !strings.Contains(fast[1], `by hand`) || strings.Contains(fast[1], "input_required") ||
+		!strings.Contains(fast[2], "did not declare the sampling capability") {
+		t.Errorf("answers %q: want the retry's with the client's answer, and a refusal for the client without sampling", fast)
 	}
 }
 
@@ -352,6 +495,9 @@ func FuzzFastPath(f *testing.F) {
 	for _, c := range fastCases {
 		f.Add(c.line)
 	}
+	for _, c := range modernCases {
+		f.Add(c.line)
+	}
 	m, _ := startFastLab(f)
 	f.Fuzz(func(t *testing.T, line string) {
 		if strings.ContainsAny(line, "\n") {
@@ -363,6 +509,11 @@ func FuzzFastPath(f *testing.F) {
 		c, ok := plainCall([]byte(line))
 		if !ok {
 			return
+		}
+		if c.meta != nil {
+			if c.info, ok = readMeta(c.meta); !ok {
+				return
+			}
 		}
 		var base struct {
 			JSONRPC string `json:"jsonrpc"`
@@ -389,8 +540,23 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("taken with id %s, which mcp-go writes back as %s (%v)", c.id, id, err)
 		case req.Params.Name != c.name || string(req.Params.RawArguments) != string(args):
 			t.Fatalf("taken as %q %s; mcp-go reads %q %s", c.name, args, req.Params.Name, req.Params.RawArguments)
-		case req.Params.Meta != nil || req.Params.Task != nil || req.Params.RequestState != "" || req.Params.InputResponses != nil || len(params) > 2:
+		case (req.Params.Meta != nil) != (c.info != nil) || req.Params.Task != nil || req.Params.RequestState != "" ||
+			req.Params.InputResponses != nil || len(params) > map[bool]int{false: 2, true: 3}[c.meta != nil]:
 			t.Fatalf("taken, but mcp-go reads more: %+v", req.Params)
+		}
+		if meta := req.Params.Meta; meta != nil {
+			// What extractRequestProtocolInfo reads of it, and nothing
+			// else a handler could see.
+			info := &server.RequestProtocolInfo{Modern: mcp.IsModernProtocol(meta.ProtocolVersion()), ProtocolVersion: meta.ProtocolVersion(),
+				ClientInfo: meta.ClientInfo(), ClientCapabilities: meta.ClientCapabilities(), LogLevel: meta.LogLevel()}
+			if !reflect.DeepEqual(info, c.info) || meta.ProgressToken != nil {
+				t.Fatalf("taken as %+v; mcp-go reads %+v from %+v", c.info, info, meta)
+			}
+			for k := range meta.AdditionalFields {
+				if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+					t.Fatalf("taken, but its _meta holds %q", k)
+				}
+			}
 		}
 		var got [2][]string
 		for i, slow := range []bool{false, true} {

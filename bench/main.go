@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 type options struct {
@@ -72,7 +74,11 @@ func main() {
 	flag.BoolVar(&o.main, "main", false, "with -scale, print the main table as well")
 	flag.StringVar(&o.pinning, "pinning", "", "[mux] pinning of mcpmux: off, warn or enforce (default: the config's default)")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the main table and the scale figures briefly (for CI)")
+	flag.StringVar(&clientProtocol, "protocol", "", "protocol version the clients ask for, e.g. 2025-11-25 (default: what mcp-go's client negotiates, 2026-07-28 with mcpmux)")
 	flag.Parse()
+	if clientProtocol != "" && !mcp.IsValidProtocolVersion(clientProtocol) {
+		fatalf("-protocol: %q is no protocol version mcp-go knows (%s)", clientProtocol, strings.Join(mcp.ValidProtocolVersions, ", "))
+	}
 	for _, f := range strings.Split(children, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {

@@ -237,12 +237,17 @@ func connectURL(ctx context.Context, url string) (*running, error) {
 	return r, nil
 }
 
+// clientProtocol is the protocol version every client asks for (-protocol);
+// "" leaves the choice to mcp-go's client.
+var clientProtocol string
+
 func (r *running) initialize(ctx context.Context) error {
 	if err := r.c.Start(context.Background()); err != nil {
 		return err
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpbench", Version: "1"}
+	init.Params.ProtocolVersion = clientProtocol
 	begun := time.Now()
 	if _, err := r.c.Initialize(ctx, init); err != nil {
 		return fmt.Errorf("initialize: %w", err)

@@ -11,7 +11,9 @@ package main
 // reload_defs re-reads the file and replaces those tools and prompts,
 // which sends tools/list_changed and prompts/list_changed. Each tool
 // answers the text "defined NAME"; each prompt one user message "defined
-// NAME".
+// NAME". completion/complete of any argument ARG of a prompt NAME answers
+// the one value "NAME/ARG" (with LAB_FIDELITY too, fidelity.go's
+// completions answer instead).
 
 import (
 	"context"
@@ -37,6 +39,25 @@ type defsFile struct {
 // defined keeps the names of what LAB_DEFS defined last, to replace them.
 type defined struct {
 	tools, prompts []string
+}
+
+// defsOptions are the server options LAB_DEFS adds; fidelityOptions,
+// which come after them, replace the completion provider.
+func defsOptions() []server.ServerOption {
+	return []server.ServerOption{
+		server.WithPromptCapabilities(true),
+		server.WithCompletions(),
+		server.WithPromptCompletionProvider(defsCompletions{}),
+	}
+}
+
+// defsCompletions completes a prompt's argument with the prompt's and the
+// argument's names, so that a test can tell which prompt the child was
+// asked about.
+type defsCompletions struct{}
+
+func (defsCompletions) CompletePromptArgument(_ context.Context, name string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	return &mcp.Completion{Values: []string{name + "/" + arg.Name}, Total: 1}, nil
 }
 
 // registerDefs offers the tools and prompts of the file at path, and

@@ -103,7 +103,7 @@ func main() {
 	fidelity := os.Getenv("LAB_FIDELITY") == "1"
 	defs := os.Getenv("LAB_DEFS")
 	if defs != "" {
-		opts = append(opts, server.WithPromptCapabilities(true))
+		opts = append(opts, defsOptions()...)
 	}
 	hooks := &server.Hooks{}
 	subs := &subscribed{uris: map[string]bool{}}

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // PinLab is a lab whose one labserver, "docs", also offers the tools and
@@ -87,15 +90,57 @@ func (pl *PinLab) WriteDefs(t testing.TB, d PinDefs) {
 // reached the child.
 func (pl *PinLab) CallsOf(t testing.TB, name string) int {
 	t.Helper()
+	return pl.RequestsOf(t, "tools/call", name)
+}
+
+// RequestsOf counts the requests of method that reached the child naming
+// name, the child's own name for a tool or prompt: in params.name
+// (tools/call, prompts/get) or params.ref.name (completion/complete).
+func (pl *PinLab) RequestsOf(t testing.TB, method, name string) int {
+	t.Helper()
 	n := 0
-	for _, r := range ChildRequests(t, pl.Requests, "tools/call") {
+	for _, r := range ChildRequests(t, pl.Requests, method) {
 		var p struct {
 			Name string `json:"name"`
+			Ref  struct {
+				Name string `json:"name"`
+			} `json:"ref"`
 		}
 		_ = json.Unmarshal(r.Params, &p)
-		if p.Name == name {
+		if p.Name == name || p.Ref.Name == name {
 			n++
 		}
 	}
 	return n
+}
+
+// PromptNames lists the prompts mcpmux shows this client, in order.
+func (m *Mux) PromptNames() []string {
+	m.t.Helper()
+	var names []string
+	for _, raw := range ListAll(m.t, m.Client, "prompts/list", "prompts") {
+		var p struct{ Name string }
+		_ = json.Unmarshal(raw, &p)
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// WaitPrompts is WaitTools for prompts/list_changed and the prompt list.
+func (m *Mux) WaitPrompts(what string, cond func(names []string) bool) []string {
+	m.t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case n := <-m.notes:
+			if n.Method != mcp.MethodNotificationPromptsListChanged {
+				continue
+			}
+		case <-timeout:
+			m.t.Fatalf("no prompts list_changed after which the prompt list %s; last: %v", what, m.PromptNames())
+		}
+		if names := m.PromptNames(); cond(names) {
+			return names
+		}
+	}
 }

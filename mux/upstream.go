@@ -327,7 +327,7 @@ func (m *Mux) getPrompt(ctx context.Context, e *entry, args map[string]string, b
 	raw, err := m.requestPinned(ctx, e.child, e, string(mcp.MethodPromptsGet), params)
 	if errors.Is(err, errHeldSince) {
 		d = DecisionHeld
-		return nil, fmt.Errorf("prompt '%s' not found: %w", e.name, server.ErrPromptNotFound)
+		return nil, promptHeldSince(e.name)
 	}
 	if err != nil {
 		return nil, err
@@ -509,10 +509,13 @@ type completer struct{ m *Mux }
 
 func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
 	e, ok := cp.m.catalog.Load().lookup(kindPrompt, name)
-	if !ok || !cp.m.policyFor(ctx).Allows(e.item()) {
-		return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	if ok && cp.m.policyFor(ctx).Allows(e.item()) {
+		c, err := cp.complete(ctx, e.child, e, map[string]any{"type": "ref/prompt", "name": e.orig}, arg, cctx)
+		if !errors.Is(err, errHeldSince) {
+			return c, err
+		}
 	}
-	return cp.complete(ctx, e.child, map[string]any{"type": "ref/prompt", "name": e.orig}, arg, cctx)
+	return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
 }
 
 func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
@@ -528,15 +531,17 @@ func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, ar
 	if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 		return nil, resourceNotFound(ctx, uri)
 	}
-	return cp.complete(ctx, c, map[string]any{"type": "ref/resource", "uri": orig}, arg, cctx)
+	return cp.complete(ctx, c, nil, map[string]any{"type": "ref/resource", "uri": orig}, arg, cctx)
 }
 
-func (cp completer) complete(ctx context.Context, c *child, ref map[string]any, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+// complete asks c to complete ref, refused with errHeldSince where e (a
+// prompt, if not nil) is held since it was looked up (requestPinned).
+func (cp completer) complete(ctx context.Context, c *child, e *entry, ref map[string]any, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
 	params := map[string]any{"ref": ref, "argument": arg}
 	if len(cctx.Arguments) > 0 {
 		params["context"] = cctx
 	}
-	raw, err := cp.m.request(ctx, c, string(mcp.MethodCompletionComplete), params)
+	raw, err := cp.m.requestPinned(ctx, c, e, string(mcp.MethodCompletionComplete), params)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -571,4 +573,51 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("fast path wrote %.400q\n   mcp-go wrote %.400q", got[0], got[1])
 		}
 	})
+}
+
+// BenchmarkCallModern is BenchmarkCall's serial echo call (100 tools) from
+// a client that speaks 2026-07-28, as mcp-go's does unless told otherwise,
+// with the fast path on and with every call left to mcp-go.
+func BenchmarkCallModern(b *testing.B) {
+	for _, path := range []string{"fast", "mcp-go"} {
+		b.Run(path, func(b *testing.B) {
+			bin := testsupport.EchoChildBinary(b)
+			m := runMux(b, map[string]string{"bench": `allow = ["*"]`}, nil, func(policies string) string {
+				return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.echo]\ncommand = %q\nargs = [\"-tools\", \"100\"]\n", policies, bin)
+			})
+			ctx := context.Background()
+			if path == "mcp-go" {
+				ctx = context.WithValue(ctx, slowPathOnlyKey{}, true)
+			}
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			served := make(chan error, 1)
+			go func() {
+				served <- m.ServeStdio(ctx, "bench", inR, outW)
+				_ = outW.Close()
+			}()
+			c := client.NewClient(transport.NewIO(outR, inW, nil))
+			if err := c.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				_ = c.Close()
+				_ = inW.Close()
+				<-served
+			})
+			init := mcp.InitializeRequest{}
+			init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+			if _, err := c.Initialize(context.Background(), init); err != nil {
+				b.Fatal(err)
+			}
+			if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20260728 {
+				b.Fatalf("the client speaks %s", v)
+			}
+			args := map[string]any{"text": "hello"}
+			b.ReportAllocs()
+			for b.Loop() {
+				benchCall(b, c, "echo__echo", args)
+			}
+		})
+	}
 }

@@ -54,10 +54,16 @@ func catalogLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	return m, raw
 }
 
-func BenchmarkCatalogBuildChild(b *testing.B) {
+func BenchmarkCatalogBuildChild(b *testing.B) { benchBuildChild(b, catalogLab) }
+
+func BenchmarkCatalogRebuild(b *testing.B) { benchRebuild(b, catalogLab) }
+
+// benchBuildChild times a child's catalog build over a mux that lab makes,
+// at each of catalogSizes.
+func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMessage)) {
 	for _, n := range catalogSizes {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			m, raw := catalogLab(b, n)
+			m, raw := lab(b, n)
 			c := m.children[0]
 			var lists [numKinds][]json.RawMessage
 			lists[kindTool] = raw
@@ -80,10 +86,11 @@ func BenchmarkCatalogBuildChild(b *testing.B) {
 	}
 }
 
-func BenchmarkCatalogRebuild(b *testing.B) {
+// benchRebuild times the merged catalog's build over a mux that lab makes.
+func benchRebuild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMessage)) {
 	for _, n := range catalogSizes {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			m, _ := catalogLab(b, n)
+			m, _ := lab(b, n)
 			b.ReportAllocs()
 			for b.Loop() {
 				m.rebuildCatalog()

@@ -2,7 +2,6 @@ package mux
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -51,38 +50,6 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	return m, raw
 }
 
-func BenchmarkPinnedCatalogBuildChild(b *testing.B) {
-	for _, n := range catalogSizes {
-		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			m, raw := pinnedLab(b, n)
-			c := m.children[0]
-			var lists [numKinds][]json.RawMessage
-			lists[kindTool] = raw
-			for _, first := range []bool{true, false} {
-				b.Run(map[bool]string{true: "first", false: "reread"}[first], func(b *testing.B) {
-					b.ReportAllocs()
-					for b.Loop() {
-						if first {
-							c.vetted, c.checked = nil, nil
-						}
-						if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
-							b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
-						}
-					}
-				})
-			}
-		})
-	}
-}
+func BenchmarkPinnedCatalogBuildChild(b *testing.B) { benchBuildChild(b, pinnedLab) }
 
-func BenchmarkPinnedCatalogRebuild(b *testing.B) {
-	for _, n := range catalogSizes {
-		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			m, _ := pinnedLab(b, n)
-			b.ReportAllocs()
-			for b.Loop() {
-				m.rebuildCatalog()
-			}
-		})
-	}
-}
+func BenchmarkPinnedCatalogRebuild(b *testing.B) { benchRebuild(b, pinnedLab) }

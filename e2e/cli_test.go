@@ -146,6 +146,19 @@ func TestCLIValidate(t *testing.T) {
 			code: 3,
 		},
 		{
+			name: "a pin file that does not parse",
+			lab: func(t *testing.T) (string, []string) {
+				lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+				lab.WritePolicy(t, "admin", `allow = ["*"]`)
+				pinFile := filepath.Join(filepath.Dir(lab.Config), "mcpmux.lock")
+				if err := os.WriteFile(pinFile, []byte("tool docs__x sha256:00\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return lab.Config, []string{pinFile + ":1: "}
+			},
+			code: 3,
+		},
+		{
 			name: "unknown key in a policy",
 			lab: func(t *testing.T) (string, []string) {
 				lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})

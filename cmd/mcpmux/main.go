@@ -191,6 +191,13 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range set.Unmatchable(servers(cfg)) {
 		fmt.Fprintln(stderr, w)
 	}
+	// serve refuses to start on a pin file that does not parse.
+	if cfg.Mux.Pinning != config.PinningOff {
+		if _, err := pins.Open(cfg.Mux.PinFile, zerolog.Nop(), pins.Options{NoWrite: true}); err != nil {
+			fmt.Fprintln(stderr, err)
+			bad = true
+		}
+	}
 	if bad {
 		return exitBadConfig
 	}

@@ -18,6 +18,9 @@
 //   - catalog.go, names.go, uris.go: the one registry of exposed tools,
 //     prompts, resources and templates, their names and URIs, the merged
 //     snapshot and its pre-encoded lists;
+//   - pinning.go: tools and prompts held when their definitions differ from
+//     their pins (package pins); rules.go: what a policy's [[rule]]s decide
+//     a caller sees and may call;
 //   - call.go: the call pipeline and its audit line; callresult.go: the
 //     check that a child's result is readable; admission.go: rate limits
 //     and per-child in-flight slots; arguments.go, schema.go,
@@ -34,7 +37,8 @@
 //     notifications outside any call; stdio.go and http.go: the two
 //     upstream transports, whose writers are the edge; relay.go,
 //     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
-//     to a message;
+//     to a message; stdiofast.go: plain tools/call lines answered at the
+//     stdio edge without mcp-go's server;
 //   - observer.go: what metrics are told.
 package mux
 

@@ -154,11 +154,14 @@ func (f *fastPath) take(line []byte, key string) bool {
 			return false
 		}
 	}
-	cat := f.m.catalog.Load()
-	if cat == nil {
-		return false // not ready: mcp-go's before-call hook waits
+	select {
+	case <-f.m.initial:
+	default:
+		// Before the first catalog nothing tells whether the tool requires
+		// a task: mcp-go's before-call hook waits for it.
+		return false
 	}
-	if e, ok := cat.lookup(kindTool, c.name); ok && e.task == mcp.TaskSupportRequired {
+	if e, ok := f.m.catalog.Load().lookup(kindTool, c.name); ok && e.task == mcp.TaskSupportRequired {
 		return false // mcp-go refuses it without a task
 	}
 	select {
@@ -240,7 +243,8 @@ type fastAnswer struct {
 }
 
 // answer runs the call as mcp-go's dispatch and the mux's handler would
-// for a plain request: the before-call hook's wait, CallTool, toolAnswer.
+// for a plain request once the first catalog is out (take): CallTool,
+// toolAnswer.
 func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 	defer func() {
 		if r := recover(); r != nil { // as server.WithRecovery answers
@@ -249,7 +253,6 @@ func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 					fmt.Sprintf("panic recovered in %s tool handler: %v", c.name, r), nil)}}
 		}
 	}()
-	_ = f.m.WaitReady(ctx)
 	r := f.m.CallTool(ctx, IdentityFrom(ctx), c.name, c.args)
 	switch {
 	case r.Raw != nil && c.info != nil:

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,8 +22,11 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
 // fastPolicy is the policy of eq, the identity of the fast-path tests: one
@@ -620,4 +627,93 @@ func BenchmarkCallModern(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A plain call read before the first catalog is out is mcp-go's: only the
+// catalog tells a tool that requires a task, which mcp-go refuses without
+// one (its before-call hook waits for the catalog).
+func TestFastPathWaitsForTheFirstCatalog(t *testing.T) {
+	gate := make(chan struct{})
+	child := server.NewMCPServer("lab", "1", server.WithToolCapabilities(true), server.WithTaskCapabilities(true, true, true))
+	child.AddTool(mcp.NewTool("slow", mcp.WithTaskSupport(mcp.TaskSupportRequired)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("ran"), nil
+		})
+	childHTTP := server.NewStreamableHTTPServer(child, server.WithStateful(true))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-gate // the child's first start waits for the test
+		childHTTP.ServeHTTP(w, r)
+	}))
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() {
+		release()
+		_ = childHTTP.Shutdown(context.Background())
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	root := t.TempDir()
+	dir := filepath.Join(root, "policies")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eq.toml"), []byte(`allow = ["*"]`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n", dir, hs.URL+"/mcp")
+	cfg, err := config.Parse(filepath.Join(root, "mcpmux.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(cfg.Mux.PolicyDir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(cfg, store, Options{Log: zerolog.Nop()})
+	m.Start(context.Background())
+	t.Cleanup(m.Close)
+
+	s := openSessionWith(t, m, "eq", false)
+	s.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	testsupport.WaitFor(t, "the session to be initialized", func() bool {
+		m.sessions.mu.Lock()
+		defer m.sessions.mu.Unlock()
+		for cs := range m.sessions.listeners {
+			if cs.Initialized() {
+				return true
+			}
+		}
+		return false
+	})
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lab__slow","arguments":{}}}`)
+	// mcp-go answers a line that is not JSON as it reads it, so once that
+	// answer is out the call's line has been read.
+	s.send(`not json`)
+	var got []string
+	var answer string
+	readUntil := func(what string, done func() bool) {
+		timeout := time.After(testsupport.Wait)
+		for !done() {
+			select {
+			case msg := <-s.out:
+				got = append(got, msg)
+				if id, ok := answerID([]byte(msg)); ok && id == "1" {
+					answer = msg
+				}
+			case <-timeout:
+				t.Fatalf("waiting for %s, got %q", what, got)
+			}
+		}
+	}
+	readUntil("the parse error", func() bool { return len(got) > 0 && strings.Contains(got[len(got)-1], "Parse error") })
+	release()
+	readUntil("the call's answer", func() bool { return answer != "" })
+	if !strings.Contains(answer, "requires task augmentation") {
+		t.Errorf("the call read before the first catalog was answered %s; want mcp-go's refusal", answer)
+	}
+	if n := s.taken.Load(); n != 0 {
+		t.Errorf("the fast path took %d calls before the first catalog", n)
+	}
+	s.close()
 }

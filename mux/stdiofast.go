@@ -243,8 +243,8 @@ type fastAnswer struct {
 }
 
 // answer runs the call as mcp-go's dispatch and the mux's handler would
-// for a plain request once the first catalog is out (take): CallTool,
-// toolAnswer.
+// for a plain request once the first catalog is out (take): the tool
+// filter, CallTool, toolAnswer.
 func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 	defer func() {
 		if r := recover(); r != nil { // as server.WithRecovery answers
@@ -253,6 +253,14 @@ func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 					fmt.Sprintf("panic recovered in %s tool handler: %v", c.name, r), nil)}}
 		}
 	}()
+	if e, ok := f.m.catalog.Load().lookup(kindTool, c.name); !ok || !f.m.viewerOf(ctx).sees(e) {
+		// mcp-go's tool filter (filterTools) refuses it before the
+		// handler, and its error hook writes the audit line.
+		f.m.classifyRefusal(ctx, c.name)
+		return fastAnswer{typed: mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
+			Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS,
+				fmt.Sprintf("tool '%s' not found: %v", c.name, server.ErrToolNotFound), nil)}}
+	}
 	r := f.m.CallTool(ctx, IdentityFrom(ctx), c.name, c.args)
 	switch {
 	case r.Raw != nil && c.info != nil:
@@ -265,16 +273,12 @@ func (f *fastPath) answer(ctx context.Context, c *fastCall) (a fastAnswer) {
 		msg = append(msg, resultHead...)
 		msg = append(msg, r.Raw...)
 		return fastAnswer{raw: append(msg, '}', '\n')}
-	case r.Tool != nil:
-		if c.info != nil {
-			decorate(r.Tool)
-		}
-		return fastAnswer{typed: mcp.NewJSONRPCResultResponse(c.requestID(), r.Tool)}
 	}
-	// Refused as unknown: mcp-go's tool filter refuses it so (filterTools).
-	return fastAnswer{typed: mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: c.requestID(),
-		Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS,
-			fmt.Sprintf("tool '%s' not found: %v", c.name, server.ErrToolNotFound), nil)}}
+	res := toolAnswer(r, c.name) // the handler's answer for what has no raw result
+	if c.info != nil {
+		decorate(res)
+	}
+	return fastAnswer{typed: mcp.NewJSONRPCResultResponse(c.requestID(), res)}
 }
 
 // spliced is what swapRelayedFrom makes of the decorated placeholder

@@ -228,7 +228,12 @@ func wantsRound(ctx context.Context) bool {
 	if info == nil || !info.Modern || info.ClientCapabilities == nil {
 		return false
 	}
-	c := info.ClientCapabilities
+	return declaresRounds(info.ClientCapabilities)
+}
+
+// declaresRounds reports whether a 2026-07-28 client with capabilities c
+// has its requests run as rounds (wantsRound).
+func declaresRounds(c *mcp.ClientCapabilities) bool {
 	return c.Sampling != nil || c.Elicitation != nil || c.Roots != nil
 }
 

@@ -40,7 +40,9 @@ import (
 )
 
 // fastPathWorkers bounds the calls the fast path runs at once, as mcp-go's
-// worker pool bounds its own; more go to mcp-go, which queues them.
+// worker pool bounds its own; more go to mcp-go, which queues them. The two
+// bounds add up: a session runs up to 2*stdioWorkers calls at once, this
+// many on the fast path and as many in mcp-go's pool.
 const fastPathWorkers = stdioWorkers
 
 // fastPath runs the plain calls of one stdio session. Its goroutines are
@@ -344,8 +346,7 @@ func readMeta(raw []byte) (*server.RequestProtocolInfo, bool) {
 	}
 	version := meta.ProtocolVersion()
 	caps := meta.ClientCapabilities()
-	if !mcp.IsModernProtocol(version) || !mcp.IsValidProtocolVersion(version) || caps == nil ||
-		caps.Sampling != nil || caps.Elicitation != nil || caps.Roots != nil {
+	if !mcp.IsModernProtocol(version) || !mcp.IsValidProtocolVersion(version) || caps == nil || declaresRounds(caps) {
 		return nil, false // an error of mcp-go's, or a call that may take rounds (wantsRound)
 	}
 	return &server.RequestProtocolInfo{Modern: true, ProtocolVersion: version, ClientInfo: meta.ClientInfo(),

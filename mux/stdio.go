@@ -93,6 +93,13 @@ type halfClose struct {
 	// cancelled those requests, and the protocol has a cancelled request
 	// go unanswered.
 	dropping map[string]int
+	// asked counts, per id, mcp-go's requests to the client (a relayed
+	// sampling, elicitation or roots request) not answered yet: the
+	// client's answer to one, error or result, mcp-go takes without
+	// answering. askedAny says whether any is, so that the reader looks
+	// at a line for it only then.
+	asked    map[string]int
+	askedAny atomic.Bool
 	ctx      context.Context
 	limit    time.Duration
 	// maxMessage bounds one line from the client (max_message_bytes; 0
@@ -212,7 +219,9 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 			return 0, rr.err
 		}
 		line, err := rr.readLine()
-		if id, ok := requestID(line); ok {
+		if rr.h.askedAny.Load() && rr.h.answersAsked(line) {
+			// Not a request, whatever requestID makes of it.
+		} else if id, ok := requestID(line); ok {
 			rr.h.expect(id)
 			if rr.fast != nil && rr.fast.take(line, id) {
 				line = nil
@@ -232,6 +241,76 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 	n := copy(p, rr.line)
 	rr.line = rr.line[n:]
 	return n, nil
+}
+
+// askedOut records msg, a message mcp-go writes that is no answer, if it
+// is a request to the client.
+func (h *halfClose) askedOut(msg []byte) {
+	top, ok := members(msg)
+	if !ok {
+		return
+	}
+	var id []byte
+	method := false
+	for _, m := range top.m {
+		switch m.key {
+		case "id":
+			id = msg[m.start:m.end]
+		case "method":
+			method = true
+		}
+	}
+	key, ok := answerIDKey(id)
+	if !method || !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asked == nil {
+		h.asked = map[string]int{}
+	}
+	h.asked[key]++
+	h.askedAny.Store(true)
+}
+
+// answersAsked reports whether line is the client's answer (an id, a
+// result or an error object, no method) to a request askedOut recorded,
+// and records that it was answered.
+func (h *halfClose) answersAsked(line []byte) bool {
+	if !jsonValid(line) {
+		return false
+	}
+	top, ok := members(line)
+	if !ok {
+		return false
+	}
+	var id []byte
+	answer := false
+	for _, m := range top.m {
+		v := line[m.start:m.end]
+		switch {
+		case strings.EqualFold(m.key, "method"):
+			return false
+		case strings.EqualFold(m.key, "id"):
+			id = v
+		case strings.EqualFold(m.key, "result"), strings.EqualFold(m.key, "error"):
+			answer = answer || v[0] == '{'
+		}
+	}
+	key, ok := answerIDKey(id)
+	if !answer || !ok {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asked[key] == 0 {
+		return false
+	}
+	if h.asked[key]--; h.asked[key] == 0 {
+		delete(h.asked, key)
+		h.askedAny.Store(len(h.asked) > 0)
+	}
+	return true
 }
 
 // oversizedHead is how much of an oversized line is kept to find its id.
@@ -453,6 +532,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	if isAnswer {
 		n, err = aw.answer(id, out)
 	} else {
+		aw.h.askedOut(p)
 		aw.mu.Lock()
 		n, err = aw.w.Write(out)
 		aw.mu.Unlock()

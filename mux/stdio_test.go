@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -349,4 +350,55 @@ func TestClientMetaReachesTheChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = outW.Close()
+}
+
+// A client's error answer to a relayed sampling request is no request:
+// mcp-go takes it without answering, so the end of the input does not wait
+// for an answer to it (call_timeout, and so the drain's limit, is longer
+// than the test waits).
+func TestStdioClientErrorAnswerIsNotWaitedFor(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "10m"`})
+	s := openSessionWith(t, l.m, "alice", false,
+		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"st__ask","arguments":{"what":"sampling"}}}`)
+	next := func(what string) string {
+		select {
+		case msg, ok := <-s.out:
+			if !ok {
+				t.Fatalf("the session ended waiting for %s", what)
+			}
+			return msg
+		case <-time.After(testsupport.Wait):
+			t.Fatalf("no %s", what)
+		}
+		return ""
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	for req.Method != string(mcp.MethodSamplingCreateMessage) {
+		if err := json.Unmarshal([]byte(next("sampling request")), &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"error":{"code":-32603,"message":"the user said no"}}`)
+	for {
+		msg := next("answer to the call")
+		if id, ok := answerID([]byte(msg)); ok && id == `"call"` {
+			break
+		}
+	}
+	_ = s.in.Close()
+	select {
+	case err := <-s.served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testsupport.Wait):
+		t.Fatal("ServeStdio is still waiting for an answer to the client's error answer")
+	}
+	for range s.out {
+	}
 }

@@ -216,6 +216,9 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 				rr.drained = true
 				rr.h.waitIdle()
 			}
+			if rr.fast != nil {
+				rr.fast.end() // as mcp-go cancels its requests once this error is read
+			}
 			return 0, rr.err
 		}
 		line, err := rr.readLine()

@@ -126,11 +126,22 @@ func (f *fastPath) listening(ctx context.Context) context.Context {
 	return ctx
 }
 
-// close ends every fast call's context and waits for their answers.
-func (f *fastPath) close() {
+// end starts no call from now on and ends the fast calls in flight: the
+// reader calls it when the input ends, when mcp-go cancels its own requests.
+// The calls' common context is not cancelled here: Listen runs on it.
+func (f *fastPath) end() {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.closed = true
-	f.mu.Unlock()
+	for _, c := range f.calls {
+		c.cancel()
+	}
+}
+
+// close ends every fast call's context, once Listen has returned, and
+// waits for their answers.
+func (f *fastPath) close() {
+	f.end()
 	if f.stop != nil {
 		f.stop()
 	}
@@ -173,7 +184,9 @@ func (f *fastPath) take(line []byte, key string) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed || f.base.Err() != nil {
+		// The session is ending: mcp-go, whose reader may still be
+		// waiting for a line, would not run it either.
 		<-f.sem
 		return false
 	}

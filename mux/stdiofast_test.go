@@ -726,3 +726,35 @@ func TestFastPathWaitsForTheFirstCatalog(t *testing.T) {
 	}
 	s.close()
 }
+
+// endedSession is an initialized ClientSession, for a fast path whose
+// session has ended.
+type endedSession struct{}
+
+func (endedSession) Initialize()                                         {}
+func (endedSession) Initialized() bool                                   { return true }
+func (endedSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return nil }
+func (endedSession) SessionID() string                                   { return "ended" }
+
+// A line read once the session's context has ended (mcp-go's reader still
+// waiting in Read) is not taken: mcp-go would not run it.
+func TestFastPathTakesNothingOnceTheSessionEnded(t *testing.T) {
+	m, log := startFastLab(t)
+	var taken atomic.Int64
+	h := &halfClose{idle: make(chan struct{}, 1)}
+	h.writer(io.Discard)
+	f := newFastPath(m, h)
+	f.taken = &taken
+	ctx, cancel := context.WithCancel(m.srv.WithContext(WithIdentity(context.Background(), "eq"), endedSession{}))
+	f.listening(ctx)
+	cancel()
+	offset := len(log.String())
+	if f.take([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lab__echo","arguments":{}}}`), "1") {
+		f.close()
+		t.Fatalf("a call read after the session ended was taken (audit %q)", auditSince(log, offset))
+	}
+	f.close()
+	if n := taken.Load(); n != 0 {
+		t.Fatalf("taken %d", n)
+	}
+}

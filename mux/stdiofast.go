@@ -21,7 +21,8 @@ package mux
 // RequestProtocolInfo in the context, the client's info and capabilities
 // recorded on the session, the result decorated as decorateResponse does).
 // Everything else (progress tokens, task, requestState and inputResponses,
-// any other _meta, a tool that requires a task, a line before initialize,
+// any other _meta, a tool that requires a task, a line before initialize
+// or before the first catalog, a line once the session is ending,
 // or one while fastPathWorkers calls are in flight) goes to mcp-go as
 // before.
 

@@ -267,15 +267,7 @@ func TestRoundWithoutCapability(t *testing.T) {
 // running until t ends, and returns once item is no longer allowed.
 func editPolicy(t *testing.T, m *Mux, identity, body string, item policy.Item) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan error, 1)
-	go func() { watched <- m.policies.Watch(ctx, m.PolicyChanged) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-watched; err != nil {
-			t.Error(err)
-		}
-	})
+	watchPolicies(t, m)
 	testsupport.WaitFor(t, "the policy edit", func() bool {
 		_ = os.WriteFile(filepath.Join(m.cfg.Mux.PolicyDir, identity+".toml"), []byte(body), 0o644)
 		return !m.policies.Current().For(identity).Allows(item)

@@ -148,7 +148,11 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 // checkRedirect follows a redirect only where keys may come from, and
-// never from https down to plain http.
+// never from https down to plain http, and has it carry nothing of the
+// request before but Accept. The redirect may lead to another host: the
+// configured one vouches for it, as discovery's jwks_uri does, and what
+// mcpmux was configured with (credentials in the URL's userinfo or query)
+// goes to the configured host only.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
@@ -158,6 +162,14 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 		return fmt.Errorf("redirected from https to plain http %s", req.URL.Redacted())
+	}
+	// Go's client copies the first request's headers but Authorization and
+	// cookies to any host, and adds a Referer naming the URL before, query
+	// and all.
+	accept := req.Header.Values("Accept")
+	req.Header = http.Header{}
+	if len(accept) > 0 {
+		req.Header["Accept"] = accept
 	}
 	return nil
 }

@@ -447,6 +447,56 @@ func TestRemoteKeysProviderDownAtStart(t *testing.T) {
 	}
 }
 
+// A redirect for keys may lead to another https origin, and nothing of
+// mcpmux's configuration goes with it: credentials in jwks_url, in its
+// userinfo or its query, are sent to its own host only (no Referer names
+// it), and a key request carries no header of mcpmux's but Accept.
+func TestRemoteKeysRedirectElsewhereCarriesNoSecret(t *testing.T) {
+	const secret = "url-secret-4f2a"
+	home := ts.StartIdP(t, nil)
+	elsewhere := ts.StartIdP(t, jwksJSON(t, defaultKeys()...)) // httptest's certificate: one transport trusts both
+	var mu sync.Mutex
+	var atHome, there []http.Header
+	home.Handle(ts.IdPJWKSPath, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		atHome = append(atHome, r.Header.Clone())
+		mu.Unlock()
+		http.Redirect(w, r, elsewhere.JWKSURL(), http.StatusFound)
+	})
+	elsewhere.Handle(ts.IdPJWKSPath, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		there = append(there, r.Header.Clone())
+		mu.Unlock()
+		_, _ = w.Write(jwksJSON(t, defaultKeys()...))
+	})
+	u := strings.Replace(home.JWKSURL(), "https://", "https://mcpmux:"+secret+"@", 1) + "?access_token=" + secret
+	rm := startRemote(t, remoteUpstream(u), home)
+	rm.next(t, "a fetch through the redirect", fetchOK)
+	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil)), "a token of the redirected keys")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(atHome) == 0 || !strings.HasPrefix(atHome[0].Get("Authorization"), "Basic ") {
+		t.Fatalf("jwks_url's own host saw %v; want its credentials", atHome)
+	}
+	if len(there) == 0 {
+		t.Fatal("the redirect was not followed")
+	}
+	for _, h := range there {
+		for name, values := range h {
+			switch name {
+			case "Accept", "Accept-Encoding", "User-Agent":
+			default:
+				t.Errorf("the other origin got header %s: %q", name, values)
+			}
+			for _, v := range values {
+				if strings.Contains(v, secret) {
+					t.Errorf("the other origin got the secret in %s", name)
+				}
+			}
+		}
+	}
+}
+
 // An answer that is not a JWKS from a trusted place, or not within
 // jwks_timeout, is a failed fetch, named by URL, that puts no key in
 // force. The limits ride on the client jwkset fetches with, and on the

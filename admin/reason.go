@@ -8,7 +8,8 @@ import "github.com/mcpmux/mcpmux/mux"
 // error is in mcpmux's log). The classes are mux's FailureReasons:
 // "exited", "start failed", "not ready within <startup_timeout>",
 // "connection refused", "connection reset", "dns lookup failed", "http
-// 401", "http 4xx", "http 5xx", "connection lost", "pings failed",
+// 3xx" (a redirect, which mcpmux does not follow), "http 401", "http 4xx",
+// "http 5xx", "connection lost", "pings failed",
 // "protocol broken", "message too large", "initialize failed", "tools/list
 // failed", "timed out" and, for anything else, "error".
 func Reason(err error) string {

@@ -376,23 +376,30 @@ func looksLikeJWT(tok string) bool {
 // verify checks tok as a JWT and returns the identity it names and its
 // claims. A kid that names none of the keys fetched from the provider
 // asks for one fetch (rate limited) when tok's iss, unverified, is the
-// configured issuer, and tok is checked again whenever the keys changed
+// configured issuer and no fetch since the keys last changed was asked
+// for it in vain, and tok is checked again whenever the keys changed
 // meanwhile: the fetch another token asked for may have brought its kid.
 func (j *jwtAuth) verify(ctx context.Context, tok string) (string, Claims, error) {
 	ks := j.keys.Load()
-	claims, err := j.parse(ks, tok)
+	claims, kid, err := j.parse(ks, tok)
 	if errors.Is(err, errUnknownKID) && j.remote != nil {
 		if h := j.remote.testHookUnknownKID; h != nil {
 			h()
 		}
 		// The limit on fetches is shared by every caller: a token that
-		// cannot be the issuer's must not spend it and keep a real new
-		// kid waiting for jwks_refresh.
-		if iss, _ := claims["iss"].(string); iss == j.cfg.Issuer {
-			j.remote.refresh(ctx)
+		// cannot be the issuer's, or names a kid a fetch did not bring,
+		// must not spend it and keep a real new kid waiting for
+		// jwks_refresh.
+		fetched := false
+		if iss, _ := claims["iss"].(string); iss == j.cfg.Issuer && !ks.absent.has(kid) {
+			fetched = j.remote.refresh(ctx)
 		}
-		if now := j.keys.Load(); now != ks {
-			claims, err = j.parse(now, tok)
+		now := j.keys.Load()
+		if now != ks {
+			claims, kid, err = j.parse(now, tok)
+		}
+		if fetched && errors.Is(err, errUnknownKID) {
+			now.absent.add(kid)
 		}
 	}
 	if err != nil {
@@ -402,24 +409,25 @@ func (j *jwtAuth) verify(ctx context.Context, tok string) (string, Claims, error
 }
 
 // parse checks tok's signature with the keys ks and its validity window.
-// When none of ks has tok's kid, the error wraps errUnknownKID and the
-// claims returned are tok's as sent, unverified; its alg is one of
+// When none of ks has tok's kid, the error wraps errUnknownKID, and the
+// claims and kid returned are tok's as sent, unverified; its alg is one of
 // jwtAlgs (the parser checks it before asking for a key).
-func (j *jwtAuth) parse(ks *keySet, tok string) (jwt.MapClaims, error) {
+func (j *jwtAuth) parse(ks *keySet, tok string) (jwt.MapClaims, string, error) {
 	if err := j.usable(ks); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	claims := jwt.MapClaims{}
-	if _, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
+	if t, err := j.parser.ParseWithClaims(tok, claims, ks.keyFunc); err != nil {
 		switch {
 		case errors.Is(err, errUnknownKID):
-			return claims, fmt.Errorf("%w: %w", ErrBadToken, err)
+			kid, _ := t.Header["kid"].(string) // keyFunc found it a string
+			return claims, kid, fmt.Errorf("%w: %w", ErrBadToken, err)
 		case errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-			return nil, fmt.Errorf("%w: %w", ErrExpired, err)
+			return nil, "", fmt.Errorf("%w: %w", ErrExpired, err)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
-	return claims, nil
+	return claims, "", nil
 }
 
 // usable returns nil if ks may verify tokens, or an error wrapping

@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -21,7 +23,7 @@ import (
 )
 
 // keySet is one loaded JWKS, from a file or fetched. It is never modified
-// once built, so requests read it without a lock. A key set whose err is
+// once built (absent aside), so requests read it without a lock. A key set whose err is
 // set holds no key: the file was missing, empty, not a JWKS or had no
 // usable key, or no fetch succeeded in time, and every JWT is refused
 // until usable keys are loaded.
@@ -40,6 +42,69 @@ type keySet struct {
 	fetched  time.Time
 	expires  time.Time
 	fetchErr error
+	// absent are the kids fetches were asked for and did not bring. It is
+	// the one part that changes, and goes with the keys to every key set
+	// of the same content (remoteKeys.fetched); nil for a file.
+	absent *absentKIDs
+}
+
+// maxAbsentKIDs bounds the kids remembered as absent: a forged token can
+// name any kid.
+const maxAbsentKIDs = 1024
+
+// absentKIDs is a bounded set of kids the identity provider does not have;
+// once full, the oldest is forgotten for each new one. Kids are kept by
+// their SHA-256, so that a long kid costs no more than a short one. Its
+// methods do nothing on a nil set. Only tokens whose kid names no key
+// reach it.
+type absentKIDs struct {
+	mu   sync.Mutex
+	set  map[[sha256.Size]byte]struct{}
+	ring [][sha256.Size]byte // in the order added, up to maxAbsentKIDs
+	next int                 // the oldest in ring, once it is full
+}
+
+func (a *absentKIDs) has(kid string) bool {
+	if a == nil {
+		return false
+	}
+	k := sha256.Sum256([]byte(kid))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.set[k]
+	return ok
+}
+
+func (a *absentKIDs) add(kid string) {
+	if a == nil {
+		return
+	}
+	k := sha256.Sum256([]byte(kid))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.set[k]; ok {
+		return
+	}
+	if a.set == nil {
+		a.set = map[[sha256.Size]byte]struct{}{}
+	}
+	if len(a.ring) < maxAbsentKIDs {
+		a.ring = append(a.ring, k)
+	} else {
+		delete(a.set, a.ring[a.next])
+		a.ring[a.next] = k
+		a.next = (a.next + 1) % maxAbsentKIDs
+	}
+	a.set[k] = struct{}{}
+}
+
+func (a *absentKIDs) len() int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.set)
 }
 
 // verKey is one public key and the algorithms it may verify.

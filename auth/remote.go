@@ -66,7 +66,11 @@ type remoteKeys struct {
 }
 
 // fetchRound is one fetch that requests with an unknown kid wait for.
-type fetchRound struct{ done chan struct{} }
+type fetchRound struct {
+	done    chan struct{}
+	started atomic.Bool // run has begun its fetch
+	ok      bool        // the fetch succeeded; valid once done is closed
+}
 
 // errStale is testHookFetch's report that the keys expired.
 var errStale = errors.New("keys expired")
@@ -144,7 +148,11 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 // checkRedirect follows a redirect only where keys may come from, and
-// never from https down to plain http.
+// never from https down to plain http, and has it carry nothing of the
+// request before but Accept. The redirect may lead to another host: the
+// configured one vouches for it, as discovery's jwks_uri does, and what
+// mcpmux was configured with (credentials in the URL's userinfo or query)
+// goes to the configured host only.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
@@ -154,6 +162,14 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 		return fmt.Errorf("redirected from https to plain http %s", req.URL.Redacted())
+	}
+	// Go's client copies the first request's headers but Authorization and
+	// cookies to any host, and adds a Referer naming the URL before, query
+	// and all.
+	accept := req.Header.Values("Accept")
+	req.Header = http.Header{}
+	if len(accept) > 0 {
+		req.Header["Accept"] = accept
 	}
 	return nil
 }
@@ -178,21 +194,26 @@ func (r *remoteKeys) label(u string) string {
 // (and none was already asked for) or Watch is not running, and when ctx
 // ends or twice jwks_timeout passed (a fetch may wait for the one before
 // it); the caller looks at the keys in force to learn whether they
-// changed.
-func (r *remoteKeys) refresh(ctx context.Context) {
+// changed. It reports whether a fetch that began after it was called
+// succeeded, so that a kid that fetch did not bring is known to be absent.
+func (r *remoteKeys) refresh(ctx context.Context) (fetched bool) {
 	if !r.running.Load() {
-		return
+		return false
 	}
 	rd := r.demand.Load()
+	// A round whose fetch has begun may have had the provider's answer
+	// before this token came: it proves nothing absent.
+	after := rd == nil || !rd.started.Load()
 	if rd == nil {
 		if !r.limiter.Allow() {
-			return
+			return false
 		}
 		rd = &fetchRound{done: make(chan struct{})}
 		if !r.demand.CompareAndSwap(nil, rd) {
 			if rd = r.demand.Load(); rd == nil {
-				return
+				return false
 			}
+			after = !rd.started.Load()
 		}
 		select {
 		case r.wake <- struct{}{}:
@@ -203,9 +224,11 @@ func (r *remoteKeys) refresh(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-rd.done:
+		return after && rd.ok
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return false
 }
 
 // run fetches the keys at once, then every jwks_refresh, when a token
@@ -234,6 +257,9 @@ func (r *remoteKeys) run(ctx context.Context) {
 			<-r.wake
 		}
 		rd := r.demand.Load()
+		if rd != nil {
+			rd.started.Store(true)
+		}
 		var err error
 		if jwksURL == "" {
 			jwksURL, err = r.discover(ctx)
@@ -263,6 +289,7 @@ func (r *remoteKeys) run(ctx context.Context) {
 		}
 		if rd != nil {
 			r.demand.CompareAndSwap(rd, nil)
+			rd.ok = err == nil
 			close(rd.done)
 		}
 		if r.testHookFetch != nil {
@@ -298,8 +325,12 @@ func (r *remoteKeys) wait(ctx context.Context, d time.Duration, expiry *time.Tim
 }
 
 // fetched puts what the provider answered in force and logs what changed.
+// The kids remembered as absent stay so while the keys stay the same.
 func (r *remoteKeys) fetched(ks *keySet, u string, failing bool) {
 	cur := r.keys.Load()
+	if cur.absent != nil && ks.same(cur) {
+		ks.absent = cur.absent
+	}
 	r.keys.Store(ks)
 	if ks.err != nil {
 		if !ks.same(cur) {
@@ -436,6 +467,7 @@ func (r *remoteKeys) fetch(ctx context.Context, u string) (*keySet, error) {
 	ks.fetched = time.Now()
 	ks.expires = ks.fetched.Add(r.cfg.JWKSMaxStale)
 	ks.source = r.label(u)
+	ks.absent = &absentKIDs{}
 	return ks, nil
 }
 

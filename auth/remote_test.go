@@ -205,6 +205,119 @@ func TestRemoteKeysKidBroughtByAnotherTokensFetch(t *testing.T) {
 	}
 }
 
+// A kid a fetch was asked for and did not bring is remembered as absent:
+// a token naming it again is refused at once, though the rate limit would
+// allow a fetch, until a fetch changes the keys in force. A kid rotated in
+// at the provider meanwhile is still accepted at its first use, and one
+// that was remembered as absent is accepted once a fetch brings it.
+func TestRemoteKeysAbsentKidRemembered(t *testing.T) {
+	idp, rm, _ := rotating(t)
+	r := rm.a.jwt.remote
+	r.limiter = rate.NewLimiter(rate.Inf, 0) // every unknown kid may fetch
+	rsa1 := jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}
+	rsa2 := jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey}
+
+	forged := sign(t, jwt.SigningMethodRS256, rsaOther(), "made-up", claims(nil))
+	wantRefused(t, rm.a, forged, "a token with a made-up kid", ErrBadToken)
+	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
+		t.Fatalf("%d JWKS requests; want 2: at start and for the made-up kid", n)
+	}
+	for i := range 20 {
+		wantRefused(t, rm.a, forged, fmt.Sprintf("the made-up kid again (%d)", i), ErrBadToken)
+	}
+	if n := idp.Requests(ts.IdPJWKSPath); n != 2 {
+		t.Errorf("%d JWKS requests after the made-up kid came 20 times more; want still 2", n)
+	}
+
+	// rsa2 is asked for before the provider publishes it, then published:
+	// the keys in force have not changed, so it is still remembered.
+	early := sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil))
+	wantRefused(t, rm.a, early, "a token of a key not yet published", ErrBadToken)
+	idp.SetJWKS(jwksJSON(t, rsa1, rsa2))
+	wantRefused(t, rm.a, early, "that token once the key is published, before a fetch", ErrBadToken)
+	if n := idp.Requests(ts.IdPJWKSPath); n != 3 {
+		t.Errorf("%d JWKS requests; want 3: the one for rsa2 before it was published", n)
+	}
+
+	// A real rotation: a kid no fetch was asked for works at its first
+	// use, and the fetch it asked for, which changed the keys, brought
+	// rsa2 too.
+	ec1 := jwkEntry{kid: "ec1", pub: &ecKey1().PublicKey}
+	idp.SetJWKS(jwksJSON(t, rsa1, rsa2, ec1))
+	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodES256, ecKey1(), "ec1", claims(nil)), "a token of a key rotated in")
+	wantAccepted(t, rm.a, early, "the token of the key remembered as absent, once a fetch brought it")
+	if n := idp.Requests(ts.IdPJWKSPath); n != 4 {
+		t.Errorf("%d JWKS requests; want 4: one more, for ec1", n)
+	}
+	// The change forgot the made-up kid too: it may ask again, once.
+	wantRefused(t, rm.a, forged, "the made-up kid after the keys changed", ErrBadToken)
+	wantRefused(t, rm.a, forged, "the made-up kid once more", ErrBadToken)
+	if n := idp.Requests(ts.IdPJWKSPath); n != 5 {
+		t.Errorf("%d JWKS requests; want 5: one more, for the made-up kid", n)
+	}
+}
+
+// A kid remembered as absent is accepted once a scheduled refresh brings
+// it, with no fetch left to ask for: within jwks_refresh of its
+// publication. Refreshes that bring the same keys keep it remembered.
+func TestRemoteKeysAbsentKidBroughtByRefresh(t *testing.T) {
+	idp, rm := refreshing(t, nil)
+	r := rm.a.jwt.remote
+	r.limiter = rate.NewLimiter(rate.Inf, 0)
+	tok := sign(t, jwt.SigningMethodRS256, rsaKey2(), "rsa2", claims(nil))
+	wantRefused(t, rm.a, tok, "a token of a key not yet published", ErrBadToken)
+	if !rm.a.jwt.keys.Load().absent.has("rsa2") {
+		t.Fatal("the kid the fetch did not bring is not remembered")
+	}
+	r.limiter = rate.NewLimiter(0, 0) // no fetch for an unknown kid from now on
+	rm.settled(t, "a refresh with the same keys")
+	if !rm.a.jwt.keys.Load().absent.has("rsa2") {
+		t.Error("a refresh that brought the same keys forgot the absent kid")
+	}
+	wantRefused(t, rm.a, tok, "the token again", ErrBadToken)
+	idp.SetJWKS(jwksJSON(t, append(defaultKeys(), jwkEntry{kid: "rsa2", pub: &rsaKey2().PublicKey})...))
+	rm.settled(t, "a refresh that brings rsa2")
+	wantAccepted(t, rm.a, tok, "the token once a refresh brought its key")
+}
+
+// settled waits for a fetch that began after it was called: the outcomes
+// already reported are dropped, and the fetch that may be running is let
+// finish.
+func (rm *remote) settled(t *testing.T, what string) {
+	t.Helper()
+	for len(rm.fetches) > 0 {
+		<-rm.fetches
+	}
+	rm.next(t, what+" (one that may have begun before)", fetchOK)
+	rm.next(t, what, fetchOK)
+}
+
+// The kids remembered as absent are bounded: the oldest are forgotten
+// first.
+func TestAbsentKIDsBounded(t *testing.T) {
+	var a absentKIDs
+	for i := range maxAbsentKIDs + 10 {
+		a.add(fmt.Sprintf("kid-%d", i))
+	}
+	if n := a.len(); n != maxAbsentKIDs {
+		t.Errorf("%d kids remembered; want %d", n, maxAbsentKIDs)
+	}
+	for i := range 10 {
+		if a.has(fmt.Sprintf("kid-%d", i)) {
+			t.Errorf("kid-%d, among the oldest, is still remembered", i)
+		}
+	}
+	for _, i := range []int{10, maxAbsentKIDs + 9} {
+		if !a.has(fmt.Sprintf("kid-%d", i)) {
+			t.Errorf("kid-%d is forgotten", i)
+		}
+	}
+	a.add("kid-10") // again: no second entry
+	if n := a.len(); n != maxAbsentKIDs {
+		t.Errorf("%d kids after adding one already there; want %d", n, maxAbsentKIDs)
+	}
+}
+
 // Tokens naming unknown kids that cannot be the issuer's (another iss,
 // none, an alg mcpmux does not accept) ask the provider for nothing: they
 // cannot spend the fetch a real new kid needs.
@@ -331,6 +444,56 @@ func TestRemoteKeysProviderDownAtStart(t *testing.T) {
 	}
 	if got := linesMsg(lines, fetchedMsg); len(got) != 1 || got[0]["restored"] != true {
 		t.Errorf("%q lines %v; want one, restored", fetchedMsg, got)
+	}
+}
+
+// A redirect for keys may lead to another https origin, and nothing of
+// mcpmux's configuration goes with it: credentials in jwks_url, in its
+// userinfo or its query, are sent to its own host only (no Referer names
+// it), and a key request carries no header of mcpmux's but Accept.
+func TestRemoteKeysRedirectElsewhereCarriesNoSecret(t *testing.T) {
+	const secret = "url-secret-4f2a"
+	home := ts.StartIdP(t, nil)
+	elsewhere := ts.StartIdP(t, jwksJSON(t, defaultKeys()...)) // httptest's certificate: one transport trusts both
+	var mu sync.Mutex
+	var atHome, there []http.Header
+	home.Handle(ts.IdPJWKSPath, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		atHome = append(atHome, r.Header.Clone())
+		mu.Unlock()
+		http.Redirect(w, r, elsewhere.JWKSURL(), http.StatusFound)
+	})
+	elsewhere.Handle(ts.IdPJWKSPath, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		there = append(there, r.Header.Clone())
+		mu.Unlock()
+		_, _ = w.Write(jwksJSON(t, defaultKeys()...))
+	})
+	u := strings.Replace(home.JWKSURL(), "https://", "https://mcpmux:"+secret+"@", 1) + "?access_token=" + secret
+	rm := startRemote(t, remoteUpstream(u), home)
+	rm.next(t, "a fetch through the redirect", fetchOK)
+	wantAccepted(t, rm.a, sign(t, jwt.SigningMethodRS256, rsaKey1(), "rsa1", claims(nil)), "a token of the redirected keys")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(atHome) == 0 || !strings.HasPrefix(atHome[0].Get("Authorization"), "Basic ") {
+		t.Fatalf("jwks_url's own host saw %v; want its credentials", atHome)
+	}
+	if len(there) == 0 {
+		t.Fatal("the redirect was not followed")
+	}
+	for _, h := range there {
+		for name, values := range h {
+			switch name {
+			case "Accept", "Accept-Encoding", "User-Agent":
+			default:
+				t.Errorf("the other origin got header %s: %q", name, values)
+			}
+			for _, v := range values {
+				if strings.Contains(v, secret) {
+					t.Errorf("the other origin got the secret in %s", name)
+				}
+			}
+		}
 	}
 }
 

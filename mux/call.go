@@ -337,6 +337,14 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 		if err == nil {
 			return m.relayResult(t, raw, isError, retried)
 		}
+		if hs, ok := errors.AsType[*httpStatusError](err); ok {
+			// The one call failed; the body is not the caller's to see.
+			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.child.alias, t.name, hs.code)
+			if hs.redirect {
+				text += ", a redirect, which mcpmux does not follow"
+			}
+			return own(mcp.NewToolResultError(text)), OutcomeToolError
+		}
 		if ctx.Err() != nil {
 			return ownEnded(m.ctxEnded(ctx, t, at))
 		}

@@ -212,21 +212,68 @@ func headFields(head []byte) (id json.RawMessage, method bool) {
 	return id, method
 }
 
-// tooLargeKey marks a request's context with the flag its response body
-// sets when it goes over the limit: mcp-go does not always pass the body's
-// error on (an event stream that breaks off is "unexpected nil response").
-type tooLargeKey struct{}
+// requestNoteKey marks a request's context with the note its HTTP
+// exchange leaves for session.send: mcp-go does not always pass a body's
+// error on (an event stream that breaks off is "unexpected nil response"),
+// and tells an HTTP status only in an error's text.
+type requestNoteKey struct{}
 
-func withTooLargeFlag(ctx context.Context) (context.Context, *atomic.Bool) {
-	flag := new(atomic.Bool)
-	return context.WithValue(ctx, tooLargeKey{}, flag), flag
+// requestNote is what the HTTP client of a remote child learned of one
+// request. It is written by the transport's goroutines and read once the
+// request is over.
+type requestNote struct {
+	method   string      // the JSON-RPC method, for the log
+	tooLarge atomic.Bool // a message of the response went over the limit
+	// status is that of an answer other than 200, 202 and 404, which fails
+	// the request (0: none); redirect is set for a 3xx.
+	status   atomic.Int32
+	redirect atomic.Bool
+}
+
+func withRequestNote(ctx context.Context, method string) (context.Context, *requestNote) {
+	note := &requestNote{method: method}
+	return context.WithValue(ctx, requestNoteKey{}, note), note
+}
+
+// statusErr returns the error for a request whose answer had an HTTP
+// status that fails it, or nil.
+func (n *requestNote) statusErr() error {
+	if code := n.status.Load(); code != 0 {
+		return &httpStatusError{code: int(code), redirect: n.redirect.Load()}
+	}
+	return nil
+}
+
+// httpStatusError is the failure of a request a remote child answered
+// with an HTTP status other than 200 and 202 (a 404 instead ends the
+// session): that request failed, and the session goes on. It never holds
+// the answer's body, nor where a redirect points to.
+type httpStatusError struct {
+	code     int
+	redirect bool
+}
+
+func (e *httpStatusError) Error() string {
+	if e.redirect {
+		return fmt.Sprintf("answered with HTTP status %d, a redirect, which mcpmux does not follow", e.code)
+	}
+	return fmt.Sprintf("answered with HTTP status %d", e.code)
 }
 
 // limitedClient returns an HTTP client for a remote child whose response
 // bodies fail past limit: a JSON body as a whole, an event stream per event
-// (a stream stays open for as long as the child likes).
+// (a stream stays open for as long as the child likes). It follows no
+// redirect: a 3xx, like any status other than 200, 202 and 404, fails the
+// request it answers, and the body of such an answer is dropped unread, so
+// that what a remote server writes there (a stack trace, a secret) reaches
+// neither mcp-go's errors nor the log.
 func limitedClient(limit int64, log zerolog.Logger) *http.Client {
-	return &http.Client{Transport: &limitedTransport{next: http.DefaultTransport, limit: limit, log: log}}
+	return &http.Client{
+		Transport: &limitedTransport{next: http.DefaultTransport, limit: limit, log: log},
+		// limitedTransport already takes the Location away; this holds
+		// should anything bring it back.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 type limitedTransport struct {
@@ -240,13 +287,67 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return resp, err
 	}
+	note, _ := req.Context().Value(requestNoteKey{}).(*requestNote)
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusAccepted:
+	case http.StatusNotFound:
+		// The session is gone (mcp-go ends it), or a GET stream is not
+		// offered; the body is not read either way.
+		t.drop(resp)
+		return resp, nil
+	default:
+		t.failing(req, resp, note)
+		return resp, nil
+	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	flag, _ := req.Context().Value(tooLargeKey{}).(*atomic.Bool)
+	var flag *atomic.Bool
+	if note != nil {
+		flag = &note.tooLarge
+	}
 	resp.Body = &limitedBody{
 		rc: resp.Body, limit: t.limit, events: mediaType == "text/event-stream",
 		flag: flag, log: t.log, method: req.Method, lineEmpty: true,
 	}
 	return resp, nil
+}
+
+// failing takes the body of an answer whose status fails its request, and
+// a redirect's Location, away from mcp-go, notes the status for the
+// request's session.send, and logs it for a POST (a GET stream or a
+// DELETE that fails is mcp-go's to retry or to give up).
+func (t *limitedTransport) failing(req *http.Request, resp *http.Response, note *requestNote) {
+	t.drop(resp)
+	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400
+	origin := ""
+	if loc := resp.Header.Get("Location"); loc != "" {
+		origin = "unreadable"
+		if u, err := req.URL.Parse(loc); err == nil && u.Host != "" {
+			origin = u.Scheme + "://" + u.Host
+		}
+		resp.Header.Del("Location")
+	}
+	if note != nil {
+		note.status.Store(int32(resp.StatusCode))
+		note.redirect.Store(redirect)
+	}
+	if req.Method != http.MethodPost {
+		return
+	}
+	ev := t.log.Warn().Int("status", resp.StatusCode)
+	if note != nil && note.method != "" {
+		ev = ev.Str("request", note.method)
+	}
+	if redirect {
+		ev.Str("location_origin", origin).Msg("server answered with a redirect, which mcpmux does not follow")
+		return
+	}
+	ev.Msg("server answered a request with an HTTP error status")
+}
+
+// drop closes resp's body unread and puts an empty one in its place.
+func (t *limitedTransport) drop(resp *http.Response) {
+	_ = resp.Body.Close()
+	resp.Body = http.NoBody
 }
 
 // limitedBody fails once a message goes over limit: the whole body, or with

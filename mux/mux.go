@@ -12,7 +12,8 @@
 //   - child.go: one child's supervisor: restarts, backoff, reading its
 //     lists; session.go: one generation of a child (a process on pipes, or
 //     a connection to a URL) and the requests sent on it; limits.go bounds
-//     what a child may send on it; childanswers.go hands a stdio child's
+//     what a child may send on it, and what a remote child's HTTP answers
+//     may do; childanswers.go hands a stdio child's
 //     long answers straight to the call waiting for them; memory.go returns
 //     freed heap once catalogs are built; reason.go names why a child is down;
 //   - catalog.go, names.go, uris.go: the one registry of exposed tools,

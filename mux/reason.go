@@ -26,6 +26,7 @@ const (
 	ReasonConnectionRefused FailureReason = "connection refused"
 	ReasonConnectionReset   FailureReason = "connection reset"
 	ReasonDNS               FailureReason = "dns lookup failed"
+	ReasonHTTP3xx           FailureReason = "http 3xx" // a redirect, never followed
 	ReasonHTTP401           FailureReason = "http 401"
 	ReasonHTTP4xx           FailureReason = "http 4xx"
 	ReasonHTTP5xx           FailureReason = "http 5xx"
@@ -94,6 +95,19 @@ func ReasonOf(err error) FailureReason {
 	}
 	var dns *net.DNSError
 	var ce *childError
+	if hs, ok := errors.AsType[*httpStatusError](err); ok {
+		switch {
+		case hs.code == 401:
+			return ReasonHTTP401
+		case hs.code >= 500:
+			return ReasonHTTP5xx
+		case hs.code >= 400:
+			return ReasonHTTP4xx
+		case hs.redirect:
+			return ReasonHTTP3xx
+		}
+		return ReasonError
+	}
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ReasonConnectionRefused

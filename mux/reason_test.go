@@ -186,6 +186,13 @@ func TestStartFailureReasons(t *testing.T) {
 			}},
 		{name: "502", want: ReasonHTTP5xx, wantPrefix: "server x: initialize: ", wantContain: "status 502",
 			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusBadGateway) + `"` }},
+		{name: "redirect", want: ReasonHTTP3xx, wantPrefix: "server x: initialize: answered with HTTP status 307, a redirect, which mcpmux does not follow",
+			server: func(t *testing.T) string {
+				target := remoteChild(t, nil) // a child that would start
+				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+					http.Redirect(w, r, target+"?SECRET", http.StatusTemporaryRedirect)
+				}) + `"`
+			}},
 		{name: "hung up", want: ReasonInitializeFailed, wantPrefix: "server x: initialize: ",
 			server: func(t *testing.T) string {
 				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { hangUp(w, false) }) + `"`
@@ -225,6 +232,9 @@ func TestStartFailureReasons(t *testing.T) {
 			}
 			if msg := err.Error(); !strings.HasPrefix(msg, c.wantPrefix) || !strings.Contains(msg, c.wantContain) {
 				t.Errorf("error %q, want it to start with %q and contain %q", msg, c.wantPrefix, c.wantContain)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("error %q holds what the server wrote", err)
 			}
 		})
 	}

@@ -207,7 +207,9 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 
 // send sends a request and returns its raw result. An answer over
 // max_message_bytes is an error wrapping errMessageTooLarge, and leaves the
-// session as the transport left it (a stdio child's goes on).
+// session as the transport left it (a stdio child's goes on). A remote
+// child's answer with an HTTP status that fails the request (see
+// limitedClient) is an *httpStatusError: the session goes on.
 func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	var slot *parkSlot
 	if s.park != nil {
@@ -216,12 +218,15 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 			defer s.park.done(key, slot)
 		}
 	}
-	ctx, tooLarge := withTooLargeFlag(ctx)
+	ctx, note := withRequestNote(ctx, method)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
 	switch {
-	case err != nil && !tooLarge.Load():
+	case err != nil && note.statusErr() != nil:
+		// The server answered this request, and only it, with a failure.
+		return nil, note.statusErr()
+	case err != nil && !note.tooLarge.Load():
 		return nil, transport.NewError(err)
 	case err != nil || isDropped(resp.Error):
 		return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
@@ -297,8 +302,12 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = childProtocolVersion
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
-	res, err := sess.client.Initialize(sctx, init)
+	ictx, note := withRequestNote(sctx, string(mcp.MethodInitialize))
+	res, err := sess.client.Initialize(ictx, init)
 	if err != nil {
+		if se := note.statusErr(); se != nil {
+			err = se // mcp-go's words for it say less
+		}
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
 		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))

@@ -66,6 +66,9 @@ type pinning struct {
 	enforce bool // a changed definition is held, not only logged
 	hold    bool // a definition never pinned is held, not pinned on sight
 	mode    string
+	// compare: only compared and reported, for the pins commands: nothing
+	// is held, pinned on first sight or logged (Options.ComparePins).
+	compare bool
 
 	logged  map[pinKey]pins.Sum // the digest last logged as differing from its pin
 	view    atomic.Pointer[pinView]
@@ -141,16 +144,18 @@ type PinState struct {
 	Held    bool
 }
 
-// newPinning returns the pinning of cfg over store, nil when pinning is off.
-func newPinning(cfg *config.Config, store *pins.Store) *pinning {
-	if store == nil || cfg.Mux.Pinning == config.PinningOff {
+// newPinning returns the pinning of cfg over store, nil when pinning is
+// off and not only compared.
+func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
+	if store == nil || cfg.Mux.Pinning == config.PinningOff && !compare {
 		return nil
 	}
 	p := &pinning{
 		store:   store,
 		mode:    cfg.Mux.Pinning,
-		enforce: cfg.Mux.Pinning == config.PinningEnforce,
-		hold:    cfg.Mux.PinNew == config.PinNewHold,
+		enforce: cfg.Mux.Pinning == config.PinningEnforce && !compare,
+		hold:    cfg.Mux.PinNew == config.PinNewHold && !compare,
+		compare: compare,
 		logged:  map[pinKey]pins.Sum{},
 	}
 	p.view.Store(&pinView{})
@@ -254,7 +259,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 			logged[key] = e.pin
 			if p.logged[key] != e.pin {
 				p.changes.Add(1)
-				if !pinned { // a changed one is logged by logChanged
+				if !pinned && !p.compare { // a changed one is logged by logChanged
 					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Held: note.held}, p.mode)
 				}
 			}
@@ -280,6 +285,9 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	view.counts.Mode = p.mode
 	view.fresh = fresh
 	p.view.Store(view)
+	if p.compare {
+		return pinWork{} // reported by PinReport, not logged or written
+	}
 	return pinWork{fresh: fresh, changed: changed}
 }
 

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
 )
@@ -45,15 +44,14 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitBadConfig
 	}
-	// Every definition is compared, whatever pinning serve runs with; no
-	// first-sight pin is written, and nothing is held.
-	cfg := *l.cfg
-	cfg.Mux.Pinning, cfg.Mux.PinNew = config.PinningWarn, config.PinNewPin
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	opts := muxOptions(l.log)
-	opts.Pins = store
-	m := mux.New(&cfg, l.policies, opts)
+	// Every definition is compared, whatever pinning serve runs with; no
+	// first-sight pin is written, nothing is held, and what differs is
+	// printed rather than logged.
+	opts.Pins, opts.ComparePins = store, true
+	m := mux.New(l.cfg, l.policies, opts)
 	m.Start(ctx)
 	defer m.Close()
 	_ = m.WaitReady(ctx)

@@ -5,9 +5,9 @@ package mux
 // per distinct tool definition), and where the merged catalog is built it
 // is compared with its pin (package pins). A definition that differs from
 // its pin, under pinning = "enforce", and one never pinned, under pin_new
-// = "hold", is held: left out of the snapshot's lists and registry, so
-// that it is not listed and a request for it is refused like one for an
-// unknown name. Nothing here runs on the call path but the audit of a
+// = "hold" or under enforce once pins exist (config's HoldNew), is held:
+// left out of the snapshot's lists and registry, so that it is not listed
+// and a request for it is refused like one for an unknown name. Nothing here runs on the call path but the audit of a
 // refusal, which reads the published view through an atomic pointer.
 
 import (
@@ -64,8 +64,14 @@ func (m *Mux) stillPinned(listed *childCatalog, e *entry) bool {
 type pinning struct {
 	store   *pins.Store
 	enforce bool // a changed definition is held, not only logged
-	hold    bool // a definition never pinned is held, not pinned on sight
 	mode    string
+	// holdNew is config's HoldNew: whether a definition never pinned is
+	// held rather than pinned on sight, given whether pins exist yet.
+	holdNew func(pinsExist bool) bool
+	// pinned is set once a build has pinned anything on first sight, so
+	// that the builds that follow it, which may run before those pins are
+	// in the store, do not trust on first use again.
+	pinned bool
 	// compare: only compared and reported, for the pins commands: nothing
 	// is held, pinned on first sight or logged (Options.ComparePins).
 	compare bool
@@ -85,6 +91,9 @@ type pinning struct {
 type pinWork struct {
 	fresh   []*entry
 	changed []pinNote
+	// tofu: fresh are pinned on trust on first use, there being no pins
+	// yet, where later first sights are held (config's HoldNew).
+	tofu bool
 }
 
 type pinKey struct {
@@ -154,9 +163,12 @@ func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
 		store:   store,
 		mode:    cfg.Mux.Pinning,
 		enforce: cfg.Mux.Pinning == config.PinningEnforce && !compare,
-		hold:    cfg.Mux.PinNew == config.PinNewHold && !compare,
+		holdNew: cfg.Mux.HoldNew,
 		compare: compare,
 		logged:  map[pinKey]pins.Sum{},
+	}
+	if compare {
+		p.holdNew = func(bool) bool { return false }
 	}
 	p.view.Store(&pinView{})
 	return p
@@ -215,6 +227,8 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 		return pinWork{}
 	}
 	set := p.store.Current()
+	exist := p.pinned || set.Len() > 0 || p.store.Exists()
+	hold := p.holdNew(exist)
 	logged := map[pinKey]pins.Sum{}
 	view := &pinView{held: map[pinKey]string{}}
 	ready := map[string]bool{}
@@ -247,7 +261,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				note.held = p.enforce
 				view.counts.Changed++
 			} else {
-				note.held = p.hold
+				note.held = hold
 				view.counts.New++
 			}
 			if !note.held && !pinned {
@@ -288,14 +302,15 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	if p.compare {
 		return pinWork{} // reported by PinReport, not logged or written
 	}
-	return pinWork{fresh: fresh, changed: changed}
+	p.pinned = p.pinned || len(fresh) > 0
+	return pinWork{fresh: fresh, changed: changed, tofu: !exist && p.holdNew(true)}
 }
 
 // do does w: called under pinning.io, after the catalog w is of is
 // published.
 func (w pinWork) do(m *Mux) {
 	m.logChanged(w.changed)
-	m.pinFresh(w.fresh)
+	m.pinFresh(w.fresh, w.tofu)
 }
 
 // logChanged writes the log line of each definition in notes, naming the
@@ -340,8 +355,9 @@ func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 	return st
 }
 
-// pinFresh pins on first sight the entries applyPins returned.
-func (m *Mux) pinFresh(fresh []*entry) {
+// pinFresh pins on first sight the entries applyPins returned; tofu says
+// they are trusted on first use (pinWork.tofu).
+func (m *Mux) pinFresh(fresh []*entry, tofu bool) {
 	if len(fresh) == 0 {
 		return
 	}
@@ -359,7 +375,16 @@ func (m *Mux) pinFresh(fresh []*entry) {
 	if m.pinning.store.ReadOnly() {
 		msg = "tools and prompts seen for the first time: pinned for this run only (the pin file is not written)"
 	}
-	m.log.Info().Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+	ev := m.log.Info()
+	if tofu {
+		// Once: from now on there are pins, and a first sight is held.
+		ev = m.log.Warn()
+		msg += ": trust on first use, as there are no pins yet; from now on a tool or prompt never seen before is held until approved (pinning = \"enforce\")"
+		if !m.pinning.store.ReadOnly() {
+			msg += "; review the pin file and commit it"
+		}
+	}
+	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
 }
 
 // logPinned writes the one log line of a definition that differs from its
@@ -372,7 +397,7 @@ func (m *Mux) logPinned(st PinState, mode string) {
 	ev := m.log.Warn().Str("kind", string(st.Kind)).Str(string(st.Kind), st.Name).Str("server", st.Server).
 		Str("pinning", mode).Bool("held", st.Held)
 	if st.Pinned == nil {
-		ev.Msg("new " + string(st.Kind) + " not pinned (pin_new = \"hold\"): " + action + "; review with mcpmux pins diff")
+		ev.Msg("new " + string(st.Kind) + " never pinned: " + action + "; review with mcpmux pins diff")
 		return
 	}
 	ev.Strs("changed", st.Changed).Msg(string(st.Kind) + " definition differs from its pin: " + action + "; review with mcpmux pins diff")

@@ -56,6 +56,7 @@ type Store struct {
 	warned bool       // a failed write was logged
 
 	cur      atomic.Pointer[Index] // file and mem together
+	exists   atomic.Bool           // onDisk, as last published
 	lastErr  atomic.Pointer[error]
 	watching atomic.Bool
 	// testHookWatching, if set, is called once Watch watches the directory.
@@ -112,6 +113,11 @@ func (s *Store) Path() string { return s.path }
 // ReadOnly reports whether first-sight pins stay in memory (NoWrite).
 func (s *Store) ReadOnly() bool { return s.noWrite }
 
+// Exists reports whether the pin file exists: it did when the Store read
+// it, or the Store has written it since. A file deleted later still
+// counts (its pins stay in force). It takes no lock.
+func (s *Store) Exists() bool { return s.exists.Load() }
+
 // Current returns the pins in force. It takes no lock.
 func (s *Store) Current() *Index { return s.cur.Load() }
 
@@ -138,6 +144,7 @@ func (s *Store) setErr(err error) { s.lastErr.Store(&err) }
 // Store is shared.
 func (s *Store) publish() {
 	s.cur.Store(s.file.with(s.mem))
+	s.exists.Store(s.onDisk)
 }
 
 // Pin adds pins made on first sight. It writes them to the file; where the

@@ -91,6 +91,7 @@ type pinning struct {
 type pinWork struct {
 	fresh   []*entry
 	changed []pinNote
+	upgrade []pinUpgrade
 	// tofu: fresh are pinned on trust on first use, there being no pins
 	// yet, where later first sights are held (config's HoldNew).
 	tofu bool
@@ -108,6 +109,17 @@ type pinView struct {
 	counts PinCounts
 	report []pinNote // changed, and new ones held, in catalog order; then gone ones
 	fresh  []*entry  // new ones pinned on sight: all of a catalog's at a first start
+	// upgrade are the ones whose partial pins (pins.Pin.Partial) they
+	// match, to pin whole.
+	upgrade []pinUpgrade
+}
+
+// pinUpgrade is a tool or prompt that matches its partial pin: wider is
+// set when its whole definition has more than the pin covers (_meta,
+// icons, any other member), which pinning it whole trusts as it is.
+type pinUpgrade struct {
+	e     *entry
+	wider bool
 }
 
 // pinNote is one tool or prompt whose live definition is not its pin, as
@@ -245,12 +257,19 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	slices.SortFunc(gone, func(a, b pinNote) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name)) })
 	view.counts.Gone = len(gone)
 	var fresh []*entry
+	var upgrade []pinUpgrade
 	for _, pk := range pinKinds {
 		sec := &next.kinds[pk.k]
 		kept := sec.list[:0]
 		for _, e := range sec.list {
 			key := pinKey{pk.kind, e.name}
 			ref, pinned := set.Get(pk.kind, e.name)
+			if pinned && ref.Partial && (ref.Sum == e.pin || m.partialSum(pk.kind, e) == ref.Sum) {
+				upgrade = append(upgrade, pinUpgrade{e, ref.Sum != e.pin})
+				view.counts.Pinned++
+				kept = append(kept, e)
+				continue
+			}
 			if pinned && ref.Sum == e.pin {
 				view.counts.Pinned++
 				kept = append(kept, e)
@@ -297,13 +316,13 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	view.report = append(view.report, gone...)
 	p.logged = logged
 	view.counts.Mode = p.mode
-	view.fresh = fresh
+	view.fresh, view.upgrade = fresh, upgrade
 	p.view.Store(view)
 	if p.compare {
 		return pinWork{} // reported by PinReport, not logged or written
 	}
 	p.pinned = p.pinned || len(fresh) > 0
-	return pinWork{fresh: fresh, changed: changed, tofu: !exist && p.holdNew(true)}
+	return pinWork{fresh: fresh, changed: changed, upgrade: upgrade, tofu: !exist && p.holdNew(true)}
 }
 
 // do does w: called under pinning.io, after the catalog w is of is
@@ -311,6 +330,62 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 func (w pinWork) do(m *Mux) {
 	m.logChanged(w.changed)
 	m.pinFresh(w.fresh, w.tofu)
+	m.pinWhole(w.upgrade)
+}
+
+// partialSum is the digest in the first canonical form of e's definition,
+// compared with a partial pin; the zero Sum, which no pin has, when it has
+// no canonical form.
+func (m *Mux) partialSum(pk pins.Kind, e *entry) pins.Sum {
+	sum, _ := pins.PartialDigest(pk, e.child.alias, e.orig, e.def) // an error is logged by pinSum
+	return sum
+}
+
+// pinWhole pins whole the tools and prompts that match their partial pins,
+// and logs that it did, naming those whose definitions have members the
+// partial pins did not cover.
+func (m *Mux) pinWhole(up []pinUpgrade) {
+	if len(up) == 0 {
+		return
+	}
+	ps := make([]pins.Pin, 0, len(up))
+	var wider []string
+	for _, u := range up {
+		pk, _ := pinKindOf(u.e.kind)
+		def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def)
+		if err != nil {
+			continue
+		}
+		ps = append(ps, pins.NewPin(def))
+		if u.wider {
+			wider = append(wider, u.e.name)
+		}
+	}
+	m.pinning.store.Pin(ps)
+	ev := m.log.Info()
+	msg := "pins of the first form (a pin file of format 1, or entries marked v1) matched by the fields they cover: pinned now with their whole definitions"
+	if len(wider) > 0 {
+		ev = m.log.Warn().Strs("wider", wider)
+		msg += "; the members of those named in wider that the old pins did not cover (_meta, icons, others) are trusted as they are now: review them with git diff of the pin file"
+	}
+	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+}
+
+// PinUpgrades are whole pins of the tools and prompts whose partial pins
+// they match, as the last catalog build found them: what mcpmux pins
+// approve writes with the rest.
+func (m *Mux) PinUpgrades() []pins.Pin {
+	if m.pinning == nil {
+		return nil
+	}
+	var out []pins.Pin
+	for _, u := range m.pinning.view.Load().upgrade {
+		pk, _ := pinKindOf(u.e.kind)
+		if def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def); err == nil {
+			out = append(out, pins.NewPin(def))
+		}
+	}
+	return out
 }
 
 // logChanged writes the log line of each definition in notes, naming the

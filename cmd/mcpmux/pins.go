@@ -71,9 +71,19 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		// Every match: a tool and a prompt may share a name.
 		report = slices.DeleteFunc(report, func(st mux.PinState) bool { return !slices.Contains(names, st.Name) })
 	}
+	// Pins of the first form that their definitions match: not differences,
+	// but approving everything pins them whole.
+	upgrades := m.PinUpgrades()
+	if len(fs.Args()) > 0 {
+		upgrades = nil
+	}
 	if sub == "diff" {
 		for _, st := range report {
 			writeState(stdout, st)
+		}
+		for _, p := range upgrades {
+			fmt.Fprintf(stdout, "note: %s %s (server %s) matches its pin, which is of the first form: mcpmux serve or pins approve pins it as %s, its whole definition\n",
+				p.Kind, p.Name, p.Server(), p.Digest)
 		}
 		if len(report) > 0 {
 			return exitToolError
@@ -81,7 +91,7 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", store.Path())
 		return exitOK
 	}
-	var approve, drop []pins.Pin
+	approve, drop := upgrades, []pins.Pin(nil)
 	for _, st := range report {
 		if st.Live == nil {
 			drop = append(drop, *st.Pinned)
@@ -99,6 +109,9 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "approved: %s: pinned as %s\n", describe(st), st.Live.Digest())
+	}
+	for _, p := range upgrades {
+		fmt.Fprintf(stdout, "pinned whole: %s %s (server %s), whose pin was of the first form: pinned as %s\n", p.Kind, p.Name, p.Server(), p.Digest)
 	}
 	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(report), store.Current().Len())
 	return exitOK

@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
 
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/pins"
 )
 
 // Tool and prompt pinning through the real binary: a labserver child whose
@@ -640,4 +643,107 @@ func TestPinsFormat1FileUpgraded(t *testing.T) {
 	lab.WriteDefs(t, changed)
 	m.MustCall("docs__reload_defs", nil)
 	m.WaitTools("loses "+pinnedTool, func(names []string) bool { return !ts.Contains(names, pinnedTool) })
+}
+
+// A tool a child adds while serve runs, which a fresh start of the child
+// would not list, is held under enforce (pin_new = "hold" likewise); pins
+// diff and pins approve act on what the running serve processes record
+// they hold, without starting a child, and approving shows the tool in
+// each of them without a restart. Two serve processes on one pin file keep
+// their own records; one killed leaves a record that is dropped, one that
+// stops removes its own.
+func TestPinsApproveWhatServeHolds(t *testing.T) {
+	lab := ts.NewPinLab(t, `pinning = "enforce"`, firstDefs)
+	m := ts.StartMux(t, lab.Lab)
+	m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
+	replica := ts.StartMux(t, lab.Lab)
+	doomed := ts.StartMux(t, lab.Lab)
+	fresh := firstDefs
+	fresh.ExtraTool = "fresh_tool"
+	lab.WriteDefs(t, fresh)
+	for _, mm := range []*ts.Mux{m, replica, doomed} {
+		mm.MustCall("docs__reload_defs", nil)
+		mm.Log.WaitLine(t, "the new tool held", func(l map[string]any) bool { return l["tool"] == "docs__fresh_tool" && l["held"] == true })
+	}
+	// A child started now would not list it.
+	lab.WriteDefs(t, firstDefs)
+	held := lab.PinFile + ".held"
+	records := func() []string {
+		names, _ := filepath.Glob(filepath.Join(held, "*.json"))
+		return names
+	}
+	ts.WaitFor(t, "three records of the held tool", func() bool {
+		n := 0
+		for _, f := range records() {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(`"docs__fresh_tool"`)) {
+				n++
+			}
+		}
+		return n == 3
+	})
+	if err := doomed.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-doomed.Exited()
+
+	noChild := func(what string, r cliResult) {
+		t.Helper()
+		if strings.Contains(r.stderr, "server ready") || len(cliChildPids(r.stderr)) > 0 {
+			t.Fatalf("%s started a child:\n%s", what, r.stderr)
+		}
+	}
+	diff := runCLI(t, "pins", "diff", "--config", lab.Config)
+	noChild("pins diff", diff)
+	if diff.code != 1 || strings.Count(diff.stdout, "new tool docs__fresh_tool") != 1 || !strings.Contains(diff.stdout, `+ "another"`) ||
+		!strings.Contains(diff.stdout, "held by 2 mcpmux serve processes") {
+		t.Fatalf("pins diff exited %d:\n%s\n%s", diff.code, diff.stdout, diff.stderr)
+	}
+	if n := len(records()); n != 2 {
+		t.Fatalf("%d records after the killed process's was read, want 2", n)
+	}
+	if err := replica.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(records()); n != 1 {
+		t.Fatalf("%d records after a replica stopped, want 1", n)
+	}
+	// Another process, this one, holds another definition of the tool:
+	// approve refuses to choose.
+	other, err := pins.Open(lab.PinFile, zerolog.Nop(), pins.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := pins.Canonical(pins.Tool, "docs__fresh_tool", "docs", "fresh_tool", []byte(`{"name":"fresh_tool","description":"something else","inputSchema":{"type":"object"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.RecordHeld([]pins.Pin{pins.NewPin(def)})
+	before, err := os.ReadFile(lab.PinFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "pins", "approve", "--config", lab.Config, "docs__fresh_tool"); r.code != 2 || !strings.Contains(r.stderr, "hold different definitions of it") {
+		t.Fatalf("pins approve of two definitions exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if now, err := os.ReadFile(lab.PinFile); err != nil || !bytes.Equal(now, before) {
+		t.Fatalf("the refused approve changed the pin file (%v)", err)
+	}
+	other.ForgetHeld()
+
+	approve := runCLI(t, "pins", "approve", "--config", lab.Config, "docs__fresh_tool")
+	noChild("pins approve", approve)
+	if approve.code != 0 || !strings.Contains(approve.stdout, "approved: new tool docs__fresh_tool (server docs)") {
+		t.Fatalf("pins approve exited %d:\n%s\n%s", approve.code, approve.stdout, approve.stderr)
+	}
+	m.WaitTools("has docs__fresh_tool", func(names []string) bool { return ts.Contains(names, "docs__fresh_tool") })
+	if res := m.MustCall("docs__fresh_tool", nil); res.IsError {
+		t.Fatalf("the approved tool answered %+v", res)
+	}
+	ts.WaitFor(t, "the record gone once nothing is held", func() bool { return len(records()) == 0 })
+	// With nothing held, the commands start the servers as before: a
+	// fresh child does not list the tool.
+	if r := runCLI(t, "pins", "diff", "--config", lab.Config); r.code != 1 || !strings.Contains(r.stderr, "server ready") ||
+		!strings.Contains(r.stdout, "gone tool docs__fresh_tool") {
+		t.Fatalf("pins diff exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }

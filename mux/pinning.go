@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,9 +77,11 @@ type pinning struct {
 	// is held, pinned on first sight or logged (Options.ComparePins).
 	compare bool
 
-	logged  map[pinKey]pins.Sum // the digest last logged as differing from its pin
-	view    atomic.Pointer[pinView]
-	changes atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
+	logged map[pinKey]pins.Sum // the digest last logged as differing from its pin
+	// recorded is the held set last handed to the held record.
+	recorded map[pinKey]pins.Sum
+	view     atomic.Pointer[pinView]
+	changes  atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
 	// io serialises the pin file work of catalog builds (pinWork.do),
 	// taken before publishMu is let go, so that builds write in the order
 	// they were built while the next build need not wait for a write.
@@ -95,6 +98,10 @@ type pinWork struct {
 	// tofu: fresh are pinned on trust on first use, there being no pins
 	// yet, where later first sights are held (config's HoldNew).
 	tofu bool
+	// record: the held set changed, and held is it now, for the store's
+	// held record (pins.Store.RecordHeld).
+	record bool
+	held   []pinNote
 }
 
 type pinKey struct {
@@ -322,15 +329,44 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 		return pinWork{} // reported by PinReport, not logged or written
 	}
 	p.pinned = p.pinned || len(fresh) > 0
-	return pinWork{fresh: fresh, changed: changed, upgrade: upgrade, tofu: !exist && p.holdNew(true)}
+	w := pinWork{fresh: fresh, changed: changed, upgrade: upgrade, tofu: !exist && p.holdNew(true)}
+	held := map[pinKey]pins.Sum{}
+	for _, n := range view.report {
+		if n.held && n.live != nil {
+			held[pinKey{n.kind, n.name}] = n.live.pin
+			w.held = append(w.held, n)
+		}
+	}
+	if !maps.Equal(held, p.recorded) {
+		p.recorded, w.record = held, true
+	}
+	return w
 }
 
 // do does w: called under pinning.io, after the catalog w is of is
 // published.
 func (w pinWork) do(m *Mux) {
+	if w.record {
+		m.recordHeld(w.held)
+	}
 	m.logChanged(w.changed)
 	m.pinFresh(w.fresh, w.tofu)
 	m.pinWhole(w.upgrade)
+}
+
+// recordHeld writes the held record of this process: the definitions of
+// held, which mcpmux pins diff and approve read instead of starting
+// children of their own.
+func (m *Mux) recordHeld(held []pinNote) {
+	ps := make([]pins.Pin, 0, len(held))
+	for _, n := range held {
+		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.orig, n.live.def)
+		if err != nil {
+			continue // matches no pin, and cannot be approved
+		}
+		ps = append(ps, pins.NewPin(def))
+	}
+	m.pinning.store.RecordHeld(ps)
 }
 
 // partialSum is the digest in the first canonical form of e's definition,

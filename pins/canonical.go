@@ -1,8 +1,9 @@
 // Package pins owns tool and prompt pinning: the canonical form and digest
 // of a definition, the pin file (a reviewed, committed record of the
 // definitions approved for use, like go.sum), comparing live definitions
-// with their pins, approving, writing the file atomically, and watching it
-// so that an approval on disk takes effect without a restart.
+// with their pins, approving, writing the file atomically, watching it so
+// that an approval on disk takes effect without a restart, and the held
+// record of what running serve processes hold (held.go).
 //
 // A Pin is immutable; a Set of them is an immutable snapshot. The Store
 // serves an Index, the kind, name, server and digest of each pin and
@@ -206,6 +207,22 @@ func Changed(a, b Def) []string {
 		}
 	}
 	return out
+}
+
+// canonicalJSON returns raw, one JSON value, in canonical form: no
+// whitespace, object keys sorted by their UTF-16 code units (as RFC 8785
+// does; of a key given twice, the last counts, as encoding/json reads it),
+// strings re-escaped minimally, and numbers exactly as written (never
+// through float64, so 12345678901234567890 stays as it is, and 1.0 and 1
+// differ).
+func canonicalJSON(raw []byte) ([]byte, error) {
+	if !json.Valid(raw) {
+		return nil, invalidJSON(raw)
+	}
+	c := getCanon()
+	defer c.release()
+	c.value(raw, skipSpace(raw, 0))
+	return bytes.Clone(c.out), nil
 }
 
 // isCanonical reports whether raw is one JSON value in canonical form.

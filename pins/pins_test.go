@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpmux/mcpmux/internal/fileerr"
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
@@ -495,5 +496,93 @@ func TestDiffEscapesNonGraphicRunes(t *testing.T) {
 		if !strconv.IsGraphic(r) && r != '\n' {
 			t.Errorf("diff holds the rune %U:\n%q", r, got)
 		}
+	}
+}
+
+// Two Stores on one pin file, as two serve processes sharing it, keep
+// their own held records; ReadHeld merges them by definition, drops a
+// record no process holds the lock of (its serve is gone), and a record
+// emptied or forgotten is removed with the directory once it is the last.
+func TestHeldRecords(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpmux.lock")
+	open := func(o Options) *Store {
+		s, err := Open(path, zerolog.Nop(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s1, s2, ro := open(Options{}), open(Options{}), open(Options{NoWrite: true})
+	a := NewPin(mustDef(t, Tool, `{"description":"a","inputSchema":{"type":"object"},"_meta":{"k":"<&>"}}`))
+	b, err := Canonical(Prompt, "docs__p", "docs", "p", []byte(`{"name":"p","description":"b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := NewPin(b)
+	s1.RecordHeld([]Pin{a})
+	s2.RecordHeld([]Pin{a, pb})
+	ro.RecordHeld([]Pin{pb})
+	// A record whose process is gone: nothing holds its lock.
+	gone := filepath.Join(HeldDir(path), "serve-1-000000000000.json")
+	if err := os.WriteFile(gone, []byte(`{"host":"h","pid":1,"held":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, err := ReadHeld(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 2 || held[0].Name != "docs__t" || held[0].Digest != a.Digest || len(held[0].Holders) != 2 ||
+		held[1].Name != "docs__p" || held[1].Digest != pb.Digest || len(held[1].Holders) != 1 || held[0].Holders[0].PID != os.Getpid() {
+		t.Fatalf("held %+v", held)
+	}
+	if got := held[0].Field("_meta"); got != `{"k":"<&>"}` {
+		t.Fatalf("the field read back as %s", got)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Fatalf("the record of a gone process is still there (%v)", err)
+	}
+	s1.RecordHeld(nil)
+	if names, _ := filepath.Glob(filepath.Join(HeldDir(path), "*")); len(names) != 1 {
+		t.Fatalf("records %v, want s2's alone", names)
+	}
+	s2.ForgetHeld()
+	s2.RecordHeld([]Pin{a})
+	if _, err := os.Stat(HeldDir(path)); !os.IsNotExist(err) {
+		t.Fatalf("the held directory is still there (%v)", err)
+	}
+	if held, err := ReadHeld(path); len(held) != 0 || err != nil {
+		t.Fatalf("held %+v, %v after every record was removed", held, err)
+	}
+}
+
+// A held record that does not read is left out, and the error names it;
+// the others are read all the same.
+func TestHeldRecordBroken(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpmux.lock")
+	s, err := Open(path, zerolog.Nop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewPin(mustDef(t, Tool, `{"description":"a","inputSchema":{"type":"object"}}`))
+	s.RecordHeld([]Pin{a})
+	// A process that holds its record's lock and wrote it wrong.
+	bad := filepath.Join(HeldDir(path), "serve-2-000000000000.json")
+	f, err := os.OpenFile(bad, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := flock(f, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	wrong := "sha256:" + strings.Repeat("0", 64)
+	if _, err := fmt.Fprintf(f, `{"host":"h","pid":2,"held":[{"kind":"tool","name":"docs__x","digest":%q,"fields":{"name":"x","server":"docs"}}]}`, wrong); err != nil {
+		t.Fatal(err)
+	}
+	held, err := ReadHeld(path)
+	if len(held) != 1 || held[0].Digest != a.Digest || err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("held %+v, %v", held, err)
 	}
 }

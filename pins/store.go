@@ -55,6 +55,8 @@ type Store struct {
 	broken bool       // the file on disk does not parse or is gone: never overwritten on first sight
 	warned bool       // a failed write was logged
 
+	held heldRecord // this process's held record (held.go)
+
 	cur      atomic.Pointer[Index] // file and mem together
 	exists   atomic.Bool           // onDisk, as last published
 	lastErr  atomic.Pointer[error]
@@ -218,13 +220,7 @@ func lockFile(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock(f, unix.LOCK_EX); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
 	}

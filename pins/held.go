@@ -131,6 +131,12 @@ func (s *Store) writeHeld(held []Pin) error {
 		}
 		return nil
 	}
+	if r.f != nil && !stillNamed(r.f) {
+		// Removed by hand, or with its directory: written anew, so that
+		// readers find it.
+		_ = r.f.Close()
+		r.f = nil
+	}
 	if r.f == nil {
 		f, err := createRecord(dir)
 		if err != nil {
@@ -165,6 +171,16 @@ func (s *Store) writeHeld(held []Pin) error {
 		return fmt.Errorf("held record %s: %w", r.f.Name(), err)
 	}
 	return nil
+}
+
+// stillNamed reports whether f's name still names f.
+func stillNamed(f *os.File) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(f.Name())
+	return err == nil && os.SameFile(a, b)
 }
 
 // createRecord creates a record of this process in dir and takes its lock.

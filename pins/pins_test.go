@@ -586,3 +586,23 @@ func TestHeldRecordBroken(t *testing.T) {
 		t.Fatalf("held %+v, %v", held, err)
 	}
 }
+
+// A record removed while its process runs (by hand, with its directory)
+// is written anew at the next change, where readers find it.
+func TestHeldRecordRemovedByHand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpmux.lock")
+	s, err := Open(path, zerolog.Nop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewPin(mustDef(t, Tool, `{"description":"a","inputSchema":{"type":"object"}}`))
+	b := NewPin(mustDef(t, Tool, `{"description":"b","inputSchema":{"type":"object"}}`))
+	s.RecordHeld([]Pin{a})
+	if err := os.RemoveAll(HeldDir(path)); err != nil {
+		t.Fatal(err)
+	}
+	s.RecordHeld([]Pin{b})
+	if held, err := ReadHeld(path); err != nil || len(held) != 1 || held[0].Digest != b.Digest {
+		t.Fatalf("held %+v, %v", held, err)
+	}
+}

@@ -7,8 +7,9 @@ package mux
 // its pin, under pinning = "enforce", and one never pinned, under pin_new
 // = "hold" or under enforce once pins exist (config's HoldNew), is held:
 // left out of the snapshot's lists and registry, so that it is not listed
-// and a request for it is refused like one for an unknown name. Nothing here runs on the call path but the audit of a
-// refusal, which reads the published view through an atomic pointer.
+// and a request for it is refused like one for an unknown name. Nothing
+// here runs on the call path but the audit of a refusal, which reads the
+// published view through an atomic pointer.
 
 import (
 	"cmp"
@@ -400,6 +401,9 @@ func (m *Mux) pinWhole(up []pinUpgrade) {
 	m.pinning.store.Pin(ps)
 	ev := m.log.Info()
 	msg := "pins of the first form (a pin file of format 1, or entries marked v1) matched by the fields they cover: pinned now with their whole definitions"
+	if m.pinning.store.ReadOnly() {
+		msg += ", for this run only (the pin file is not written)"
+	}
 	if len(wider) > 0 {
 		ev = m.log.Warn().Strs("wider", wider)
 		msg += "; the members of those named in wider that the old pins did not cover (_meta, icons, others) are trusted as they are now: review them with git diff of the pin file"

@@ -59,7 +59,7 @@ const (
 	DefaultIdentityClaim      = "sub"
 	DefaultPinning            = PinningWarn
 	DefaultPinFile            = "mcpmux.lock"
-	DefaultPinNew             = PinNewPin
+	DefaultPinNew             = PinNewByMode
 	DefaultJWKSRefresh        = 15 * time.Minute
 	DefaultJWKSMaxStale       = 24 * time.Hour
 	DefaultJWKSTimeout        = 10 * time.Second
@@ -119,9 +119,25 @@ type Mux struct {
 	// directory of the config file; it need not exist.
 	PinFile string
 	// PinNew is what a tool or prompt never pinned before does: "pin" (it
-	// is pinned on first sight and exposed) or "hold" (held until approved,
-	// like a changed one under enforce).
+	// is pinned on first sight and exposed), "hold" (held until approved,
+	// like a changed one under enforce) or "" (not set: see HoldNew).
 	PinNew string
+}
+
+// HoldNew reports whether a tool or prompt never pinned before is held
+// until approved rather than pinned on first sight, given whether pins
+// exist yet (a pin file, or pins kept in memory): as pin_new says, or, when
+// it is not set, held under enforce once pins exist, so that a server
+// swapped in under an alias does not bring its tools in unreviewed; before
+// then everything is pinned (trust on first use).
+func (m *Mux) HoldNew(pinsExist bool) bool {
+	switch m.PinNew {
+	case PinNewHold:
+		return true
+	case PinNewPin:
+		return false
+	}
+	return m.Pinning == PinningEnforce && pinsExist
 }
 
 // The values of [mux] pinning and pin_new.
@@ -131,6 +147,7 @@ const (
 	PinningEnforce = "enforce"
 	PinNewPin      = "pin"
 	PinNewHold     = "hold"
+	PinNewByMode   = "" // pin_new not set (Mux.HoldNew)
 )
 
 // Upstream is the [upstream] table: the side mcpmux serves.

@@ -55,7 +55,7 @@ func TestExample(t *testing.T) {
 			PageSize:      0,
 			Pinning:       "warn",
 			PinFile:       filepath.Join(root, "mcpmux.lock"),
-			PinNew:        "pin",
+			PinNew:        "",
 		},
 		Upstream: Upstream{
 			Identity:           "reader",
@@ -154,7 +154,7 @@ func TestDefaults(t *testing.T) {
 			PageSize:      0,
 			Pinning:       "warn",
 			PinFile:       "/etc/mcpmux/mcpmux.lock",
-			PinNew:        "pin",
+			PinNew:        "",
 		},
 		Upstream: Upstream{
 			Path:               "/mcp",
@@ -938,4 +938,26 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A tool never pinned is held as pin_new says or, with pin_new not set,
+// under enforce once pins exist (trust on first use before then).
+func TestHoldNew(t *testing.T) {
+	cases := []struct {
+		pinning, pinNew string
+		exist, want     bool
+	}{
+		{PinningEnforce, PinNewByMode, false, false},
+		{PinningEnforce, PinNewByMode, true, true},
+		{PinningEnforce, PinNewPin, true, false},
+		{PinningEnforce, PinNewHold, false, true},
+		{PinningWarn, PinNewByMode, true, false},
+		{PinningWarn, PinNewHold, true, true},
+	}
+	for _, c := range cases {
+		m := Mux{Pinning: c.pinning, PinNew: c.pinNew}
+		if got := m.HoldNew(c.exist); got != c.want {
+			t.Errorf("pinning %q, pin_new %q, pins exist %v: HoldNew = %v, want %v", c.pinning, c.pinNew, c.exist, got, c.want)
+		}
+	}
 }

@@ -123,6 +123,11 @@ type Options struct {
 	// Pins are the tool and prompt pins the catalog is checked against
 	// under [mux] pinning; nil pins nothing.
 	Pins *pins.Store
+	// ComparePins has every tool and prompt compared with its pin and
+	// reported (PinReport), whatever [mux] pinning says, none held, none
+	// pinned on first sight and none logged: for mcpmux pins diff and
+	// approve, which serve nothing and print what they found.
+	ComparePins bool
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -147,7 +152,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(emptyCatalog)
-	m.pinning = newPinning(cfg, opts.Pins)
+	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
 	for _, s := range cfg.Servers {
 		m.children = append(m.children, newChild(m, s))
 	}

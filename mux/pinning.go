@@ -5,15 +5,17 @@ package mux
 // per distinct tool definition), and where the merged catalog is built it
 // is compared with its pin (package pins). A definition that differs from
 // its pin, under pinning = "enforce", and one never pinned, under pin_new
-// = "hold", is held: left out of the snapshot's lists and registry, so
-// that it is not listed and a request for it is refused like one for an
-// unknown name. Nothing here runs on the call path but the audit of a
-// refusal, which reads the published view through an atomic pointer.
+// = "hold" or under enforce once pins exist (config's HoldNew), is held:
+// left out of the snapshot's lists and registry, so that it is not listed
+// and a request for it is refused like one for an unknown name. Nothing
+// here runs on the call path but the audit of a refusal, which reads the
+// published view through an atomic pointer.
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,12 +66,23 @@ func (m *Mux) stillPinned(listed *childCatalog, e *entry) bool {
 type pinning struct {
 	store   *pins.Store
 	enforce bool // a changed definition is held, not only logged
-	hold    bool // a definition never pinned is held, not pinned on sight
 	mode    string
+	// holdNew is config's HoldNew: whether a definition never pinned is
+	// held rather than pinned on sight, given whether pins exist yet.
+	holdNew func(pinsExist bool) bool
+	// pinned is set once a build has pinned anything on first sight, so
+	// that the builds that follow it, which may run before those pins are
+	// in the store, do not trust on first use again.
+	pinned bool
+	// compare: only compared and reported, for the pins commands: nothing
+	// is held, pinned on first sight or logged (Options.ComparePins).
+	compare bool
 
-	logged  map[pinKey]pins.Sum // the digest last logged as differing from its pin
-	view    atomic.Pointer[pinView]
-	changes atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
+	logged map[pinKey]pins.Sum // the digest last logged as differing from its pin
+	// recorded is the held set last handed to the held record.
+	recorded map[pinKey]pins.Sum
+	view     atomic.Pointer[pinView]
+	changes  atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
 	// io serialises the pin file work of catalog builds (pinWork.do),
 	// taken before publishMu is let go, so that builds write in the order
 	// they were built while the next build need not wait for a write.
@@ -82,6 +95,14 @@ type pinning struct {
 type pinWork struct {
 	fresh   []*entry
 	changed []pinNote
+	upgrade []pinUpgrade
+	// tofu: fresh are pinned on trust on first use, there being no pins
+	// yet, where later first sights are held (config's HoldNew).
+	tofu bool
+	// record: the held set changed, and held is it now, for the store's
+	// held record (pins.Store.RecordHeld).
+	record bool
+	held   []pinNote
 }
 
 type pinKey struct {
@@ -96,6 +117,17 @@ type pinView struct {
 	counts PinCounts
 	report []pinNote // changed, and new ones held, in catalog order; then gone ones
 	fresh  []*entry  // new ones pinned on sight: all of a catalog's at a first start
+	// upgrade are the ones whose partial pins (pins.Pin.Partial) they
+	// match, to pin whole.
+	upgrade []pinUpgrade
+}
+
+// pinUpgrade is a tool or prompt that matches its partial pin: wider is
+// set when its whole definition has more than the pin covers (_meta,
+// icons, any other member), which pinning it whole trusts as it is.
+type pinUpgrade struct {
+	e     *entry
+	wider bool
 }
 
 // pinNote is one tool or prompt whose live definition is not its pin, as
@@ -141,17 +173,22 @@ type PinState struct {
 	Held    bool
 }
 
-// newPinning returns the pinning of cfg over store, nil when pinning is off.
-func newPinning(cfg *config.Config, store *pins.Store) *pinning {
-	if store == nil || cfg.Mux.Pinning == config.PinningOff {
+// newPinning returns the pinning of cfg over store, nil when pinning is
+// off and not only compared.
+func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
+	if store == nil || cfg.Mux.Pinning == config.PinningOff && !compare {
 		return nil
 	}
 	p := &pinning{
 		store:   store,
 		mode:    cfg.Mux.Pinning,
-		enforce: cfg.Mux.Pinning == config.PinningEnforce,
-		hold:    cfg.Mux.PinNew == config.PinNewHold,
+		enforce: cfg.Mux.Pinning == config.PinningEnforce && !compare,
+		holdNew: cfg.Mux.HoldNew,
+		compare: compare,
 		logged:  map[pinKey]pins.Sum{},
+	}
+	if compare {
+		p.holdNew = func(bool) bool { return false }
 	}
 	p.view.Store(&pinView{})
 	return p
@@ -210,6 +247,8 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 		return pinWork{}
 	}
 	set := p.store.Current()
+	exist := p.pinned || set.Len() > 0 || p.store.Exists()
+	hold := p.holdNew(exist)
 	logged := map[pinKey]pins.Sum{}
 	view := &pinView{held: map[pinKey]string{}}
 	ready := map[string]bool{}
@@ -226,12 +265,19 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	slices.SortFunc(gone, func(a, b pinNote) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name)) })
 	view.counts.Gone = len(gone)
 	var fresh []*entry
+	var upgrade []pinUpgrade
 	for _, pk := range pinKinds {
 		sec := &next.kinds[pk.k]
 		kept := sec.list[:0]
 		for _, e := range sec.list {
 			key := pinKey{pk.kind, e.name}
 			ref, pinned := set.Get(pk.kind, e.name)
+			if pinned && ref.Partial && (ref.Sum == e.pin || m.partialSum(pk.kind, e) == ref.Sum) {
+				upgrade = append(upgrade, pinUpgrade{e, ref.Sum != e.pin})
+				view.counts.Pinned++
+				kept = append(kept, e)
+				continue
+			}
 			if pinned && ref.Sum == e.pin {
 				view.counts.Pinned++
 				kept = append(kept, e)
@@ -242,7 +288,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				note.held = p.enforce
 				view.counts.Changed++
 			} else {
-				note.held = p.hold
+				note.held = hold
 				view.counts.New++
 			}
 			if !note.held && !pinned {
@@ -254,7 +300,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 			logged[key] = e.pin
 			if p.logged[key] != e.pin {
 				p.changes.Add(1)
-				if !pinned { // a changed one is logged by logChanged
+				if !pinned && !p.compare { // a changed one is logged by logChanged
 					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Held: note.held}, p.mode)
 				}
 			}
@@ -278,16 +324,108 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	view.report = append(view.report, gone...)
 	p.logged = logged
 	view.counts.Mode = p.mode
-	view.fresh = fresh
+	view.fresh, view.upgrade = fresh, upgrade
 	p.view.Store(view)
-	return pinWork{fresh: fresh, changed: changed}
+	if p.compare {
+		return pinWork{} // reported by PinReport, not logged or written
+	}
+	p.pinned = p.pinned || len(fresh) > 0
+	w := pinWork{fresh: fresh, changed: changed, upgrade: upgrade, tofu: !exist && p.holdNew(true)}
+	held := map[pinKey]pins.Sum{}
+	for _, n := range view.report {
+		if n.held && n.live != nil {
+			held[pinKey{n.kind, n.name}] = n.live.pin
+			w.held = append(w.held, n)
+		}
+	}
+	if !maps.Equal(held, p.recorded) {
+		p.recorded, w.record = held, true
+	}
+	return w
 }
 
 // do does w: called under pinning.io, after the catalog w is of is
 // published.
 func (w pinWork) do(m *Mux) {
+	if w.record {
+		m.recordHeld(w.held)
+	}
 	m.logChanged(w.changed)
-	m.pinFresh(w.fresh)
+	m.pinFresh(w.fresh, w.tofu)
+	m.pinWhole(w.upgrade)
+}
+
+// recordHeld writes the held record of this process: the definitions of
+// held, which mcpmux pins diff and approve read instead of starting
+// children of their own.
+func (m *Mux) recordHeld(held []pinNote) {
+	ps := make([]pins.Pin, 0, len(held))
+	for _, n := range held {
+		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.orig, n.live.def)
+		if err != nil {
+			continue // matches no pin, and cannot be approved
+		}
+		ps = append(ps, pins.NewPin(def))
+	}
+	m.pinning.store.RecordHeld(ps)
+}
+
+// partialSum is the digest in the first canonical form of e's definition,
+// compared with a partial pin; the zero Sum, which no pin has, when it has
+// no canonical form.
+func (m *Mux) partialSum(pk pins.Kind, e *entry) pins.Sum {
+	sum, _ := pins.PartialDigest(pk, e.child.alias, e.orig, e.def) // an error is logged by pinSum
+	return sum
+}
+
+// pinWhole pins whole the tools and prompts that match their partial pins,
+// and logs that it did, naming those whose definitions have members the
+// partial pins did not cover.
+func (m *Mux) pinWhole(up []pinUpgrade) {
+	if len(up) == 0 {
+		return
+	}
+	ps := make([]pins.Pin, 0, len(up))
+	var wider []string
+	for _, u := range up {
+		pk, _ := pinKindOf(u.e.kind)
+		def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def)
+		if err != nil {
+			continue
+		}
+		ps = append(ps, pins.NewPin(def))
+		if u.wider {
+			wider = append(wider, u.e.name)
+		}
+	}
+	m.pinning.store.Pin(ps)
+	ev := m.log.Info()
+	msg := "pins of the first form (a pin file of format 1, or entries marked v1) matched by the fields they cover: pinned now with their whole definitions"
+	if m.pinning.store.ReadOnly() {
+		msg += ", for this run only (the pin file is not written)"
+	}
+	if len(wider) > 0 {
+		ev = m.log.Warn().Strs("wider", wider)
+		msg += "; the members of those named in wider that the old pins did not cover (_meta, icons, others) are trusted as they are now: review them with git diff of the pin file"
+	}
+	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+}
+
+// PinUpgrades are whole pins of the tools and prompts whose partial pins
+// they match, as the last catalog build found them: what mcpmux pins
+// approve writes with the rest.
+func (m *Mux) PinUpgrades() []pins.Pin {
+	if m.pinning == nil {
+		return nil
+	}
+	var out []pins.Pin
+	for _, u := range m.pinning.view.Load().upgrade {
+		pk, _ := pinKindOf(u.e.kind)
+		if def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def); err == nil {
+			out = append(out, pins.NewPin(def))
+		}
+	}
+	return out
 }
 
 // logChanged writes the log line of each definition in notes, naming the
@@ -332,8 +470,9 @@ func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 	return st
 }
 
-// pinFresh pins on first sight the entries applyPins returned.
-func (m *Mux) pinFresh(fresh []*entry) {
+// pinFresh pins on first sight the entries applyPins returned; tofu says
+// they are trusted on first use (pinWork.tofu).
+func (m *Mux) pinFresh(fresh []*entry, tofu bool) {
 	if len(fresh) == 0 {
 		return
 	}
@@ -351,7 +490,16 @@ func (m *Mux) pinFresh(fresh []*entry) {
 	if m.pinning.store.ReadOnly() {
 		msg = "tools and prompts seen for the first time: pinned for this run only (the pin file is not written)"
 	}
-	m.log.Info().Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+	ev := m.log.Info()
+	if tofu {
+		// Once: from now on there are pins, and a first sight is held.
+		ev = m.log.Warn()
+		msg += ": trust on first use, as there are no pins yet; from now on a tool or prompt never seen before is held until approved (pinning = \"enforce\")"
+		if !m.pinning.store.ReadOnly() {
+			msg += "; review the pin file and commit it"
+		}
+	}
+	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
 }
 
 // logPinned writes the one log line of a definition that differs from its
@@ -364,7 +512,7 @@ func (m *Mux) logPinned(st PinState, mode string) {
 	ev := m.log.Warn().Str("kind", string(st.Kind)).Str(string(st.Kind), st.Name).Str("server", st.Server).
 		Str("pinning", mode).Bool("held", st.Held)
 	if st.Pinned == nil {
-		ev.Msg("new " + string(st.Kind) + " not pinned (pin_new = \"hold\"): " + action + "; review with mcpmux pins diff")
+		ev.Msg("new " + string(st.Kind) + " never pinned: " + action + "; review with mcpmux pins diff")
 		return
 	}
 	ev.Strs("changed", st.Changed).Msg(string(st.Kind) + " definition differs from its pin: " + action + "; review with mcpmux pins diff")

@@ -62,7 +62,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	cfg := *l.m.cfg
 	cfg.Mux.Pinning = config.PinningEnforce
 	l.m.publishMu.Lock()
-	l.m.pinning = newPinning(&cfg, store)
+	l.m.pinning = newPinning(&cfg, store, false)
 	l.m.publishMu.Unlock()
 	offer := func(toolDesc string, prompt bool) {
 		lists := [numKinds]string{kindTool: `[{"name":"t","description":"` + toolDesc + `","inputSchema":{"type":"object"}}]`}

@@ -1,8 +1,9 @@
 // Package pins owns tool and prompt pinning: the canonical form and digest
 // of a definition, the pin file (a reviewed, committed record of the
 // definitions approved for use, like go.sum), comparing live definitions
-// with their pins, approving, writing the file atomically, and watching it
-// so that an approval on disk takes effect without a restart.
+// with their pins, approving, writing the file atomically, watching it so
+// that an approval on disk takes effect without a restart, and the held
+// record of what running serve processes hold (held.go).
 //
 // A Pin is immutable; a Set of them is an immutable snapshot. The Store
 // serves an Index, the kind, name, server and digest of each pin and
@@ -34,23 +35,31 @@ const (
 	Prompt Kind = "prompt"
 )
 
-// The canonical fields: server and name (the child's own) for every kind,
-// then what the model reads of each kind's definition.
+// The canonical form of a definition is every member of it that is not
+// null (of a member given twice, the last, as JSON decoders read it),
+// with "name" the child's own name, and the server's alias as "server".
+// A member of the definition named "server" is written "~server" (and
+// "~server" as "~~server", and so on), so that no definition can pose as
+// another server's.
 const (
 	fieldServer = "server"
 	fieldName   = "name"
 )
 
-var kindFields = map[Kind][]string{
+// partialFields are what the first canonical form (pin files of format 1,
+// and pins marked v1 in later ones) kept of each kind besides server and
+// name: it left out _meta, icons, execution and every other member, which
+// reach the client and the model all the same.
+var partialFields = map[Kind][]string{
 	Tool:   {"annotations", "description", "inputSchema", "outputSchema", "title"},
 	Prompt: {"arguments", "description", "title"},
 }
 
-// canonicalOrder is each kind's canonical fields and server and name,
-// sorted by key: the order a definition's fields are written in.
-var canonicalOrder = func() map[Kind][]string {
+// partialOrder is each kind's partial fields and server and name, sorted
+// by key: the order a partial definition's fields are written in.
+var partialOrder = func() map[Kind][]string {
 	out := map[Kind][]string{}
-	for k, fs := range kindFields {
+	for k, fs := range partialFields {
 		all := append(slices.Clone(fs), fieldServer, fieldName)
 		slices.SortFunc(all, compareStrings)
 		out[k] = all
@@ -94,17 +103,28 @@ type Def struct {
 
 // Canonical returns the canonical form of def, the definition a child
 // listed (under any name), of the tool or prompt exposed as name, which
-// server alias offers under its own name childName.
+// server alias offers under its own name childName: all of it, as a
+// client is shown it.
 func Canonical(kind Kind, name, alias, childName string, def []byte) (Def, error) {
+	return canonical(kind, name, alias, childName, def, true)
+}
+
+// CanonicalPartial is Canonical in the first form, which kept only the
+// kind's partialFields: what a pin marked v1 holds.
+func CanonicalPartial(kind Kind, name, alias, childName string, def []byte) (Def, error) {
+	return canonical(kind, name, alias, childName, def, false)
+}
+
+func canonical(kind Kind, name, alias, childName string, def []byte, whole bool) (Def, error) {
 	c := getCanon()
 	defer c.release()
-	if err := c.definition(kind, name, alias, childName, def); err != nil {
+	if err := c.definition(kind, name, alias, childName, def, whole); err != nil {
 		return Def{}, err
 	}
-	whole := string(c.out)
+	out := string(c.out)
 	d := Def{Kind: kind, Name: name, Fields: make([]Field, len(c.fields))}
 	for i, f := range c.fields {
-		d.Fields[i] = Field{f.key, whole[f.v0:f.v1]}
+		d.Fields[i] = Field{keyString(c.keys[f.k0:f.k1]), out[f.v0:f.v1]}
 	}
 	return d, nil
 }
@@ -112,9 +132,19 @@ func Canonical(kind Kind, name, alias, childName string, def []byte) (Def, error
 // Digest returns the digest of def's canonical form, what Canonical's Def
 // would give, without keeping the form: for comparing with pins.
 func Digest(kind Kind, alias, childName string, def []byte) (Sum, error) {
+	return digest(kind, alias, childName, def, true)
+}
+
+// PartialDigest is Digest in the first form (CanonicalPartial), for
+// comparing with a pin marked v1.
+func PartialDigest(kind Kind, alias, childName string, def []byte) (Sum, error) {
+	return digest(kind, alias, childName, def, false)
+}
+
+func digest(kind Kind, alias, childName string, def []byte, whole bool) (Sum, error) {
 	c := getCanon()
 	defer c.release()
-	if err := c.definition(kind, childName, alias, childName, def); err != nil {
+	if err := c.definition(kind, childName, alias, childName, def, whole); err != nil {
 		return Sum{}, err
 	}
 	return sha256.Sum256(c.out), nil
@@ -144,9 +174,8 @@ func (d Def) Sum() Sum {
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}
-		c.out = append(c.out, '"')
-		c.out = append(c.out, f.Key...) // a field name: nothing to escape
-		c.out = append(c.out, '"', ':')
+		c.out = appendEscaped(c.out, stringBytes(f.Key))
+		c.out = append(c.out, ':')
 		c.out = append(c.out, f.Value...)
 	}
 	c.out = append(c.out, '}')
@@ -180,6 +209,22 @@ func Changed(a, b Def) []string {
 	return out
 }
 
+// canonicalJSON returns raw, one JSON value, in canonical form: no
+// whitespace, object keys sorted by their UTF-16 code units (as RFC 8785
+// does; of a key given twice, the last counts, as encoding/json reads it),
+// strings re-escaped minimally, and numbers exactly as written (never
+// through float64, so 12345678901234567890 stays as it is, and 1.0 and 1
+// differ).
+func canonicalJSON(raw []byte) ([]byte, error) {
+	if !json.Valid(raw) {
+		return nil, invalidJSON(raw)
+	}
+	c := getCanon()
+	defer c.release()
+	c.value(raw, skipSpace(raw, 0))
+	return bytes.Clone(c.out), nil
+}
+
 // isCanonical reports whether raw is one JSON value in canonical form.
 func isCanonical(raw []byte) (bool, error) {
 	if !json.Valid(raw) {
@@ -205,23 +250,30 @@ func invalidJSON(raw []byte) error {
 // allocates nothing once the pool is warm.
 type canon struct {
 	out    []byte
-	keys   []byte   // the decoded keys of the objects being written
+	keys   []byte   // the decoded keys of the objects being written, the definition's first
 	mems   []member // their members, innermost object's last
 	tmp    []byte
 	fields []fieldSpan
 	spans  []span
+	top    []topMember
 }
 
 // member is one member of an object being written: its decoded key in
 // keys, and its canonical `"key":value` in out.
 type member struct{ k0, k1, m0, m1 int }
 
-type fieldSpan struct {
-	key    string
-	v0, v1 int // its value in out
-}
+// fieldSpan is one field of the definition written: its key in keys, its
+// value in out.
+type fieldSpan struct{ k0, k1, v0, v1 int }
 
 type span struct{ v0, v1 int }
+
+// topMember is one member of the definition: its key in keys, and its
+// value in the definition, or, for v0 < 0, the string lit.
+type topMember struct {
+	k0, k1, v0, v1 int
+	lit            string
+}
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
 
@@ -236,18 +288,23 @@ func (c *canon) release() {
 		return
 	}
 	c.out, c.keys, c.mems, c.tmp, c.fields, c.spans = c.out[:0], c.keys[:0], c.mems[:0], c.tmp[:0], c.fields[:0], c.spans[:0]
+	clear(c.top) // no alias or name kept alive
+	c.top = c.top[:0]
 	canonPool.Put(c)
 }
 
 // definition writes to out the canonical fields of def as one JSON object,
-// and records where each field's value is.
-func (c *canon) definition(kind Kind, name, alias, childName string, def []byte) error {
-	keys, ok := canonicalOrder[kind]
+// whole or partial, and records where each field's key and value are.
+func (c *canon) definition(kind Kind, name, alias, childName string, def []byte, whole bool) error {
+	keys, ok := partialOrder[kind]
 	if !ok {
 		return fmt.Errorf("pins: unknown kind %q", kind)
 	}
 	if !json.Valid(def) {
 		return fmt.Errorf("%s %s: definition: %w", kind, name, invalidJSON(def))
+	}
+	if whole {
+		return c.wholeDefinition(kind, name, alias, childName, def)
 	}
 	// Where each key's value is in def (the last, when given twice).
 	c.spans = slices.Grow(c.spans[:0], len(keys))[:len(keys)]
@@ -280,6 +337,9 @@ func (c *canon) definition(kind Kind, name, alias, childName string, def []byte)
 	}
 	c.out = append(c.out, '{')
 	for at, k := range keys {
+		k0 := len(c.keys)
+		c.keys = append(c.keys, k...)
+		k1 := len(c.keys)
 		var v0 int
 		switch k {
 		case fieldServer, fieldName:
@@ -287,37 +347,129 @@ func (c *canon) definition(kind Kind, name, alias, childName string, def []byte)
 			if k == fieldName {
 				s = childName
 			}
-			c.out = c.keyed(k)
-			v0 = len(c.out)
-			k0 := len(c.keys)
-			c.keys = append(c.keys, s...)
-			c.out = appendEscaped(c.out, c.keys[k0:])
-			c.keys = c.keys[:k0]
+			v0 = c.keyed(k0, k1)
+			c.out = appendEscaped(c.out, stringBytes(s))
 		default:
 			sp := c.spans[at]
 			if sp.v0 < 0 || def[sp.v0] == 'n' {
+				c.keys = c.keys[:k0]
 				continue // absent or null
 			}
-			c.out = c.keyed(k)
-			v0 = len(c.out)
+			v0 = c.keyed(k0, k1)
 			c.value(def, sp.v0)
 		}
-		c.fields = append(c.fields, fieldSpan{k, v0, len(c.out)})
+		c.fields = append(c.fields, fieldSpan{k0, k1, v0, len(c.out)})
 	}
 	c.out = append(c.out, '}')
 	return nil
 }
 
-// keyed appends the member separator if one is due, and key with its colon.
-func (c *canon) keyed(key string) []byte {
-	out := c.out
-	if len(c.fields) > 0 {
-		out = append(out, ',')
+// wholeDefinition is definition of every member of def (valid JSON).
+func (c *canon) wholeDefinition(kind Kind, name, alias, childName string, def []byte) error {
+	c.top = c.top[:0]
+	i := skipSpace(def, 0)
+	switch def[i] {
+	case 'n':
+		// null: a definition without members.
+	case '{':
+		i = skipSpace(def, i+1)
+		for def[i] != '}' {
+			k0 := len(c.keys)
+			i = skipSpace(def, c.decodeKey(def, i)+1) // past the ':'
+			v0 := i
+			i = skipValue(def, i)
+			switch key := c.keys[k0:]; {
+			case string(key) == fieldName:
+				c.keys = c.keys[:k0] // the child's own name is written below
+			case isServerKey(key):
+				c.keys = slices.Insert(c.keys, k0, '~')
+				fallthrough
+			default:
+				c.top = append(c.top, topMember{k0: k0, k1: len(c.keys), v0: v0, v1: i})
+			}
+			if i = skipSpace(def, i); def[i] == ',' {
+				i = skipSpace(def, i+1)
+			}
+		}
+	default:
+		return fmt.Errorf("%s %s: definition: not a JSON object", kind, name)
 	}
-	out = append(out, '"')
-	out = append(out, key...) // a field name: nothing to escape
-	return append(out, '"', ':')
+	for _, m := range [...]struct{ key, lit string }{{fieldName, childName}, {fieldServer, alias}} {
+		k0 := len(c.keys)
+		c.keys = append(c.keys, m.key...)
+		c.top = append(c.top, topMember{k0: k0, k1: len(c.keys), v0: -1, lit: m.lit})
+	}
+	slices.SortStableFunc(c.top, func(a, b topMember) int {
+		return compareBytes(c.keys[a.k0:a.k1], c.keys[b.k0:b.k1])
+	})
+	c.out = append(c.out, '{')
+	for n, m := range c.top {
+		if n+1 < len(c.top) && bytes.Equal(c.keys[m.k0:m.k1], c.keys[c.top[n+1].k0:c.top[n+1].k1]) {
+			continue // a later member has the same key
+		}
+		if m.v0 >= 0 && def[m.v0] == 'n' {
+			continue // null: absent
+		}
+		v0 := c.keyed(m.k0, m.k1)
+		if m.v0 < 0 {
+			c.out = appendEscaped(c.out, stringBytes(m.lit))
+		} else {
+			c.value(def, m.v0)
+		}
+		c.fields = append(c.fields, fieldSpan{m.k0, m.k1, v0, len(c.out)})
+	}
+	c.out = append(c.out, '}')
+	return nil
 }
+
+// keyString is key as a string, one that is not allocated for the keys
+// MCP defines.
+func keyString(key []byte) string {
+	switch string(key) {
+	case fieldName:
+		return fieldName
+	case fieldServer:
+		return fieldServer
+	case "title":
+		return "title"
+	case "description":
+		return "description"
+	case "inputSchema":
+		return "inputSchema"
+	case "outputSchema":
+		return "outputSchema"
+	case "annotations":
+		return "annotations"
+	case "arguments":
+		return "arguments"
+	case "execution":
+		return "execution"
+	case "icons":
+		return "icons"
+	case "_meta":
+		return "_meta"
+	}
+	return string(key)
+}
+
+// isServerKey reports whether key is "server" after any number of '~'.
+func isServerKey(key []byte) bool {
+	return string(bytes.TrimLeft(key, "~")) == fieldServer
+}
+
+// keyed appends the member separator if one is due, and the key in keys
+// [k0:k1] with its colon; it returns where the value is to start.
+func (c *canon) keyed(k0, k1 int) int {
+	if len(c.fields) > 0 {
+		c.out = append(c.out, ',')
+	}
+	c.out = appendEscaped(c.out, c.keys[k0:k1])
+	c.out = append(c.out, ':')
+	return len(c.out)
+}
+
+// stringBytes is s as bytes, to be read only, never kept.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // value writes the canonical form of the JSON value at in[i] (valid JSON,
 // no space before it) and returns where it ends.
@@ -524,8 +676,7 @@ func skipSpace(in []byte, i int) int {
 // 8785 specifies, so that a key's place does not depend on the language
 // that reads the file.
 func compareStrings(a, b string) int {
-	// Read only, never kept.
-	return compareBytes(unsafe.Slice(unsafe.StringData(a), len(a)), unsafe.Slice(unsafe.StringData(b), len(b)))
+	return compareBytes(stringBytes(a), stringBytes(b))
 }
 
 // compareBytes is compareStrings of byte slices.

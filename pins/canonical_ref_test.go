@@ -2,11 +2,15 @@ package pins
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -105,15 +109,58 @@ func refString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
-// refDigest is the first Canonical and Digest: every member decoded, the
-// kind's fields written back by the reference.
-func refDigest(kind Kind, alias, childName string, def []byte) (string, error) {
+// refWholeDigest is Canonical and Digest as the reference reads them:
+// every member decoded (of a key given twice, the last), "name" and nulls
+// dropped, "server" (after any '~') given one '~' more, the child's name
+// and the alias added, written back sorted and hashed.
+func refWholeDigest(alias, childName string, def []byte) (string, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(def, &members); err != nil {
+		return "", err
+	}
+	fields := map[string]string{}
+	for k, raw := range members {
+		if k == fieldName || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			continue
+		}
+		if strings.TrimLeft(k, "~") == fieldServer {
+			k = "~" + k
+		}
+		v, err := refcanonicalJSON(raw)
+		if err != nil {
+			return "", err
+		}
+		fields[k] = string(v)
+	}
+	var n, s bytes.Buffer
+	refString(&n, childName)
+	refString(&s, alias)
+	fields[fieldName], fields[fieldServer] = n.String(), s.String()
+	keys := slices.SortedFunc(maps.Keys(fields), refCompare)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		refString(&b, k)
+		b.WriteByte(':')
+		b.WriteString(fields[k])
+	}
+	b.WriteByte('}')
+	sum := sha256.Sum256(b.Bytes())
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// refPartialDigest is the first Canonical and Digest: every member
+// decoded, the kind's partial fields written back by the reference.
+func refPartialDigest(kind Kind, alias, childName string, def []byte) (string, error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(def, &members); err != nil {
 		return "", err
 	}
 	var fields []Field
-	for _, k := range kindFields[kind] {
+	for _, k := range partialFields[kind] {
 		raw, ok := members[k]
 		if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			continue
@@ -161,8 +208,8 @@ func FuzzCanonicalJSON(f *testing.F) {
 	})
 }
 
-// FuzzDigest holds Digest and Canonical's digest to the reference's for
-// any definition, a tool's or a prompt's.
+// FuzzDigest holds Digest and Canonical's digest, whole and partial, to
+// the reference's for any definition, a tool's or a prompt's.
 func FuzzDigest(f *testing.F) {
 	for _, c := range goldenCases {
 		f.Add(c.kind == Prompt, c.def)
@@ -170,20 +217,33 @@ func FuzzDigest(f *testing.F) {
 	for _, s := range canonicalSeeds {
 		f.Add(false, `{"description":`+s+`,"inputSchema":`+s+`}`)
 		f.Add(true, `{"arguments":`+s+`,"title":null,"title":`+s+`}`)
+		f.Add(false, `{"_meta":`+s+`,"server":`+s+`,"~server":1,"name":"x","a b":`+s+`,"":null}`)
 	}
 	f.Fuzz(func(t *testing.T, prompt bool, def string) {
 		kind := Tool
 		if prompt {
 			kind = Prompt
 		}
-		want, werr := refDigest(kind, "srv", "child \"x\"", []byte(def))
-		sum, err := Digest(kind, "srv", "child \"x\"", []byte(def))
-		if (err == nil) != (werr == nil) || err == nil && sum.String() != want {
-			t.Fatalf("Digest(%q) = %s, %v; the reference %s, %v", def, sum, err, want, werr)
-		}
-		d, err := Canonical(kind, "srv__child", "srv", "child \"x\"", []byte(def))
-		if (err == nil) != (werr == nil) || err == nil && d.Digest() != want {
-			t.Fatalf("Canonical(%q).Digest() = %s, %v; the reference %s", def, d.Digest(), err, want)
+		for _, form := range []struct {
+			what      string
+			digest    func(Kind, string, string, []byte) (Sum, error)
+			canonical func(Kind, string, string, string, []byte) (Def, error)
+			ref       func(Kind, string, string, []byte) (string, error)
+		}{
+			{"whole", Digest, Canonical, func(_ Kind, alias, child string, def []byte) (string, error) {
+				return refWholeDigest(alias, child, def)
+			}},
+			{"partial", PartialDigest, CanonicalPartial, refPartialDigest},
+		} {
+			want, werr := form.ref(kind, "srv", "child \"x\"", []byte(def))
+			sum, err := form.digest(kind, "srv", "child \"x\"", []byte(def))
+			if (err == nil) != (werr == nil) || err == nil && sum.String() != want {
+				t.Fatalf("%s: Digest(%q) = %s, %v; the reference %s, %v", form.what, def, sum, err, want, werr)
+			}
+			d, err := form.canonical(kind, "srv__child", "srv", "child \"x\"", []byte(def))
+			if (err == nil) != (werr == nil) || err == nil && d.Digest() != want {
+				t.Fatalf("%s: Canonical(%q).Digest() = %s, %v; the reference %s", form.what, def, d.Digest(), err, want)
+			}
 		}
 	})
 }

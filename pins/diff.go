@@ -31,7 +31,7 @@ func WriteDiff(w io.Writer, pinned *Pin, live *Def) {
 		cur = *live
 	}
 	for _, k := range Changed(old, cur) {
-		fmt.Fprintf(w, "  %s:\n", k)
+		fmt.Fprintf(w, "  %s:\n", graphic(k)) // a key is the child's too
 		a, b := lines(old.Field(k)), lines(cur.Field(k))
 		for _, l := range lineDiff(a, b) {
 			fmt.Fprintf(w, "    %c %s\n", l.op, graphic(l.text))

@@ -55,7 +55,10 @@ type Store struct {
 	broken bool       // the file on disk does not parse or is gone: never overwritten on first sight
 	warned bool       // a failed write was logged
 
+	held heldRecord // this process's held record (held.go)
+
 	cur      atomic.Pointer[Index] // file and mem together
+	exists   atomic.Bool           // onDisk, as last published
 	lastErr  atomic.Pointer[error]
 	watching atomic.Bool
 	// testHookWatching, if set, is called once Watch watches the directory.
@@ -112,6 +115,11 @@ func (s *Store) Path() string { return s.path }
 // ReadOnly reports whether first-sight pins stay in memory (NoWrite).
 func (s *Store) ReadOnly() bool { return s.noWrite }
 
+// Exists reports whether the pin file exists: it did when the Store read
+// it, or the Store has written it since. A file deleted later still
+// counts (its pins stay in force). It takes no lock.
+func (s *Store) Exists() bool { return s.exists.Load() }
+
 // Current returns the pins in force. It takes no lock.
 func (s *Store) Current() *Index { return s.cur.Load() }
 
@@ -138,6 +146,7 @@ func (s *Store) setErr(err error) { s.lastErr.Store(&err) }
 // Store is shared.
 func (s *Store) publish() {
 	s.cur.Store(s.file.with(s.mem))
+	s.exists.Store(s.onDisk)
 }
 
 // Pin adds pins made on first sight. It writes them to the file; where the
@@ -211,13 +220,7 @@ func lockFile(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock(f, unix.LOCK_EX); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("pin file %s: locking it: %w", path, err)
 	}

@@ -4,7 +4,7 @@
 //	mcpmux validate --config FILE                     check the config and every policy file
 //	mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]  print the catalog NAME would see
 //	mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON send one call through the pipeline
-//	mcpmux pins diff|approve --config FILE [NAME...]  compare live tools and prompts with their pins, or pin them
+//	mcpmux pins diff|approve --config FILE [--live] [NAME...]  compare held or live tools and prompts with their pins, or pin them
 //	mcpmux version
 package main
 
@@ -93,8 +93,9 @@ const usage = `usage:
   mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]   print the catalog NAME would see
   mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON  send one call through the pipeline
                   (--claims: the JWT claims policy rules see, a JSON object)
-  mcpmux pins diff    --config FILE [NAME...]        show tools and prompts whose definitions differ from their pins
-  mcpmux pins approve --config FILE [NAME...]        pin the live definitions (all, or the named ones)
+  mcpmux pins diff    --config FILE [--live] [NAME...]  show tools and prompts whose definitions differ from their pins
+  mcpmux pins approve --config FILE [--live] [NAME...]  pin those definitions (all, or the named ones)
+                  (what running serve processes hold; --live: start the servers)
   mcpmux version
 `
 

@@ -180,6 +180,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
+	if pinStore != nil {
+		// After m.Close (deferred below, so run before it): nothing
+		// records any more.
+		defer pinStore.ForgetHeld()
+	}
 	m.Start(context.Background())
 	defer m.Close()
 

@@ -5,8 +5,8 @@ package main
 // restart (edit the file, kill the child) or while it runs (edit the file,
 // call reload_defs):
 //
-//	{"tools":   [{"name", "title", "description", "inputSchema", "annotations"}],
-//	 "prompts": [{"name", "title", "description", "arguments"}]}
+//	{"tools":   [{"name", "title", "description", "inputSchema", "annotations", "_meta", "icons"}],
+//	 "prompts": [{"name", "title", "description", "arguments", "_meta", "icons"}]}
 //
 // reload_defs re-reads the file and replaces those tools and prompts,
 // which sends tools/list_changed and prompts/list_changed. Each tool
@@ -32,6 +32,8 @@ type defsFile struct {
 		Description string              `json:"description"`
 		InputSchema json.RawMessage     `json:"inputSchema"`
 		Annotations *mcp.ToolAnnotation `json:"annotations"`
+		Meta        *mcp.Meta           `json:"_meta"`
+		Icons       []mcp.Icon          `json:"icons"`
 	} `json:"tools"`
 	Prompts []mcp.Prompt `json:"prompts"`
 }
@@ -100,7 +102,7 @@ func (d *defined) load(s *server.MCPServer, path string) error {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
 		tool := mcp.NewToolWithRawSchema(t.Name, t.Description, schema)
-		tool.Title = t.Title
+		tool.Title, tool.Meta, tool.Icons = t.Title, t.Meta, t.Icons
 		if t.Annotations != nil {
 			tool.Annotations = *t.Annotations
 		}

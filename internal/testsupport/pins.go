@@ -33,6 +33,10 @@ type PinDefs struct {
 	PromptDesc   string
 	PromptName   string // the prompt's name; "pinprompt" when ""
 	ExtraTool    string // a second tool's name, when not ""
+	// ToolMeta is the tool's _meta, PromptIcon the src of the prompt's
+	// one icon; none when nil or "".
+	ToolMeta   map[string]any
+	PromptIcon string
 }
 
 // NewPinLab writes a lab with pinning set as muxLines says (pin_file is
@@ -62,6 +66,9 @@ func (pl *PinLab) WriteDefs(t testing.TB, d PinDefs) {
 	}
 	tool := map[string]any{"name": "pinned", "description": d.Description, "inputSchema": json.RawMessage(schema),
 		"annotations": map[string]any{"readOnlyHint": d.ReadOnlyHint}}
+	if d.ToolMeta != nil {
+		tool["_meta"] = d.ToolMeta
+	}
 	tools := []any{tool}
 	if d.ExtraTool != "" {
 		tools = append(tools, map[string]any{"name": d.ExtraTool, "description": "another"})
@@ -70,10 +77,11 @@ func (pl *PinLab) WriteDefs(t testing.TB, d PinDefs) {
 	if prompt == "" {
 		prompt = "pinprompt"
 	}
-	b, err := json.Marshal(map[string]any{
-		"tools":   tools,
-		"prompts": []any{map[string]any{"name": prompt, "description": d.PromptDesc}},
-	})
+	p := map[string]any{"name": prompt, "description": d.PromptDesc}
+	if d.PromptIcon != "" {
+		p["icons"] = []any{map[string]any{"src": d.PromptIcon}}
+	}
+	b, err := json.Marshal(map[string]any{"tools": tools, "prompts": []any{p}})
 	if err != nil {
 		t.Fatal(err)
 	}

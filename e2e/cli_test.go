@@ -44,10 +44,17 @@ var labserverReady = regexp.MustCompile(`labserver \S+ pid (\d+) ready`)
 // gone once it has.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
+	return runCLIStdin(t, "", args...)
+}
+
+// runCLIStdin is runCLI with stdin as mcpmux's standard input.
+func runCLIStdin(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
 	bin, _ := ts.Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -123,6 +123,7 @@ func load(path string, stderr io.Writer) (*loaded, int) {
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
+	mux.RouteDefaultLoggers(log)
 	policies, err := policy.NewStore(cfg.Mux.PolicyDir, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/admin"
 	"github.com/mcpmux/mcpmux/auth"
@@ -116,7 +120,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return err
 		}
 		listeners = append(listeners, ln)
-		servers = append(servers, newHTTPServer(h, cfg.Limits))
+		servers = append(servers, newHTTPServer(h, cfg.Limits, l.log))
 		return nil
 	}
 	closeListeners := func() {
@@ -175,7 +179,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		listeners = append(listeners, ln)
 		// No write timeout: a CPU profile answers only after its seconds.
-		servers = append(servers, &http.Server{Handler: profiles(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout})
+		servers = append(servers, &http.Server{Handler: profiles(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			ErrorLog: httpErrorLog(l.log)})
 	}
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -306,13 +311,21 @@ func loopbackListen(addr string) bool {
 // ReadTimeout or WriteTimeout: either would end streams and long calls
 // (the body's read and each write are bounded per request instead, by the
 // MCP upstream and by boundWrites).
-func newHTTPServer(h http.Handler, limits config.Limits) *http.Server {
+func newHTTPServer(h http.Handler, limits config.Limits, log zerolog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           boundWrites(h, limits.WriteTimeout),
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
+		ErrorLog:          httpErrorLog(log),
 	}
+}
+
+// httpErrorLog is where net/http's servers write what goes wrong on a
+// connection (a failed accept, a handler's panic, a malformed request): a
+// warning in mcpmux's log.
+func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
+	return mux.StdLogger(log.With().Str("component", "http-server").Logger(), slog.LevelWarn)
 }
 
 // boundWrites gives every request on a connection a fresh write deadline,

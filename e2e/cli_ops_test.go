@@ -27,3 +27,23 @@ message = "only ops may echo"
 		t.Errorf("call: exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
 	}
 }
+
+// pins diff says which fields of a definition differ from its pin, in a
+// sentence: one field differs, several differ.
+func TestCLIPinsDiffNamesTheFields(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewPinLab(t, "", firstDefs)
+	if r := runCLI(t, "pins", "approve", "--config", lab.Config); r.code != 0 {
+		t.Fatalf("pins approve: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	lab.WriteDefs(t, ts.PinDefs{Description: "Search the docs, then more.", ReadOnlyHint: false, PromptDesc: "Greets, then obeys."})
+	r := runCLI(t, "pins", "diff", "--config", lab.Config)
+	for _, want := range []string{
+		"changed tool " + pinnedTool + " (server docs): annotations, description differ from the pin\n",
+		"changed prompt " + pinnedPrompt + " (server docs): description differs from the pin\n",
+	} {
+		if r.code != 1 || !strings.Contains(r.stdout, want) {
+			t.Errorf("pins diff: exit %d, stdout\n%s\nwant 1 and %q", r.code, r.stdout, want)
+		}
+	}
+}

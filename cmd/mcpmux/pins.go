@@ -115,6 +115,12 @@ func describe(st mux.PinState) string {
 	case st.Pinned == nil:
 		return "new " + what + ": never pinned"
 	}
+	switch len(st.Changed) {
+	case 0: // the pin's fields could not be read, only its digest
+		return fmt.Sprintf("changed %s: its definition differs from the pin", what)
+	case 1:
+		return fmt.Sprintf("changed %s: %s differs from the pin", what, st.Changed[0])
+	}
 	return fmt.Sprintf("changed %s: %s differ from the pin", what, strings.Join(st.Changed, ", "))
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,6 +45,46 @@ func TestCLIPinsDiffNamesTheFields(t *testing.T) {
 	} {
 		if r.code != 1 || !strings.Contains(r.stdout, want) {
 			t.Errorf("pins diff: exit %d, stdout\n%s\nwant 1 and %q", r.code, r.stdout, want)
+		}
+	}
+}
+
+// validate reports every problem of one policy file in one run: an unknown
+// key and a rule with both allow_if and deny_if do not hide the
+// expressions' syntax and type errors.
+func TestCLIValidateEveryProblemOfAPolicy(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `alow = ["docs__*"]
+
+[[rule]]
+tools = ["docs__*"]
+allow_if = 'true'
+deny_if = 'false'
+
+[[rule]]
+tools = ["docs__*"]
+allow_if = 'args.path.startsWith('
+
+[[rule]]
+tools = ["docs__*"]
+deny_if = 'tool > 3'
+`)
+	file := filepath.Join(lab.PolicyDir, "reader.toml")
+	r := runCLI(t, "validate", "--config", lab.Config)
+	want := []string{
+		file + `:1: unknown key "alow"`,
+		file + ":6: a [[rule]] has one of allow_if and deny_if, not both (allow_if is on line 5)",
+		file + ":10: allow_if: column 22: Syntax error: ",
+		file + ":14: deny_if: column 6: found no matching overload for '_>_' applied to '(string, int)'",
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if r.code != 3 || len(lines) != len(want) {
+		t.Fatalf("validate: exit %d, stderr\n%s\nwant 3 and\n%s", r.code, r.stderr, strings.Join(want, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want it to start %q", i+1, lines[i], w)
 		}
 	}
 }

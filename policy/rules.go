@@ -291,6 +291,9 @@ type ruleDecl struct {
 	// an error on its Nth line is reported at exprLine+N-1.
 	exprLines bool
 	message   string
+	// conflict is the second of allow_if and deny_if when a table has both,
+	// compiled only to report its errors.
+	conflict *ruleDecl
 }
 
 // The keys of a [[rule]] table.

@@ -32,7 +32,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -309,6 +308,36 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
+// LoadOffline is Load for the commands that serve nothing upstream (tools,
+// call, pins): the upstream's secrets (tokens' env variables) may be
+// missing. Each one that is comes back as a warning, and its Token has an
+// empty Value; every other problem is an error, as for Load.
+func LoadOffline(path string) (*Config, Errors, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseOffline(path, data, os.LookupEnv)
+}
+
+// ParseOffline is Parse as LoadOffline does it.
+func ParseOffline(file string, data []byte, getenv func(string) (string, bool)) (*Config, Errors, error) {
+	cfg, errs, secrets := inspect(file, data, getenv)
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	return cfg, offlineWarnings(secrets), nil
+}
+
+// offlineWarnings is what the problems with serve's secrets say to a
+// command that does not need them.
+func offlineWarnings(secrets Errors) Errors {
+	for _, e := range secrets {
+		e.Msg += " (only serve needs it)"
+	}
+	return secrets
+}
+
 // Parse parses data as the content of the config file named file: file
 // names it in errors, and its directory anchors relative paths. getenv
 // resolves ${VAR} references in env and headers values and reads the
@@ -317,30 +346,36 @@ func Load(path string) (*Config, error) {
 // On failure Parse returns a nil *Config and an Errors holding every
 // problem it found, in line order.
 func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
-	cfg, err := inspect(file, data, getenv)
-	if err != nil {
-		return nil, err
+	cfg, errs, secrets := inspect(file, data, getenv)
+	if all := append(slices.Clip(errs), secrets...); len(all) > 0 {
+		return nil, sortByLine(all)
 	}
 	return cfg, nil
 }
 
-// Inspect reads the config file at path as Load does, but returns what it
-// could decode together with every problem: for a report of everything
-// wrong (mcpmux validate), not for running. The *Config is nil only when
-// the file could not be read or is not valid TOML; otherwise a key in error
-// holds its default.
-func Inspect(path string) (*Config, error) {
+// Inspect reads the config file at path as LoadOffline does, but returns
+// what it could decode together with every problem: for a report of
+// everything wrong (mcpmux validate), not for running. The *Config is nil
+// only when the file could not be read or is not valid TOML; otherwise a
+// key in error holds its default.
+func Inspect(path string) (*Config, Errors, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return inspect(path, data, os.LookupEnv)
+	cfg, errs, secrets := inspect(path, data, os.LookupEnv)
+	if len(errs) > 0 {
+		return cfg, offlineWarnings(secrets), errs
+	}
+	return cfg, offlineWarnings(secrets), nil
 }
 
-func inspect(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+// inspect decodes data, returning what it could with every problem:
+// those with the upstream's secrets (decoder.secrets) apart from the rest.
+func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", file, err)
+		return nil, Errors{{File: file, Msg: err.Error()}}, nil
 	}
 	if getenv == nil {
 		getenv = func(string) (string, bool) { return "", false }
@@ -361,21 +396,21 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (*Con
 			line, _ = de.Position()
 		}
 		msg = "invalid TOML: " + strings.TrimPrefix(msg, "toml: ")
-		return nil, Errors{{File: file, Line: line, Msg: msg}}
+		return nil, Errors{{File: file, Line: line, Msg: msg}}, nil
 	}
 	ix, perr := indexDocument(data)
 	if perr != nil {
 		perr.File = file
-		return nil, Errors{perr}
+		return nil, Errors{perr}, nil
 	}
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
 	cfg.File = abs
 	if len(d.errs) > 0 {
-		return cfg, sortByLine(d.errs)
+		return cfg, sortByLine(d.errs), sortByLine(d.secrets)
 	}
-	return cfg, nil
+	return cfg, nil, sortByLine(d.secrets)
 }
 
 // Environ returns the environment the child process runs with, as sorted

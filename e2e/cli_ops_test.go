@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,5 +88,49 @@ deny_if = 'tool > 3'
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("line %d: %q, want it to start %q", i+1, lines[i], w)
 		}
+	}
+}
+
+// The upstream's secrets are serve's: the commands that serve nothing
+// upstream (tools, call, pins diff, validate) warn, naming the file and
+// line, that a token's variable is not set, and go on; serve refuses.
+func TestCLIOfflineCommandsWarnOfUpstreamSecrets(t *testing.T) {
+	t.Parallel()
+	const unset = "MCPMUX_TEST_NEVER_SET_TOKEN"
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Hide: labHidden})
+	lab.AddUpstream(t, "listen = \"127.0.0.1:0\"\n[[upstream.tokens]]\nidentity = \"restricted\"\nenv = \""+unset+"\"\n")
+	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`)
+	line := lineNumber(t, lab.Config, unset)
+	msg := "[upstream] tokens[0].env: environment variable " + unset + " is not set (only serve needs it)"
+
+	// Each logs the warning with the file and line.
+	for _, args := range [][]string{
+		{"tools", "--config", lab.Config, "--as", "reader"},
+		{"call", "--config", lab.Config, "--as", "reader", "docs__echo", `{"message":"hi"}`},
+		{"pins", "diff", "--config", lab.Config},
+	} {
+		r := runCLI(t, args...)
+		if r.code == 3 {
+			t.Errorf("%s: exit 3\n%s", args[0], r.stderr)
+		}
+		warned := false
+		for l := range strings.Lines(r.stderr) {
+			var w struct {
+				Level, File, Message string
+				Line                 int
+			}
+			warned = warned || json.Unmarshal([]byte(l), &w) == nil && w.Level == "warn" && w.File == lab.Config && w.Line == line && w.Message == msg
+		}
+		if !warned {
+			t.Errorf("%s: no warning %q at %s:%d logged:\n%s", strings.Join(args[:2], " "), msg, lab.Config, line, r.stderr)
+		}
+	}
+	r := runCLI(t, "validate", "--config", lab.Config)
+	if want := fmt.Sprintf("%s:%d: warning: %s\n", lab.Config, line, msg); r.code != 0 || r.stderr != want {
+		t.Errorf("validate: exit %d, stderr %q; want 0 and %q", r.code, r.stderr, want)
+	}
+	r = runCLI(t, "serve", "--config", lab.Config)
+	if want := fmt.Sprintf("%s:%d: [upstream] tokens[0].env: environment variable %s is not set\n", lab.Config, line, unset); r.code != 3 || r.stderr != want {
+		t.Errorf("serve: exit %d, stderr %q; want 3 and %q", r.code, r.stderr, want)
 	}
 }

@@ -112,18 +112,33 @@ type loaded struct {
 	policies *policy.Store
 }
 
-func load(path string, stderr io.Writer) (*loaded, int) {
+// load loads the config and the policies. A command that serves nothing
+// upstream loads it offline: the upstream's secrets it lacks are warnings,
+// logged with their file and line.
+func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 	if path == "" {
 		fmt.Fprintln(stderr, "mcpmux: --config is required")
 		return nil, exitRefused
 	}
-	cfg, err := config.Load(path)
+	var (
+		cfg      *config.Config
+		warnings config.Errors
+		err      error
+	)
+	if offline {
+		cfg, warnings, err = config.LoadOffline(path)
+	} else {
+		cfg, err = config.Load(path)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
 	mux.RouteDefaultLoggers(log)
+	for _, w := range warnings {
+		log.Warn().Str("file", w.File).Int("line", w.Line).Msg(w.Msg)
+	}
 	policies, err := policy.NewStore(cfg.Mux.PolicyDir, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
@@ -169,12 +184,18 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	// A config with problems still names its policy directory and servers
 	// (a key in error holds its default), so the policies are checked too.
-	cfg, err := config.Inspect(*cfgPath)
+	cfg, warnings, err := config.Inspect(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 	}
 	if cfg == nil {
 		return exitBadConfig
+	}
+	// Every error first, then every warning.
+	printWarnings := func() {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "%s:%d: warning: %s\n", w.File, w.Line, w.Msg)
+		}
 	}
 	bad := err != nil
 	set, problems := policy.LoadDir(cfg.Mux.PolicyDir)
@@ -183,21 +204,23 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		for _, p := range problems {
 			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, p)
 		}
+		printWarnings()
 		return exitBadConfig
 	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
 	}
 	bad = bad || len(problems) > 0
-	for _, w := range set.Unmatchable(servers(cfg)) {
-		fmt.Fprintln(stderr, w)
-	}
 	// serve refuses to start on a pin file that does not parse.
 	if cfg.Mux.Pinning != config.PinningOff {
 		if _, err := pins.Open(cfg.Mux.PinFile, zerolog.Nop(), pins.Options{NoWrite: true}); err != nil {
 			fmt.Fprintln(stderr, err)
 			bad = true
 		}
+	}
+	printWarnings()
+	for _, w := range set.Unmatchable(servers(cfg)) {
+		fmt.Fprintln(stderr, w)
 	}
 	if bad {
 		return exitBadConfig
@@ -220,7 +243,7 @@ func servers(cfg *config.Config) policy.Servers {
 // waiting until each has started or failed. On failure it returns the exit
 // code, having said why.
 func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
-	l, code := load(cfgPath, stderr)
+	l, code := load(cfgPath, stderr, true)
 	if l == nil {
 		return nil, nil, code
 	}

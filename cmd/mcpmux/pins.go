@@ -36,7 +36,7 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args[1:]) != nil {
 		return exitRefused
 	}
-	l, code := load(*cfgPath, stderr)
+	l, code := load(*cfgPath, stderr, true)
 	if l == nil {
 		return code
 	}

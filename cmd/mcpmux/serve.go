@@ -38,7 +38,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.Parse(args) != nil {
 		return exitRefused
 	}
-	l, code := load(*cfgPath, stderr)
+	l, code := load(*cfgPath, stderr, false)
 	if l == nil {
 		return code
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,4 +134,48 @@ func TestCLIOfflineCommandsWarnOfUpstreamSecrets(t *testing.T) {
 	if want := fmt.Sprintf("%s:%d: [upstream] tokens[0].env: environment variable %s is not set\n", lab.Config, line, unset); r.code != 3 || r.stderr != want {
 		t.Errorf("serve: exit %d, stderr %q; want 3 and %q", r.code, r.stderr, want)
 	}
+}
+
+// A typo'd identity is said loudly: tools and call name the missing policy
+// file and the identities that have one, and exit 2 (as a refusal); serve
+// logs a warning at start, and again when the file appears or goes.
+func TestCLIIdentityWithoutPolicy(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Hide: labHidden})
+	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`)
+	lab.WritePolicy(t, "admin", `allow = ["*"]`)
+	missing := filepath.Join(lab.PolicyDir, "nobody.toml")
+	want := "no policy file for identity nobody: " + missing + " does not exist (identities with one: admin, reader)"
+	for _, args := range [][]string{
+		{"tools", "--config", lab.Config, "--as", "nobody"},
+		{"tools", "--config", lab.Config, "--as", "nobody", "--json"},
+		{"call", "--config", lab.Config, "--as", "nobody", "docs__echo", `{"message":"hi"}`},
+	} {
+		r := runCLI(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "mcpmux "+args[0]+": "+want+"\n") || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr\n%s\nwant 2, nothing on stdout and %q", strings.Join(args, " "), r.code, r.stdout, r.stderr, want)
+		}
+	}
+	// A policy file that exists but does not load is a bad config.
+	lab.WritePolicy(t, "broken", "allow = [")
+	broken := filepath.Join(lab.PolicyDir, "broken.toml")
+	r := runCLI(t, "tools", "--config", lab.Config, "--as", "broken")
+	if want := "mcpmux tools: the policy file of identity broken, " + broken + ", does not load (see its errors above): broken may use nothing"; r.code != 3 || !strings.Contains(r.stderr, want) {
+		t.Errorf("tools --as broken: exit %d, stderr\n%s\nwant 3 and %q", r.code, r.stderr, want)
+	}
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+
+	m := ts.StartMux(t, lab, "--identity", "nobdy")
+	l := m.Log.WaitLine(t, "the warning about nobdy", ts.Msg("no policy file for the stdio client's identity: it may use nothing", "identity", "nobdy"))
+	if l["level"] != "warn" || l["file"] != filepath.Join(lab.PolicyDir, "nobdy.toml") || fmt.Sprint(l["identities"]) != "[admin reader]" {
+		t.Errorf("logged %v", l)
+	}
+	lab.WritePolicy(t, "nobdy", `allow = ["docs__*"]`)
+	m.Log.WaitLine(t, "nobdy's file appearing", ts.Msg("the stdio client's identity has a policy file now", "identity", "nobdy"))
+	if err := os.Remove(filepath.Join(lab.PolicyDir, "nobdy.toml")); err != nil {
+		t.Fatal(err)
+	}
+	m.Log.WaitLine(t, "nobdy's file gone", ts.Msg("no policy file for the stdio client's identity: it may use nothing", "identity", "nobdy", "level", "warn"))
 }

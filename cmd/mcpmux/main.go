@@ -242,9 +242,15 @@ func servers(cfg *config.Config) policy.Servers {
 // startMux loads the config and runs the children for a one-shot command,
 // waiting until each has started or failed. On failure it returns the exit
 // code, having said why.
-func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
+//
+// as, the identity the command acts as, must have a policy: without one it
+// may use nothing, which is said rather than shown as an empty catalog.
+func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
 	l, code := load(cfgPath, stderr, true)
 	if l == nil {
+		return nil, nil, code
+	}
+	if code := checkIdentity(cmd, l, as, stderr); code != exitOK {
 		return nil, nil, code
 	}
 	opts := muxOptions(l.log)
@@ -277,7 +283,7 @@ func tools(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux tools: --as needs a valid identity name")
 		return exitRefused
 	}
-	m, stop, code := startMux(*cfgPath, stderr)
+	m, stop, code := startMux("tools", *cfgPath, *as, stderr)
 	if m == nil {
 		return code
 	}
@@ -378,7 +384,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux call: arguments must be a JSON object")
 		return exitRefused
 	}
-	m, stop, code := startMux(*cfgPath, stderr)
+	m, stop, code := startMux("call", *cfgPath, *as, stderr)
 	if m == nil {
 		return code
 	}

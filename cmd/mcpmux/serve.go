@@ -24,6 +24,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
 // answerGrace is how long calls cut off at the drain deadline have to get
@@ -59,8 +60,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		who = *identity
 	}
 	serveStdio := cfg.Upstream.Listen == "" || *stdio
-	if serveStdio && who == "" {
+	var idWatch *stdioIdentityWatch
+	switch {
+	case serveStdio && who == "":
 		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
+	case serveStdio:
+		idWatch = &stdioIdentityWatch{log: l.log, dir: cfg.Mux.PolicyDir, identity: who}
+		idWatch.start(l.policies.Current())
 	}
 
 	metrics := admin.NewMetrics(cfg, func() []string { return l.policies.Current().Identities() })
@@ -193,7 +199,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer func() { stopWatch(); bg.Wait() }()
 	bg.Go(func() {
-		if err := l.policies.Watch(watchCtx, m.PolicyChanged); err != nil {
+		changed := m.PolicyChanged
+		if idWatch != nil {
+			changed = func(old, cur *policy.Set) {
+				m.PolicyChanged(old, cur)
+				idWatch.changed(old, cur)
+			}
+		}
+		if err := l.policies.Watch(watchCtx, changed); err != nil {
 			l.log.Error().Err(err).Msg("policy watcher stopped")
 		}
 	})

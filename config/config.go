@@ -32,7 +32,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,6 +87,8 @@ type Config struct {
 	Upstream Upstream
 	Limits   Limits
 	Servers  []Server // in the order they appear in the file
+
+	ix *index // where each key is, for warnings found after loading
 }
 
 // Mux is the [mux] table: how mcpmux itself behaves.
@@ -406,11 +411,48 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *C
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
-	cfg.File = abs
+	cfg.File, cfg.ix = abs, ix
 	if len(d.errs) > 0 {
 		return cfg, sortByLine(d.errs), sortByLine(d.secrets)
 	}
 	return cfg, nil, sortByLine(d.secrets)
+}
+
+// CommandWarnings returns a warning for each server whose command does
+// not resolve now as its start would resolve it (on mcpmux's PATH): a bare
+// name not found on PATH, a path that does not exist or is not an
+// executable file. Such a child never starts; it is a warning, not an
+// error, since the program may be installed only where serve runs.
+func (c *Config) CommandWarnings() Errors {
+	var ws Errors
+	for _, s := range c.Servers {
+		if s.Command == "" {
+			continue
+		}
+		_, err := exec.LookPath(s.Command)
+		if err == nil {
+			continue
+		}
+		var why string
+		switch {
+		case errors.Is(err, exec.ErrDot):
+			why = `is found only through a relative PATH entry (such as "."), which is not run`
+		case !strings.Contains(s.Command, "/"):
+			why = "not found on PATH"
+		case errors.Is(err, fs.ErrNotExist):
+			why = "does not exist"
+		case errors.Is(err, fs.ErrPermission):
+			why = "is not an executable file"
+		default:
+			why = "cannot be started: " + err.Error()
+		}
+		line := 0
+		if c.ix != nil {
+			line = c.ix.line([]string{"servers", s.Alias, "command"})
+		}
+		ws = append(ws, &Error{File: c.File, Line: line, Msg: fmt.Sprintf("server %s: command %q %s", s.Alias, s.Command, why)})
+	}
+	return ws
 }
 
 // Environ returns the environment the child process runs with, as sorted

@@ -179,3 +179,31 @@ func TestCLIIdentityWithoutPolicy(t *testing.T) {
 	}
 	m.Log.WaitLine(t, "nobdy's file gone", ts.Msg("no policy file for the stdio client's identity: it may use nothing", "identity", "nobdy", "level", "warn"))
 }
+
+// tools and pins diff exit 1 when a child did not come up, naming each and
+// why, after printing what the others offer; a catalog missing a server is
+// not a catalog to exit 0 on.
+func TestCLIChildThatCannotStart(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Hide: labHidden},
+		ts.Server{Alias: "bad", Command: "/nonexistent/mcpmux-test/server"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	want := "server bad did not come up (down; "
+	for _, args := range [][]string{
+		{"tools", "--config", lab.Config, "--as", "reader"},
+		{"tools", "--config", lab.Config, "--as", "reader", "--json"},
+		{"pins", "diff", "--config", lab.Config},
+	} {
+		r := runCLI(t, args...)
+		prefix := "mcpmux " + args[0] + ": "
+		if args[0] == "pins" {
+			prefix = "mcpmux pins diff: "
+		}
+		if r.code != 1 || !strings.Contains(r.stderr, prefix+want) || !strings.Contains(r.stderr, "/nonexistent/mcpmux-test/server") {
+			t.Errorf("%s: exit %d, stderr\n%s\nwant 1 and %q", strings.Join(args, " "), r.code, r.stderr, prefix+want)
+		}
+		if !strings.Contains(r.stdout, "docs__echo") {
+			t.Errorf("%s: stdout %q lacks what docs offers", strings.Join(args, " "), r.stdout)
+		}
+	}
+}

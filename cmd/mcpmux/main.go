@@ -191,6 +191,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return exitBadConfig
 	}
+	warnings = append(warnings, cfg.CommandWarnings()...)
 	// Every error first, then every warning.
 	printWarnings := func() {
 		for _, w := range warnings {
@@ -271,6 +272,26 @@ func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.Canc
 	return m, func() { m.Close(); stop() }, exitOK
 }
 
+// notReady writes a line for each child of m that did not come up, with
+// what that means for the command's output and why, and reports whether
+// there was one.
+func notReady(cmd string, m *mux.Mux, stderr io.Writer, consequence string) bool {
+	some := false
+	for _, c := range m.Status() {
+		if c.Phase == mux.PhaseReady {
+			continue
+		}
+		some = true
+		why := "not ready"
+		if c.LastErr != nil {
+			// Its errors start "server ALIAS: ", said already.
+			why = strings.TrimPrefix(c.LastErr.Error(), "server "+c.Alias+": ")
+		}
+		fmt.Fprintf(stderr, "mcpmux %s: server %s did not come up (%s; %s): %s\n", cmd, c.Alias, c.Phase, consequence, why)
+	}
+	return some
+}
+
 func tools(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("tools", stderr)
 	as := fs.String("as", "", "identity whose catalog to print")
@@ -307,18 +328,23 @@ func tools(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tCHILD TOOL\tSERVER\tMODE")
-	for _, t := range list {
-		mode := "read-write"
-		if t.ReadOnly {
-			mode = "read-only"
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tCHILD TOOL\tSERVER\tMODE")
+		for _, t := range list {
+			mode := "read-write"
+			if t.ReadOnly {
+				mode = "read-only"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
+		_ = tw.Flush()
 	}
-	_ = tw.Flush()
+	// What the others offer is printed, but a catalog without a server is
+	// not the one serve would offer.
+	if notReady("tools", m, stderr, "its tools are not listed") {
+		return exitToolError
+	}
 	return exitOK
 }
 

@@ -57,11 +57,11 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	m.Start(ctx)
 	defer m.Close()
 	_ = m.WaitReady(ctx)
-	for _, c := range m.Status() {
-		if c.Phase != mux.PhaseReady {
-			fmt.Fprintf(stderr, "mcpmux pins: server %s is %s: its tools and prompts are not compared\n", c.Alias, c.Phase)
-		}
+	consequence := "its tools and prompts are not compared"
+	if sub == "approve" {
+		consequence = "its pins are left as they are"
 	}
+	down := notReady("pins "+sub, m, stderr, consequence)
 	report := m.PinReport()
 	if names := fs.Args(); len(names) > 0 {
 		for _, n := range names {
@@ -77,10 +77,15 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		for _, st := range report {
 			writeState(stdout, st)
 		}
-		if len(report) > 0 {
+		switch {
+		case len(report) > 0:
+			return exitToolError
+		case down:
+			// Not compared is not the same.
+			fmt.Fprintf(stdout, "every live tool and prompt of the servers that came up matches its pin in %s\n", shown(store.Path()))
 			return exitToolError
 		}
-		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", store.Path())
+		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", shown(store.Path()))
 		return exitOK
 	}
 	var approve, drop []pins.Pin

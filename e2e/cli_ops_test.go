@@ -207,3 +207,110 @@ func TestCLIChildThatCannotStart(t *testing.T) {
 		}
 	}
 }
+
+// mcpmux --help, -h and help print the usage of every command, every flag
+// of each included, and exit 0; a command's --help prints its own; an
+// unknown flag or command exits 2 with the usage on stderr.
+func TestCLIHelp(t *testing.T) {
+	t.Parallel()
+	every := []string{
+		"mcpmux serve", "mcpmux validate", "mcpmux tools", "mcpmux call", "mcpmux pins diff", "mcpmux pins approve", "mcpmux version",
+		"-config FILE", "-identity NAME", "-listen ADDR", "-stdio", "-as NAME", "-claims JSON", "-json", "[NAME...]",
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		r := runCLI(t, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("mcpmux %s: exit %d, stderr %q; want 0 and none", args[0], r.code, r.stderr)
+		}
+		for _, w := range every {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("mcpmux %s lacks %q:\n%s", args[0], w, r.stdout)
+			}
+		}
+	}
+	for _, c := range []struct {
+		args      []string
+		has, lack []string
+	}{
+		{[]string{"serve", "--help"}, []string{"usage: mcpmux serve --config FILE", "-listen ADDR", "-stdio", "-identity NAME"}, []string{"-as NAME"}},
+		{[]string{"tools", "-h"}, []string{"usage: mcpmux tools --config FILE --as NAME", "-claims JSON", "-json"}, []string{"-listen"}},
+		{[]string{"call", "--help"}, []string{"usage: mcpmux call --config FILE --as NAME", "-claims JSON", "TOOL"}, []string{"-json"}},
+		{[]string{"validate", "--help"}, []string{"usage: mcpmux validate --config FILE", "-config FILE"}, []string{"-as"}},
+		{[]string{"pins", "diff", "--help"}, []string{"usage: mcpmux pins diff --config FILE [NAME...]", "-config FILE"}, []string{"pins approve"}},
+		{[]string{"pins", "--help"}, []string{"mcpmux pins diff", "mcpmux pins approve"}, []string{"mcpmux tools"}},
+		{[]string{"help", "tools"}, []string{"usage: mcpmux tools --config FILE --as NAME"}, []string{"mcpmux serve"}},
+	} {
+		r := runCLI(t, c.args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("mcpmux %s: exit %d, stderr %q; want 0 and none", strings.Join(c.args, " "), r.code, r.stderr)
+		}
+		for _, w := range c.has {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("mcpmux %s lacks %q:\n%s", strings.Join(c.args, " "), w, r.stdout)
+			}
+		}
+		for _, w := range c.lack {
+			if strings.Contains(r.stdout, w) {
+				t.Errorf("mcpmux %s has %q:\n%s", strings.Join(c.args, " "), w, r.stdout)
+			}
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"tools", "--bogus"}, []string{"flag provided but not defined: -bogus", "usage: mcpmux tools --config FILE"}},
+		{[]string{"--bogus"}, []string{"flag provided but not defined: -bogus", "usage: mcpmux serve --config FILE"}},
+		{[]string{"bogus"}, []string{`unknown command "bogus"`, "mcpmux tools"}},
+		{[]string{"pins"}, []string{"mcpmux pins diff"}},
+		{[]string{"help", "bogus"}, []string{`unknown command "bogus"`}},
+	} {
+		r := runCLI(t, c.args...)
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("mcpmux %s: exit %d, stdout %q; want 2 and none", strings.Join(c.args, " "), r.code, r.stdout)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("mcpmux %s: stderr lacks %q:\n%s", strings.Join(c.args, " "), w, r.stderr)
+			}
+		}
+	}
+}
+
+// Every FILE:LINE message names its file the same way, config, policy and
+// pin file alike: relative to the working directory when the file is in
+// it, however --config was given.
+func TestCLIPathsInMessages(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "log_level = \"loud\"", ts.Server{Alias: "docs", Command: "/nonexistent/mcpmux-test/server"})
+	lab.WritePolicy(t, "reader", "alow = [\"x\"]\n")
+	lab.WritePolicy(t, "admin", "allow = [\"gh__*\"]\n")
+	if err := os.WriteFile(filepath.Join(lab.Dir, "mcpmux.lock"), []byte("tool docs__x sha256:00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		fmt.Sprintf("mcpmux.toml:%d: [mux] log_level: ", lineNumber(t, lab.Config, "log_level")),
+		"policies/reader.toml:1: unknown key \"alow\"",
+		"mcpmux.lock:1: ",
+		fmt.Sprintf("mcpmux.toml:%d: warning: server docs: command", lineNumber(t, lab.Config, "/nonexistent/")),
+		"policies/admin.toml:1: warning: allow pattern \"gh__*\"",
+	}
+	for _, config := range []string{"mcpmux.toml", "./mcpmux.toml", lab.Config} {
+		r := runCLIIn(t, lab.Dir, "", "validate", "--config", config)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if r.code != 3 || len(lines) != len(want) {
+			t.Errorf("--config %s: exit %d, stderr\n%s\nwant 3 and\n%s", config, r.code, r.stderr, strings.Join(want, "\n"))
+			continue
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("--config %s: line %d: %q, want it to start %q", config, i+1, lines[i], w)
+			}
+		}
+	}
+	// A file outside the working directory is named by its absolute path.
+	r := runCLIIn(t, t.TempDir(), "", "validate", "--config", lab.Config)
+	if !strings.HasPrefix(r.stderr, lab.Config+":") || !strings.Contains(r.stderr, "\n"+filepath.Join(lab.PolicyDir, "reader.toml")+":1: ") {
+		t.Errorf("from elsewhere: stderr\n%s\nwant absolute paths", r.stderr)
+	}
+}

@@ -50,11 +50,18 @@ func runCLI(t *testing.T, args ...string) cliResult {
 // runCLIStdin is runCLI with stdin as mcpmux's standard input.
 func runCLIStdin(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
+	return runCLIIn(t, "", stdin, args...)
+}
+
+// runCLIIn is runCLIStdin in the working directory dir ("": the test's).
+func runCLIIn(t *testing.T, dir, stdin string, args ...string) cliResult {
+	t.Helper()
 	bin, _ := ts.Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

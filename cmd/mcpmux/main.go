@@ -1,11 +1,12 @@
 // Command mcpmux puts many MCP servers behind one.
 //
-//	mcpmux serve    --config FILE [--identity NAME]   serve MCP over stdio (the default)
-//	mcpmux validate --config FILE                     check the config and every policy file
+//	mcpmux serve    --config FILE [--identity NAME] [--listen ADDR] [--stdio]   serve MCP (the default)
+//	mcpmux validate --config FILE                     check the config, every policy file and the pin file
 //	mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]  print the catalog NAME would see
 //	mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON send one call through the pipeline
 //	mcpmux pins diff|approve --config FILE [NAME...]  compare live tools and prompts with their pins, or pin them
 //	mcpmux version
+//	mcpmux help [COMMAND]                             the usage of every command (usage.go), or of one
 package main
 
 import (
@@ -63,6 +64,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && isHelp(args[0]) {
+		// mcpmux --help is help for mcpmux, not for serve.
+		cmd, args = "help", args[1:]
 	}
 	switch cmd {
 	case "serve":
@@ -76,33 +80,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "pins":
 		return pinsCmd(args, stdout, stderr)
 	case "version":
+		c := lookup("version")
+		if code, done := c.parse(c.flagSet(), args, stdout, stderr); done {
+			return code
+		}
 		fmt.Fprintf(stdout, "mcpmux %s (%s)\n", mux.Version, runtime.Version())
 		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+	case "help":
+		return help(args, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "mcpmux: unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "mcpmux: unknown command %q\n", cmd)
+		writeAllUsage(stderr, "")
 		return exitRefused
 	}
-}
-
-const usage = `usage:
-  mcpmux serve    --config FILE [--identity NAME]    serve MCP over stdio (default)
-  mcpmux validate --config FILE                      check the config and every policy file
-  mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]   print the catalog NAME would see
-  mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON  send one call through the pipeline
-                  (--claims: the JWT claims policy rules see, a JSON object)
-  mcpmux pins diff    --config FILE [NAME...]        show tools and prompts whose definitions differ from their pins
-  mcpmux pins approve --config FILE [NAME...]        pin the live definitions (all, or the named ones)
-  mcpmux version
-`
-
-func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("mcpmux "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", "", "config file (TOML)")
-	return fs, cfg
 }
 
 // loaded is everything a command that runs the mux needs.
@@ -131,17 +121,17 @@ func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 		cfg, err = config.Load(path)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
 	mux.RouteDefaultLoggers(log)
 	for _, w := range warnings {
-		log.Warn().Str("file", w.File).Int("line", w.Line).Msg(w.Msg)
+		log.Warn().Str("file", cfg.File).Int("line", w.Line).Msg(w.Msg)
 	}
 	policies, err := policy.NewStore(cfg.Mux.PolicyDir, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
+		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", shown(cfg.File), err)
 		return nil, exitBadConfig
 	}
 	policies.WarnUnmatchable(servers(cfg))
@@ -174,9 +164,11 @@ func muxOptions(log zerolog.Logger) mux.Options {
 // then warnings about policy patterns that can never match, all on stderr.
 // Warnings alone do not fail it.
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("validate", stderr)
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("validate")
+	fs := c.newFlagSet()
+	cfgPath := defineConfig(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *cfgPath == "" {
 		fmt.Fprintln(stderr, "mcpmux: --config is required")
@@ -186,7 +178,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	// (a key in error holds its default), so the policies are checked too.
 	cfg, warnings, err := config.Inspect(*cfgPath)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 	}
 	if cfg == nil {
 		return exitBadConfig
@@ -195,7 +187,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	// Every error first, then every warning.
 	printWarnings := func() {
 		for _, w := range warnings {
-			fmt.Fprintf(stderr, "%s:%d: warning: %s\n", w.File, w.Line, w.Msg)
+			warn(stderr, w.File, w.Line, w.Msg)
 		}
 	}
 	bad := err != nil
@@ -203,30 +195,30 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if set == nil {
 		// The directory itself could not be read.
 		for _, p := range problems {
-			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, p)
+			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", shown(cfg.File), p)
 		}
 		printWarnings()
 		return exitBadConfig
 	}
 	for _, p := range problems {
-		fmt.Fprintln(stderr, p)
+		report(stderr, p)
 	}
 	bad = bad || len(problems) > 0
 	// serve refuses to start on a pin file that does not parse.
 	if cfg.Mux.Pinning != config.PinningOff {
 		if _, err := pins.Open(cfg.Mux.PinFile, zerolog.Nop(), pins.Options{NoWrite: true}); err != nil {
-			fmt.Fprintln(stderr, err)
+			report(stderr, err)
 			bad = true
 		}
 	}
 	printWarnings()
 	for _, w := range set.Unmatchable(servers(cfg)) {
-		fmt.Fprintln(stderr, w)
+		warn(stderr, w.File, w.Line, w.Msg)
 	}
 	if bad {
 		return exitBadConfig
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", cfg.File, len(cfg.Servers), len(set.Identities()), cfg.Mux.PolicyDir)
+	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", shown(cfg.File), len(cfg.Servers), len(set.Identities()), shown(cfg.Mux.PolicyDir))
 	return exitOK
 }
 
@@ -260,7 +252,7 @@ func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.Canc
 		// what serve offers; read only: a first sight is not recorded.
 		store, err := pins.Open(l.cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{NoWrite: true})
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			report(stderr, err)
 			return nil, nil, exitBadConfig
 		}
 		opts.Pins = store
@@ -293,13 +285,13 @@ func notReady(cmd string, m *mux.Mux, stderr io.Writer, consequence string) bool
 }
 
 func tools(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("tools", stderr)
-	as := fs.String("as", "", "identity whose catalog to print")
-	claims := claimsFlag(fs)
-	asJSON := fs.Bool("json", false, "print the tools as JSON: exposed name, server, the server's own name, read-only, definition")
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("tools")
+	fs := c.newFlagSet()
+	f := defineTools(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
+	cfgPath, as, claims, asJSON := f.config, f.as, f.claims, f.json
 	if !config.ValidIdentity(*as) {
 		fmt.Fprintln(stderr, "mcpmux tools: --as needs a valid identity name")
 		return exitRefused
@@ -355,7 +347,7 @@ type claims struct{ m map[string]any }
 // claimsFlag defines --claims on fs.
 func claimsFlag(fs *flag.FlagSet) *claims {
 	c := &claims{}
-	fs.Var(c, "claims", "the caller's JWT claims, as a JSON object, for policy rules that read claims (default: none)")
+	fs.Var(c, "claims", "the caller's JWT claims, a `JSON` object, for policy rules that read claims (default: none)")
 	return c
 }
 
@@ -387,14 +379,17 @@ func tableField(s string) string {
 }
 
 func call(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("call", stderr)
-	as := fs.String("as", "", "identity to call as")
-	claims := claimsFlag(fs)
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("call")
+	fs := c.newFlagSet()
+	f := defineCall(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
+	cfgPath, as, claims := f.config, f.as, f.claims
 	if !config.ValidIdentity(*as) || fs.NArg() < 1 || fs.NArg() > 2 {
-		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME [--claims JSON] TOOL 'JSON'")
+		fmt.Fprintln(stderr, "mcpmux call: --as needs a valid identity name, then come TOOL and, optionally, its arguments as a JSON object")
+		fmt.Fprintln(stderr)
+		c.writeUsage(stderr)
 		return exitRefused
 	}
 	name, raw := fs.Arg(0), "{}"
@@ -419,7 +414,8 @@ func call(args []string, stdout, stderr io.Writer) int {
 	r := m.CallTool(mux.WithCaller(context.Background(), *as, claims.m), *as, name, json.RawMessage(raw))
 	if r.Rule != nil {
 		// What the caller would be told, and which rule of which file said it.
-		fmt.Fprintf(stderr, "mcpmux call: %s refused by %s: %v\n", name, r.Rule.Rule, r.Rule)
+		rule := r.Rule.Rule
+		fmt.Fprintf(stderr, "mcpmux call: %s refused by rule %d (%s:%d): %v\n", name, rule.Index, shown(rule.File), rule.Line, r.Rule)
 		return exitRefused
 	}
 	res := r.ToolResult()

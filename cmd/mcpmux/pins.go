@@ -18,23 +18,27 @@ import (
 	"github.com/mcpmux/mcpmux/pins"
 )
 
-const pinsUsage = `usage:
-  mcpmux pins diff    --config FILE [NAME...]  show every tool and prompt whose live definition differs from its pin
-  mcpmux pins approve --config FILE [NAME...]  pin the live definitions (all, or the named tools and prompts)
-`
-
 // pinsCmd runs mcpmux pins. diff exits 0 when every live definition is its
 // pin and 1 when one is not (as diff(1) does, so that CI can gate on it);
 // approve exits 0 once the file is written, 1 when it cannot be.
 func pinsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		writeAllUsage(stdout, "pins ")
+		return exitOK
+	}
 	if len(args) == 0 || (args[0] != "diff" && args[0] != "approve") {
-		fmt.Fprint(stderr, pinsUsage)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "mcpmux pins: unknown command %q\n", args[0])
+		}
+		writeAllUsage(stderr, "pins ")
 		return exitRefused
 	}
 	sub := args[0]
-	fs, cfgPath := newFlags("pins "+sub, stderr)
-	if fs.Parse(args[1:]) != nil {
-		return exitRefused
+	c := lookup("pins " + sub)
+	fs := c.newFlagSet()
+	cfgPath := defineConfig(fs)
+	if code, done := c.parse(fs, args[1:], stdout, stderr); done {
+		return code
 	}
 	l, code := load(*cfgPath, stderr, true)
 	if l == nil {
@@ -42,7 +46,7 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	store, err := pins.Open(l.cfg.Mux.PinFile, l.log, pins.Options{NoWrite: true})
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 		return exitBadConfig
 	}
 	// Every definition is compared, whatever pinning serve runs with; no
@@ -107,7 +111,7 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "approved: %s: pinned as %s\n", describe(st), st.Live.Digest())
 	}
-	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(report), store.Current().Len())
+	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", shown(store.Path()), len(report), store.Current().Len())
 	return exitOK
 }
 

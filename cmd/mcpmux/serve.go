@@ -32,13 +32,13 @@ import (
 const answerGrace = 2 * time.Second
 
 func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("serve", stderr)
-	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
-	listen := fs.String("listen", "", "serve streamable HTTP on this address (overrides [upstream] listen)")
-	stdio := fs.Bool("stdio", false, "serve stdio as well when serving HTTP (stdio is served by default only without HTTP)")
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("serve")
+	fs := c.newFlagSet()
+	f := defineServe(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
+	cfgPath, identity, listen, stdio := f.config, f.identity, f.listen, f.stdio
 	l, code := load(*cfgPath, stderr, false)
 	if l == nil {
 		return code
@@ -77,7 +77,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Mux.Pinning != config.PinningOff {
 		var perr error
 		if pinStore, perr = pins.Open(cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{}); perr != nil {
-			fmt.Fprintln(stderr, perr)
+			report(stderr, perr)
 			return exitBadConfig
 		}
 		opts.Pins = pinStore
@@ -91,7 +91,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Upstream.Listen != "" {
 		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+			fmt.Fprintf(stderr, "%s: %v\n", shown(cfg.File), err)
 			return exitBadConfig
 		}
 	}

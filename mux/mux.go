@@ -45,6 +45,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -159,6 +160,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.spawner = childproc.NewSpawner(m.supervisor)
+	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)

@@ -87,8 +87,6 @@ type Config struct {
 	Upstream Upstream
 	Limits   Limits
 	Servers  []Server // in the order they appear in the file
-
-	ix *index // where each key is, for warnings found after loading
 }
 
 // Mux is the [mux] table: how mcpmux itself behaves.
@@ -327,7 +325,7 @@ func LoadOffline(path string) (*Config, Errors, error) {
 
 // ParseOffline is Parse as LoadOffline does it.
 func ParseOffline(file string, data []byte, getenv func(string) (string, bool)) (*Config, Errors, error) {
-	cfg, errs, secrets := inspect(file, data, getenv)
+	cfg, errs, secrets, _ := inspect(file, data, getenv)
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
@@ -351,7 +349,7 @@ func offlineWarnings(secrets Errors) Errors {
 // On failure Parse returns a nil *Config and an Errors holding every
 // problem it found, in line order.
 func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
-	cfg, errs, secrets := inspect(file, data, getenv)
+	cfg, errs, secrets, _ := inspect(file, data, getenv)
 	if all := append(slices.Clip(errs), secrets...); len(all) > 0 {
 		return nil, sortByLine(all)
 	}
@@ -363,24 +361,34 @@ func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Confi
 // everything wrong (mcpmux validate), not for running. The *Config is nil
 // only when the file could not be read or is not valid TOML; otherwise a
 // key in error holds its default.
+//
+// Its warnings are LoadOffline's, then one for each server whose command
+// does not resolve now as its start would resolve it (on mcpmux's PATH): a
+// bare name not found on PATH, a path that does not exist or is not an
+// executable file. Such a child never starts; it is a warning, not an
+// error, since the program may be installed only where serve runs.
 func Inspect(path string) (*Config, Errors, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, errs, secrets := inspect(path, data, os.LookupEnv)
-	if len(errs) > 0 {
-		return cfg, offlineWarnings(secrets), errs
+	cfg, errs, secrets, ix := inspect(path, data, os.LookupEnv)
+	warnings := offlineWarnings(secrets)
+	if cfg != nil {
+		warnings = append(warnings, commandWarnings(path, cfg.Servers, ix)...)
 	}
-	return cfg, offlineWarnings(secrets), nil
+	if len(errs) > 0 {
+		return cfg, warnings, errs
+	}
+	return cfg, warnings, nil
 }
 
 // inspect decodes data, returning what it could with every problem:
 // those with the upstream's secrets (decoder.secrets) apart from the rest.
-func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors) {
+func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors, _ *index) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
-		return nil, Errors{{File: file, Msg: err.Error()}}, nil
+		return nil, Errors{{File: file, Msg: err.Error()}}, nil, nil
 	}
 	if getenv == nil {
 		getenv = func(string) (string, bool) { return "", false }
@@ -401,31 +409,28 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *C
 			line, _ = de.Position()
 		}
 		msg = "invalid TOML: " + strings.TrimPrefix(msg, "toml: ")
-		return nil, Errors{{File: file, Line: line, Msg: msg}}, nil
+		return nil, Errors{{File: file, Line: line, Msg: msg}}, nil, nil
 	}
 	ix, perr := indexDocument(data)
 	if perr != nil {
 		perr.File = file
-		return nil, Errors{perr}, nil
+		return nil, Errors{perr}, nil, nil
 	}
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
-	cfg.File, cfg.ix = abs, ix
+	cfg.File = abs
 	if len(d.errs) > 0 {
-		return cfg, sortByLine(d.errs), sortByLine(d.secrets)
+		return cfg, sortByLine(d.errs), sortByLine(d.secrets), ix
 	}
-	return cfg, nil, sortByLine(d.secrets)
+	return cfg, nil, sortByLine(d.secrets), ix
 }
 
-// CommandWarnings returns a warning for each server whose command does
-// not resolve now as its start would resolve it (on mcpmux's PATH): a bare
-// name not found on PATH, a path that does not exist or is not an
-// executable file. Such a child never starts; it is a warning, not an
-// error, since the program may be installed only where serve runs.
-func (c *Config) CommandWarnings() Errors {
+// commandWarnings returns the warnings of Inspect about servers' commands
+// that do not resolve; file names the config in them.
+func commandWarnings(file string, servers []Server, ix *index) Errors {
 	var ws Errors
-	for _, s := range c.Servers {
+	for _, s := range servers {
 		if s.Command == "" {
 			continue
 		}
@@ -446,11 +451,8 @@ func (c *Config) CommandWarnings() Errors {
 		default:
 			why = "cannot be started: " + err.Error()
 		}
-		line := 0
-		if c.ix != nil {
-			line = c.ix.line([]string{"servers", s.Alias, "command"})
-		}
-		ws = append(ws, &Error{File: c.File, Line: line, Msg: fmt.Sprintf("server %s: command %q %s", s.Alias, s.Command, why)})
+		ws = append(ws, &Error{File: file, Line: ix.line([]string{"servers", s.Alias, "command"}),
+			Msg: fmt.Sprintf("server %s: command %q %s", s.Alias, s.Command, why)})
 	}
 	return ws
 }

@@ -183,7 +183,6 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return exitBadConfig
 	}
-	warnings = append(warnings, cfg.CommandWarnings()...)
 	// Every error first, then every warning.
 	printWarnings := func() {
 		for _, w := range warnings {

@@ -39,7 +39,8 @@
 //     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
 //     to a message; stdiofast.go: plain tools/call lines answered at the
 //     stdio edge without mcp-go's server;
-//   - observer.go: what metrics are told.
+//   - observer.go: what metrics are told; liblog.go: the loggers handed to
+//     the libraries (mcp-go, net/http), which write into mcpmux's.
 package mux
 
 import (

@@ -33,7 +33,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -326,6 +328,36 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
+// LoadOffline is Load for the commands that serve nothing upstream (tools,
+// call, pins): the upstream's secrets (tokens' env variables) may be
+// missing. Each one that is comes back as a warning, and its Token has an
+// empty Value; every other problem is an error, as for Load.
+func LoadOffline(path string) (*Config, Errors, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseOffline(path, data, os.LookupEnv)
+}
+
+// ParseOffline is Parse as LoadOffline does it.
+func ParseOffline(file string, data []byte, getenv func(string) (string, bool)) (*Config, Errors, error) {
+	cfg, errs, secrets, _ := inspect(file, data, getenv)
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	return cfg, offlineWarnings(secrets), nil
+}
+
+// offlineWarnings is what the problems with serve's secrets say to a
+// command that does not need them.
+func offlineWarnings(secrets Errors) Errors {
+	for _, e := range secrets {
+		e.Msg += " (only serve needs it)"
+	}
+	return secrets
+}
+
 // Parse parses data as the content of the config file named file: file
 // names it in errors, and its directory anchors relative paths. getenv
 // resolves ${VAR} references in env and headers values and reads the
@@ -334,30 +366,46 @@ func Load(path string) (*Config, error) {
 // On failure Parse returns a nil *Config and an Errors holding every
 // problem it found, in line order.
 func Parse(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
-	cfg, err := inspect(file, data, getenv)
-	if err != nil {
-		return nil, err
+	cfg, errs, secrets, _ := inspect(file, data, getenv)
+	if all := append(slices.Clip(errs), secrets...); len(all) > 0 {
+		return nil, sortByLine(all)
 	}
 	return cfg, nil
 }
 
-// Inspect reads the config file at path as Load does, but returns what it
-// could decode together with every problem: for a report of everything
-// wrong (mcpmux validate), not for running. The *Config is nil only when
-// the file could not be read or is not valid TOML; otherwise a key in error
-// holds its default.
-func Inspect(path string) (*Config, error) {
+// Inspect reads the config file at path as LoadOffline does, but returns
+// what it could decode together with every problem: for a report of
+// everything wrong (mcpmux validate), not for running. The *Config is nil
+// only when the file could not be read or is not valid TOML; otherwise a
+// key in error holds its default.
+//
+// Its warnings are LoadOffline's, then one for each server whose command
+// does not resolve now as its start would resolve it (on mcpmux's PATH): a
+// bare name not found on PATH, a path that does not exist or is not an
+// executable file. Such a child never starts; it is a warning, not an
+// error, since the program may be installed only where serve runs.
+func Inspect(path string) (*Config, Errors, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return inspect(path, data, os.LookupEnv)
+	cfg, errs, secrets, ix := inspect(path, data, os.LookupEnv)
+	warnings := offlineWarnings(secrets)
+	if cfg != nil {
+		warnings = append(warnings, commandWarnings(path, cfg.Servers, ix)...)
+	}
+	if len(errs) > 0 {
+		return cfg, warnings, errs
+	}
+	return cfg, warnings, nil
 }
 
-func inspect(file string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+// inspect decodes data, returning what it could with every problem:
+// those with the upstream's secrets (decoder.secrets) apart from the rest.
+func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors, _ *index) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", file, err)
+		return nil, Errors{{File: file, Msg: err.Error()}}, nil, nil
 	}
 	if getenv == nil {
 		getenv = func(string) (string, bool) { return "", false }
@@ -378,21 +426,52 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (*Con
 			line, _ = de.Position()
 		}
 		msg = "invalid TOML: " + strings.TrimPrefix(msg, "toml: ")
-		return nil, Errors{{File: file, Line: line, Msg: msg}}
+		return nil, Errors{{File: file, Line: line, Msg: msg}}, nil, nil
 	}
 	ix, perr := indexDocument(data)
 	if perr != nil {
 		perr.File = file
-		return nil, Errors{perr}
+		return nil, Errors{perr}, nil, nil
 	}
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
 	cfg := d.config(doc)
 	cfg.File = abs
 	if len(d.errs) > 0 {
-		return cfg, sortByLine(d.errs)
+		return cfg, sortByLine(d.errs), sortByLine(d.secrets), ix
 	}
-	return cfg, nil
+	return cfg, nil, sortByLine(d.secrets), ix
+}
+
+// commandWarnings returns the warnings of Inspect about servers' commands
+// that do not resolve; file names the config in them.
+func commandWarnings(file string, servers []Server, ix *index) Errors {
+	var ws Errors
+	for _, s := range servers {
+		if s.Command == "" {
+			continue
+		}
+		_, err := exec.LookPath(s.Command)
+		if err == nil {
+			continue
+		}
+		var why string
+		switch {
+		case errors.Is(err, exec.ErrDot):
+			why = `is found only through a relative PATH entry (such as "."), which is not run`
+		case !strings.Contains(s.Command, "/"):
+			why = "not found on PATH"
+		case errors.Is(err, fs.ErrNotExist):
+			why = "does not exist"
+		case errors.Is(err, fs.ErrPermission):
+			why = "is not an executable file"
+		default:
+			why = "cannot be started: " + err.Error()
+		}
+		ws = append(ws, &Error{File: file, Line: ix.line([]string{"servers", s.Alias, "command"}),
+			Msg: fmt.Sprintf("server %s: command %q %s", s.Alias, s.Command, why)})
+	}
+	return ws
 }
 
 // Environ returns the environment the child process runs with, as sorted

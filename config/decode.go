@@ -48,6 +48,10 @@ type decoder struct {
 	getenv func(string) (string, bool)
 	ix     *index
 	errs   Errors
+	// secrets holds the problems with what only serve reads: the values
+	// of upstream tokens' env variables. Only serve refuses a config for
+	// them; the commands that serve nothing upstream warn.
+	secrets Errors
 }
 
 func (d *decoder) errorAt(line int, format string, args ...any) {
@@ -440,6 +444,13 @@ func (t *table) line(key string) int {
 
 func (t *table) errorf(key, format string, args ...any) {
 	t.d.errorAt(t.line(key), "%s: %s", t.name(key), fmt.Sprintf(format, args...))
+}
+
+// secretf reports a problem with the value of a secret only serve needs
+// (see decoder.secrets).
+func (t *table) secretf(key, format string, args ...any) {
+	t.d.secrets = append(t.d.secrets, &Error{File: t.d.file, Line: t.line(key),
+		Msg: fmt.Sprintf("%s: %s", t.name(key), fmt.Sprintf(format, args...))})
 }
 
 // selfErrorf reports a problem with the table as a whole, at its start.

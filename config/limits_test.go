@@ -124,7 +124,7 @@ func TestInspect(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Inspect(path)
+	cfg, _, err := Inspect(path)
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 1 || es[0].Line != 3 {
 		t.Fatalf("Inspect error = %v, want one problem at line 3", err)
@@ -138,7 +138,7 @@ func TestInspect(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[mux\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := Inspect(path); cfg != nil || err == nil {
+	if cfg, _, err := Inspect(path); cfg != nil || err == nil {
 		t.Errorf("Inspect(invalid TOML) = %v, %v; want no config", cfg, err)
 	}
 }

@@ -272,6 +272,11 @@ func (d *decoder) tokens(t *table) []Token {
 		if !ok {
 			continue
 		}
+		if tok.Env != "" && tok.Value == "" {
+			// Unresolved (offline): no digest to compare.
+			list = append(list, tok)
+			continue
+		}
 		if prev, dup := seen[digest]; dup {
 			et.selfErrorf("the same token as tokens[%d] (line %d): each token stands for one identity", prev.i, prev.line)
 			continue
@@ -331,12 +336,12 @@ func (d *decoder) token(t *table) (Token, [sha256.Size]byte, bool) {
 		case !envNameRE.MatchString(tok.Env):
 			t.errorf("env", "invalid variable name %q", tok.Env)
 			good = false
+		// The value is serve's alone: without it the token is kept, and
+		// only serve refuses the config (see secretf).
 		case !ok:
-			t.errorf("env", "environment variable %s is not set", tok.Env)
-			good = false
+			t.secretf("env", "environment variable %s is not set", tok.Env)
 		case v == "":
-			t.errorf("env", "environment variable %s is empty", tok.Env)
-			good = false
+			t.secretf("env", "environment variable %s is empty", tok.Env)
 		default:
 			tok.Value = v
 			digest = sha256.Sum256([]byte(v))

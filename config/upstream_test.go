@@ -771,3 +771,64 @@ func TestLater(t *testing.T) {
 	// Not present, not a problem.
 	mustParse(t, srv, nil)
 }
+
+// The upstream's secrets are serve's alone: parsed offline (for tools,
+// call, pins and validate), a token whose variable is unset or empty is a
+// warning, and the token is kept without its value, so that everything
+// else about the config (authentication is configured) holds as for serve.
+func TestOfflineSecrets(t *testing.T) {
+	src := `[upstream]
+listen = ":7300"
+
+[[upstream.tokens]]
+identity = "agent"
+env = "AGENT_TOKEN"
+
+[[upstream.tokens]]
+identity = "restricted"
+env = "RESTRICTED_TOKEN"
+
+[[upstream.tokens]]
+identity = "ops"
+env = "OPS_TOKEN"
+` + srv
+	vars := env(map[string]string{"AGENT_TOKEN": "agent-s3cret", "OPS_TOKEN": ""})
+	cfg, warnings, err := ParseOffline("m.toml", []byte(src), vars)
+	if err != nil {
+		t.Fatalf("ParseOffline: %v", err)
+	}
+	want := []string{
+		"m.toml:10: [upstream] tokens[1].env: environment variable RESTRICTED_TOKEN is not set (only serve needs it)",
+		"m.toml:14: [upstream] tokens[2].env: environment variable OPS_TOKEN is empty (only serve needs it)",
+	}
+	var got []string
+	for _, w := range warnings {
+		got = append(got, w.Error())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantTokens := []Token{
+		{Identity: "agent", Env: "AGENT_TOKEN", Value: "agent-s3cret", Line: 4},
+		{Identity: "restricted", Env: "RESTRICTED_TOKEN", Line: 8},
+		{Identity: "ops", Env: "OPS_TOKEN", Line: 12},
+	}
+	if !reflect.DeepEqual(cfg.Upstream.Tokens, wantTokens) || !cfg.Upstream.AuthConfigured() {
+		t.Errorf("Tokens = %+v\nwant %+v", cfg.Upstream.Tokens, wantTokens)
+	}
+
+	// serve's parse refuses them, as before.
+	if _, err := Parse("m.toml", []byte(src), vars); err == nil || !strings.Contains(err.Error(), "m.toml:10: [upstream] tokens[1].env: environment variable RESTRICTED_TOKEN is not set\n") {
+		t.Errorf("Parse: %v; want RESTRICTED_TOKEN's error", err)
+	}
+	// Anything else stays an error offline: a variable name that cannot
+	// be one, a child's environment (tools and call start the children).
+	for _, bad := range []struct{ src, want string }{
+		{"[[upstream.tokens]]\nidentity = \"a\"\nenv = \"NOT-A-NAME\"\n" + srv, `m.toml:3: [upstream] tokens[0].env: invalid variable name "NOT-A-NAME"`},
+		{"[servers.a]\ncommand = \"x\"\nenv = { T = \"${DOCS_TOKEN}\" }\n", "m.toml:3: [servers.a] env.T: environment variable DOCS_TOKEN is not set"},
+	} {
+		if cfg, _, err := ParseOffline("m.toml", []byte(bad.src), vars); cfg != nil || err == nil || err.Error() != bad.want {
+			t.Errorf("ParseOffline: %v, %v; want %s", cfg, err, bad.want)
+		}
+	}
+}

@@ -44,10 +44,24 @@ var labserverReady = regexp.MustCompile(`labserver \S+ pid (\d+) ready`)
 // gone once it has.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
+	return runCLIStdin(t, "", args...)
+}
+
+// runCLIStdin is runCLI with stdin as mcpmux's standard input.
+func runCLIStdin(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	return runCLIIn(t, "", stdin, args...)
+}
+
+// runCLIIn is runCLIStdin in the working directory dir ("": the test's).
+func runCLIIn(t *testing.T, dir, stdin string, args ...string) cliResult {
+	t.Helper()
 	bin, _ := ts.Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -177,16 +191,23 @@ func TestCLIValidate(t *testing.T) {
 			code: 3,
 		},
 		{
-			// validate starts no child: a command that does not exist is
-			// only found out when a child starts.
-			name: "command that does not exist",
+			// validate starts no child, but looks each command up as a
+			// start would: one that does not resolve is a warning (it may
+			// be installed where serve runs).
+			name: "commands that do not resolve",
 			lab: func(t *testing.T) (string, []string) {
-				lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Command: "/nonexistent/mcpmux-test/server"})
+				lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Command: "/nonexistent/mcpmux-test/server"},
+					ts.Server{Alias: "bare", Command: "mcpmux-test-no-such-command"})
+				lab.AddServer(t, ts.Server{Alias: "text", Command: lab.Config})
 				lab.WritePolicy(t, "reader", `allow = ["*"]`)
-				return lab.Config, nil
+				return lab.Config, []string{
+					at(t, lab.Config, `"/nonexistent/mcpmux-test/server"`) + ` warning: server docs: command "/nonexistent/mcpmux-test/server" does not exist`,
+					at(t, lab.Config, `"mcpmux-test-no-such-command"`) + ` warning: server bare: command "mcpmux-test-no-such-command" not found on PATH`,
+					at(t, lab.Config, fmt.Sprintf("command = %q", lab.Config)) + fmt.Sprintf(` warning: server text: command %q is not an executable file`, lab.Config),
+				}
 			},
 			code:   0,
-			stdout: ": ok (1 servers, 1 policies in ",
+			stdout: ": ok (3 servers, 1 policies in ",
 		},
 		{
 			name: "every problem of the config and the policies in one run",

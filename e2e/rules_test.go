@@ -165,7 +165,7 @@ deny_if = 'args.message == "no"'
 		t.Fatalf("good rule: %v %q", res.IsError, ts.Text(res))
 	}
 	res := m.MustCall("docs__echo", map[string]any{})
-	if !res.IsError || !strings.Contains(ts.Text(res), "could not be evaluated on these arguments, so the call was refused") {
+	if !res.IsError || !strings.Contains(ts.Text(res), "could not be evaluated: the arguments have no key message, so the call was refused") {
 		t.Errorf("no message: %v %q; want refused by the rule", res.IsError, ts.Text(res))
 	}
 	if l := ruleLine(t, m.Log, 2); l["tool"] != "docs__echo" || l["rule"] != 1.0 || l["outcome"] != "refused" {

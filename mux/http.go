@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -88,7 +87,7 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	h.srv = server.NewStreamableHTTPServer(m.srv,
 		server.WithEndpointPath(o.Path),
 		server.WithSessionIdManager(idManager{s: h.sessions}),
-		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(log))),
+		server.WithStreamableHTTPLogger(SlogLogger(log)),
 	)
 	h.sessions.configure(o.Limits.MaxSessions, o.Limits.MaxSessionsPerIdentity, h.expire)
 	if h.idle > 0 {

@@ -40,12 +40,14 @@
 //     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
 //     to a message; stdiofast.go: plain tools/call lines answered at the
 //     stdio edge without mcp-go's server;
-//   - observer.go: what metrics are told.
+//   - observer.go: what metrics are told; liblog.go: the loggers handed to
+//     the libraries (mcp-go, net/http), which write into mcpmux's.
 package mux
 
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -165,6 +167,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.spawner = childproc.NewSpawner(m.supervisor)
+	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)

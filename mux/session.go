@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ type session struct {
 	lostWhy  string        // valid once lost is closed
 	lostAs   FailureReason // the kind of lostWhy; valid once lost is closed
 
+	stdin   *childStdin   // stdio: what mcp-go writes to the child
 	sse     bool          // the legacy SSE transport
 	park    *answerPark   // stdio: takes large results past mcp-go's decoding
 	limit   int64         // max_message_bytes
@@ -347,7 +349,8 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	sess.proc = proc
 	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
 	sess.park = newAnswerPark(lines)
-	sess.tr = transport.NewIO(sess.park, proc.Stdin, nil)
+	sess.stdin = &childStdin{WriteCloser: proc.Stdin}
+	sess.tr = transport.NewIO(sess.park, sess.stdin, nil)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
 	sess.wg.Go(func() {
@@ -382,11 +385,13 @@ func (c *child) connect() (*session, error) {
 	case "sse":
 		sess.sse = true
 		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers), transport.WithHTTPClient(hc),
+			transport.WithSSELogger(SlogLogger(c.log)),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.
 			transport.WithResponseTimeout(2*c.deps.cfg.Mux.CallTimeout+time.Minute))
 	default:
 		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
+			transport.WithHTTPLogger(SlogLogger(c.log)),
 			// The standalone stream carries what the server says outside a
 			// request, such as tools/list_changed.
 			transport.WithContinuousListening())
@@ -462,6 +467,9 @@ func (c *child) stopSession(sess *session) {
 	if sess.proc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
 		defer cancel()
+		// Closed here, before Stop closes the pipe itself, so that what
+		// mcp-go still writes is known to be for a child being stopped.
+		_ = sess.stdin.Close()
 		sess.proc.Stop(ctx)
 	}
 	c.teardown(sess)
@@ -491,6 +499,34 @@ func (c *child) teardown(sess *session) {
 		_ = sess.proc.Stderr.Close()
 	}
 	sess.wg.Wait()
+}
+
+// childStdin is a stdio child's stdin as mcp-go writes to it. Once mcpmux
+// has closed it (to stop the child, or after the session ended), a write
+// that finds it closed is dropped and reported done: nothing written after
+// the end of its stdin can reach the child, which is how a child is told
+// to stop, not a failure to log (mcp-go logs a failed write of its answer
+// to a request the child sent as an error, and a child may well ask
+// something while it is being stopped: server-everything asks for
+// roots/list a moment after initialize).
+type childStdin struct {
+	io.WriteCloser
+	closed atomic.Bool
+}
+
+// Write writes p to the child, or drops it once the pipe is closed.
+func (s *childStdin) Write(p []byte) (int, error) {
+	n, err := s.WriteCloser.Write(p)
+	if err != nil && s.closed.Load() && errors.Is(err, os.ErrClosed) {
+		return len(p), nil
+	}
+	return n, err
+}
+
+// Close closes the pipe; later writes are dropped.
+func (s *childStdin) Close() error {
+	s.closed.Store(true)
+	return s.WriteCloser.Close()
 }
 
 // maxStderrLine is the most of one stderr line that is logged; the rest is

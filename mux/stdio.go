@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -37,7 +37,7 @@ const (
 // without mcp-go (stdiofast.go); what they write is what mcp-go would.
 func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
 	s := server.NewStdioServer(m.srv)
-	s.SetErrorLogger(log.New(m.log.With().Str("component", "stdio").Logger(), "", 0))
+	s.SetErrorLogger(StdLogger(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(s)
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so

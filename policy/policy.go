@@ -239,18 +239,28 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if id == "" {
 		return nil, fmt.Errorf("policy: %s: not a policy file name (want IDENTITY%s)", file, ext)
 	}
-	pats, decls, err := parseContents(file, data)
-	if err != nil {
-		return nil, err
+	pats, decls, errs := parseContents(file, data)
+	if pats == nil {
+		return nil, errs // a syntax error: nothing else can be read
 	}
+	// Every expression is compiled, that of a rule in error too, so that a
+	// file's problems are all reported at once.
 	p := &Policy{Identity: id, File: file, written: pats}
-	var errs Errors
 	for i := range decls {
-		r, es := compileRule(file, i+1, &decls[i])
+		d := &decls[i]
+		if d.conflict != nil {
+			_, es := compileRule(file, i+1, d.conflict)
+			errs = append(errs, es...)
+		}
+		if d.expr == "" {
+			continue // none, or one in error: reported
+		}
+		r, es := compileRule(file, i+1, d)
 		errs = append(errs, es...)
 		p.rules = append(p.rules, r)
 	}
 	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
 		return nil, errs
 	}
 	var byKey [numKeys][]string
@@ -305,8 +315,9 @@ var keyList = strings.Join(keyNames[:], ", ")
 
 var utf8BOM = []byte("\ufeff")
 
-// parseContents returns the patterns of a policy file, in file order, and its
-// [[rule]] tables.
+// parseContents returns the patterns of a policy file, in file order, its
+// [[rule]] tables, and every problem found in them. After a syntax error it
+// returns that error alone, and no patterns or tables.
 //
 // It walks go-toml's syntax tree rather than decoding into a struct, for two
 // reasons found in go-toml v2's decoder. It matches keys to fields without
@@ -314,7 +325,7 @@ var utf8BOM = []byte("\ufeff")
 // one deny list. And it reports some errors inside arrays at line 1,
 // because array nodes carry no position. Here every problem is located by a
 // key or a scalar value, whose positions are exact.
-func parseContents(file string, data []byte) ([]pattern, []ruleDecl, error) {
+func parseContents(file string, data []byte) ([]pattern, []ruleDecl, Errors) {
 	var (
 		pats  []pattern
 		decls []ruleDecl
@@ -384,10 +395,10 @@ func parseContents(file string, data []byte) ([]pattern, []ruleDecl, error) {
 			report(d.line, "rule %d has neither allow_if nor deny_if", i+1)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, nil, errs
+	if pats == nil {
+		pats = []pattern{} // not nil: told apart from a syntax error
 	}
-	return pats, decls, nil
+	return pats, decls, errs
 }
 
 // arrayStrings returns the strings of the array value of key, each with its
@@ -442,7 +453,9 @@ func ruleKey(p *unstable.Parser, expr *unstable.Node, key string, keyLine int, d
 	}
 	if key != keyMessage && d.kind != "" {
 		report(keyLine, "a [[rule]] has one of allow_if and deny_if, not both (%s is on line %d)", d.kind, seen[d.kind])
-		return
+		// Read still, so that its own problems are reported too.
+		d.conflict = &ruleDecl{line: d.line, toolsSet: true}
+		d = d.conflict
 	}
 	if key != keyMessage {
 		d.kind = key // even when in error, so that it is not reported missing

@@ -9,6 +9,9 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/mcpmux/mcpmux/internal/glob"
@@ -38,6 +41,10 @@ type Rule struct {
 	message  string // as written; "" for the default
 	prg      cel.Program
 	reads    reads
+	// lookups maps the id of each field or index expression under args or
+	// claims to the variable it reads, so that a missing key can be blamed
+	// on the right one.
+	lookups map[int64]string
 }
 
 // reads is the set of variables an expression refers to.
@@ -78,13 +85,32 @@ type Refusal struct {
 // CostLimit allows.
 var ErrCostLimit = fmt.Errorf("the rule's evaluation exceeded its cost limit (%d)", CostLimit)
 
+// MissingKeyError is the Err of a Refusal whose rule read a key that the
+// call's arguments or the caller's claims do not have.
+type MissingKeyError struct {
+	In  string // "args" or "claims"
+	Key string
+}
+
+// Error says which of the arguments and the claims lacks the key.
+func (e *MissingKeyError) Error() string {
+	if e.In == "claims" {
+		return "the caller's claims have no key " + e.Key
+	}
+	return "the arguments have no key " + e.Key
+}
+
 // Error returns what the caller is told: the rule's message and, when the
 // rule could not be evaluated, why.
 func (r *Refusal) Error() string {
 	if r.Err == nil {
 		return r.Rule.Message
 	}
-	return fmt.Sprintf("%s (policy rule %d could not be evaluated on these arguments, so the call was refused: %v)",
+	if mk, ok := errors.AsType[*MissingKeyError](r.Err); ok {
+		return fmt.Sprintf("%s (policy rule %d could not be evaluated: %v, so the call was refused)",
+			r.Rule.Message, r.Rule.Index, mk)
+	}
+	return fmt.Sprintf("%s (policy rule %d could not be evaluated on this call, so the call was refused: %v)",
 		r.Rule.Message, r.Rule.Index, r.Err)
 }
 
@@ -131,6 +157,8 @@ func (r *Rule) Check(identity string, in *Input) *Refusal {
 		var cancelled interpreter.EvalCancelledError
 		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 			err = ErrCostLimit
+		} else if mk := r.missingKey(err); mk != nil {
+			err = mk
 		}
 		return &Refusal{Rule: r, Err: err}
 	}
@@ -142,6 +170,65 @@ func (r *Rule) Check(identity string, in *Input) *Refusal {
 		return &Refusal{Rule: r}
 	}
 	return nil
+}
+
+// missingKey returns what err says in words when it is a key the
+// arguments or the claims lack, else nil. CEL labels the error with the
+// expression that looked the key up.
+func (r *Rule) missingKey(err error) *MissingKeyError {
+	cerr, ok := errors.AsType[*types.Err](err)
+	if !ok {
+		return nil
+	}
+	key, ok := strings.CutPrefix(cerr.Error(), "no such key: ")
+	if !ok {
+		return nil
+	}
+	in, ok := r.lookups[cerr.NodeID()]
+	if !ok {
+		return nil
+	}
+	return &MissingKeyError{In: in, Key: key}
+}
+
+// lookupsOf maps each field or index expression of e whose operands lead
+// down to the variable args or claims to that variable.
+func lookupsOf(e celast.Expr) map[int64]string {
+	m := map[int64]string{}
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if !isLookup(e) {
+			return
+		}
+		root := e
+		for isLookup(root) {
+			if root.Kind() == celast.SelectKind {
+				root = root.AsSelect().Operand()
+			} else {
+				root = root.AsCall().Args()[0]
+			}
+		}
+		// An iteration variable named args or claims is taken for the
+		// variable, as reads does.
+		if root.Kind() == celast.IdentKind && (root.AsIdent() == "args" || root.AsIdent() == "claims") {
+			m[e.ID()] = root.AsIdent()
+		}
+	}))
+	return m
+}
+
+// isLookup reports whether e looks a key up in its operand: a field
+// (x.key, x.?key) or an index (x["key"], x[?"key"]).
+func isLookup(e celast.Expr) bool {
+	switch e.Kind() {
+	case celast.SelectKind:
+		return !e.AsSelect().IsTestOnly()
+	case celast.CallKind:
+		switch e.AsCall().FunctionName() {
+		case operators.Index, operators.OptIndex, operators.OptSelect:
+			return len(e.AsCall().Args()) == 2
+		}
+	}
+	return false
 }
 
 // activation hands the expression its variables without building a map.
@@ -204,6 +291,9 @@ type ruleDecl struct {
 	// an error on its Nth line is reported at exprLine+N-1.
 	exprLines bool
 	message   string
+	// conflict is the second of allow_if and deny_if when a table has both,
+	// compiled only to report its errors.
+	conflict *ruleDecl
 }
 
 // The keys of a [[rule]] table.
@@ -262,6 +352,7 @@ func compileRule(file string, index int, d *ruleDecl) (*Rule, Errors) {
 		tools: tools, patterns: slices.Compact(slices.Sorted(slices.Values(globs))), written: d.tools,
 		deny: d.kind == keyDenyIf, expr: d.expr, message: d.message, prg: prg,
 	}
+	r.lookups = lookupsOf(ast.NativeRep().Expr())
 	for _, ref := range ast.NativeRep().ReferenceMap() {
 		// An iteration variable named like one of these is taken for it,
 		// which errs on the side of reading more.

@@ -55,12 +55,12 @@ func TestRuleVerdicts(t *testing.T) {
 		{"prefix without slash", Input{Tool: "fs__read_media_file", Args: args("/data/publicity")}, 1, ""},
 		{"list inside", Input{Tool: "fs__list_directory", Args: args("/data/public/")}, 0, ""},
 		{"tool outside the globs", Input{Tool: "fs__search_files", Args: args("/etc")}, 0, ""},
-		{"missing argument", Input{Tool: "fs__read_text_file", Args: map[string]any{}}, 1, "no such key: path"},
-		{"no arguments at all", Input{Tool: "fs__read_text_file"}, 1, "no such key: path"},
+		{"missing argument", Input{Tool: "fs__read_text_file", Args: map[string]any{}}, 1, "the arguments have no key path"},
+		{"no arguments at all", Input{Tool: "fs__read_text_file"}, 1, "the arguments have no key path"},
 		{"wrong type", Input{Tool: "fs__read_text_file", Args: map[string]any{"path": 3.0}}, 1, "no such overload"},
 		{"deny_if true", Input{Tool: "fs__write_file", Claims: map[string]any{"team": "dev"}}, 2, ""},
 		{"deny_if false", Input{Tool: "fs__write_file", Claims: map[string]any{"team": "ops"}}, 0, ""},
-		{"deny_if without claims fails closed", Input{Tool: "fs__write_file"}, 2, "no such key: team"},
+		{"deny_if without claims fails closed", Input{Tool: "fs__write_file"}, 2, "the caller's claims have no key team"},
 		{"deny_if short-circuits", Input{Tool: "fs__edit_file"}, 0, ""},
 	}
 	for _, tt := range tests {
@@ -88,6 +88,45 @@ func TestRuleVerdicts(t *testing.T) {
 	}
 	if got := p.Rules()[1].Message; !strings.Contains(got, "rule 2") || !strings.Contains(got, `tool == "fs__write_file"`) {
 		t.Errorf("rule 2's default message %q names neither the rule nor its condition", got)
+	}
+}
+
+// A rule that cannot be evaluated says why, in words: which of the
+// arguments and the caller's claims lacks the key it read, or else what
+// went wrong on this call.
+func TestRefusalSaysWhatIsMissing(t *testing.T) {
+	tests := []struct {
+		name, expr string
+		in         Input
+		want       string // what the caller is told after the rule's message
+	}{
+		{"a claims-only rule", `claims.team == "ops"`, Input{},
+			" (policy rule 1 could not be evaluated: the caller's claims have no key team, so the call was refused)"},
+		{"claims by index", `claims["team"] == "ops"`, Input{Claims: map[string]any{"org": "x"}},
+			" (policy rule 1 could not be evaluated: the caller's claims have no key team, so the call was refused)"},
+		{"an argument", `args.path.startsWith("/data/")`, Input{Claims: map[string]any{"path": "/data/x"}},
+			" (policy rule 1 could not be evaluated: the arguments have no key path, so the call was refused)"},
+		{"claims missing, arguments there", `args.path.startsWith(claims.home)`, Input{Args: map[string]any{"path": "/x"}},
+			" (policy rule 1 could not be evaluated: the caller's claims have no key home, so the call was refused)"},
+		{"a nested claim", `claims.org.team == "ops"`, Input{Claims: map[string]any{"org": map[string]any{}}},
+			" (policy rule 1 could not be evaluated: the caller's claims have no key team, so the call was refused)"},
+		{"an iteration variable", `claims.groups.exists(g, g.name == "ops")`, Input{Claims: map[string]any{"groups": []any{map[string]any{}}}},
+			" (policy rule 1 could not be evaluated on this call, so the call was refused: no such key: name)"},
+		{"a wrong type", `args.path.startsWith("/data/")`, Input{Args: map[string]any{"path": 3.0}},
+			" (policy rule 1 could not be evaluated on this call, so the call was refused: no such overload"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustParse(t, "policies/reader", "[[rule]]\ntools = [\"*\"]\nallow_if = '"+tt.expr+"'\nmessage = \"m\"\n")
+			tt.in.Tool = "fs__x"
+			ref := verdict(p, tt.in)
+			if ref == nil || ref.Err == nil {
+				t.Fatalf("refusal %v; want one that could not be evaluated", ref)
+			}
+			if got := ref.Error(); !strings.HasPrefix(got, "m"+tt.want) {
+				t.Errorf("caller is told %q; want it to start %q", got, "m"+tt.want)
+			}
+		})
 	}
 }
 
@@ -127,14 +166,25 @@ func TestRuleCompileErrors(t *testing.T) {
 		{"expression not a string", rule("allow_if = true\n"),
 			[]string{"policies/reader.toml:5: allow_if must be a string, not a boolean"}},
 		{"unknown key", rule("allow_iff = 'true'\n"),
-			[]string{"policies/reader.toml:5: unknown key \"allow_iff\" in a [[rule]] (it has tools, allow_if, deny_if, message)",
-				"policies/reader.toml:3: rule 1 has neither allow_if nor deny_if"}},
+			[]string{"policies/reader.toml:3: rule 1 has neither allow_if nor deny_if",
+				"policies/reader.toml:5: unknown key \"allow_iff\" in a [[rule]] (it has tools, allow_if, deny_if, message)"}},
 		{"policy key after a rule", rule("allow_if = 'true'\ndeny = [\"x\"]\n"),
 			[]string{"policies/reader.toml:6: deny inside the [[rule]] of line 3: the policy's own keys go before the first [[rule]]"}},
 		{"duplicate key", rule("allow_if = 'true'\nmessage = 'a'\nmessage = 'b'\n"),
 			[]string{"policies/reader.toml:7: duplicate key \"message\" in a [[rule]] (first set on line 6)"}},
 		{"[rule]", "[rule]\ntools = [\"*\"]\n",
 			[]string{"policies/reader.toml:1: [rule] must be written [[rule]]: a policy has a list of rules", "policies/reader.toml:2: unknown key \"tools\""}},
+		{"both, and the second does not compile", rule("allow_if = 'true'\ndeny_if = 'nosuch'\n"),
+			[]string{"policies/reader.toml:6: a [[rule]] has one of allow_if and deny_if, not both (allow_if is on line 5)",
+				"policies/reader.toml:6: deny_if: column 1: undeclared reference to 'nosuch' (in container '')"}},
+		{"every problem of the file in one go",
+			"alow = [\"x\"]\n\n[[rule]]\ntools = [\"*\"]\nallow_if = 'true'\ndeny_if = 'false'\n" +
+				"\n[[rule]]\ntools = [\"*\"]\nallow_if = 'args.path.startsWith('\n" +
+				"\n[[rule]]\ntools = [\"*\"]\ndeny_if = 'tool > 3'\n",
+			[]string{"policies/reader.toml:1: unknown key \"alow\"",
+				"policies/reader.toml:6: a [[rule]] has one of allow_if and deny_if, not both (allow_if is on line 5)",
+				"policies/reader.toml:10: allow_if: column 22: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', ')', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+				"policies/reader.toml:14: deny_if: column 6: found no matching overload for '_>_' applied to '(string, int)'"}},
 		{"every rule's errors", rule("allow_if = 'nosuch'\n") + "[[rule]]\ntools = [\"*\"]\ndeny_if = '1'\n",
 			[]string{"policies/reader.toml:5: allow_if: column 1: undeclared reference to 'nosuch' (in container '')",
 				"policies/reader.toml:8: deny_if must be a bool expression, not int (compare a field explicitly, as in args.flag == true)"}},

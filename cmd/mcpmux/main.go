@@ -1,11 +1,12 @@
 // Command mcpmux puts many MCP servers behind one.
 //
-//	mcpmux serve    --config FILE [--identity NAME]   serve MCP over stdio (the default)
-//	mcpmux validate --config FILE                     check the config and every policy file
+//	mcpmux serve    --config FILE [--identity NAME] [--listen ADDR] [--stdio]   serve MCP (the default)
+//	mcpmux validate --config FILE                     check the config, every policy file and the pin file
 //	mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]  print the catalog NAME would see
 //	mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON send one call through the pipeline
 //	mcpmux pins diff|approve --config FILE [--live] [NAME...]  compare held or live tools and prompts with their pins, or pin them
 //	mcpmux version
+//	mcpmux help [COMMAND]                             the usage of every command (usage.go), or of one
 package main
 
 import (
@@ -63,6 +64,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && isHelp(args[0]) {
+		// mcpmux --help is help for mcpmux, not for serve.
+		cmd, args = "help", args[1:]
 	}
 	switch cmd {
 	case "serve":
@@ -76,34 +80,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "pins":
 		return pinsCmd(args, stdout, stderr)
 	case "version":
+		c := lookup("version")
+		if code, done := c.parse(c.flagSet(), args, stdout, stderr); done {
+			return code
+		}
 		fmt.Fprintf(stdout, "mcpmux %s (%s)\n", mux.Version, runtime.Version())
 		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+	case "help":
+		return help(args, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "mcpmux: unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "mcpmux: unknown command %q\n", cmd)
+		writeAllUsage(stderr, "")
 		return exitRefused
 	}
-}
-
-const usage = `usage:
-  mcpmux serve    --config FILE [--identity NAME]    serve MCP over stdio (default)
-  mcpmux validate --config FILE                      check the config and every policy file
-  mcpmux tools    --config FILE --as NAME [--claims JSON] [--json]   print the catalog NAME would see
-  mcpmux call     --config FILE --as NAME [--claims JSON] TOOL JSON  send one call through the pipeline
-                  (--claims: the JWT claims policy rules see, a JSON object)
-  mcpmux pins diff    --config FILE [--live] [NAME...]  show tools and prompts whose definitions differ from their pins
-  mcpmux pins approve --config FILE [--live] [NAME...]  pin those definitions (all, or the named ones)
-                  (what running serve processes hold; --live: start the servers)
-  mcpmux version
-`
-
-func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("mcpmux "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", "", "config file (TOML)")
-	return fs, cfg
 }
 
 // loaded is everything a command that runs the mux needs.
@@ -113,20 +102,36 @@ type loaded struct {
 	policies *policy.Store
 }
 
-func load(path string, stderr io.Writer) (*loaded, int) {
+// load loads the config and the policies. A command that serves nothing
+// upstream loads it offline: the upstream's secrets it lacks are warnings,
+// logged with their file and line.
+func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 	if path == "" {
 		fmt.Fprintln(stderr, "mcpmux: --config is required")
 		return nil, exitRefused
 	}
-	cfg, err := config.Load(path)
+	var (
+		cfg      *config.Config
+		warnings config.Errors
+		err      error
+	)
+	if offline {
+		cfg, warnings, err = config.LoadOffline(path)
+	} else {
+		cfg, err = config.Load(path)
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
+	mux.RouteDefaultLoggers(log)
+	for _, w := range warnings {
+		log.Warn().Str("file", cfg.File).Int("line", w.Line).Msg(w.Msg)
+	}
 	policies, err := policy.NewStore(cfg.Mux.PolicyDir, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, err)
+		fmt.Fprintf(stderr, "%s: policy_dir: %v\n", shown(cfg.File), err)
 		return nil, exitBadConfig
 	}
 	policies.WarnUnmatchable(servers(cfg))
@@ -159,9 +164,11 @@ func muxOptions(log zerolog.Logger) mux.Options {
 // then warnings about policy patterns that can never match, all on stderr.
 // Warnings alone do not fail it.
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("validate", stderr)
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("validate")
+	fs := c.newFlagSet()
+	cfgPath := defineConfig(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *cfgPath == "" {
 		fmt.Fprintln(stderr, "mcpmux: --config is required")
@@ -169,40 +176,48 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	// A config with problems still names its policy directory and servers
 	// (a key in error holds its default), so the policies are checked too.
-	cfg, err := config.Inspect(*cfgPath)
+	cfg, warnings, err := config.Inspect(*cfgPath)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 	}
 	if cfg == nil {
 		return exitBadConfig
+	}
+	// Every error first, then every warning.
+	printWarnings := func() {
+		for _, w := range warnings {
+			warn(stderr, w.File, w.Line, w.Msg)
+		}
 	}
 	bad := err != nil
 	set, problems := policy.LoadDir(cfg.Mux.PolicyDir)
 	if set == nil {
 		// The directory itself could not be read.
 		for _, p := range problems {
-			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", cfg.File, p)
+			fmt.Fprintf(stderr, "%s: policy_dir: %v\n", shown(cfg.File), p)
 		}
+		printWarnings()
 		return exitBadConfig
 	}
 	for _, p := range problems {
-		fmt.Fprintln(stderr, p)
+		report(stderr, p)
 	}
 	bad = bad || len(problems) > 0
-	for _, w := range set.Unmatchable(servers(cfg)) {
-		fmt.Fprintln(stderr, w)
-	}
 	// serve refuses to start on a pin file that does not parse.
 	if cfg.Mux.Pinning != config.PinningOff {
 		if _, err := pins.Open(cfg.Mux.PinFile, zerolog.Nop(), pins.Options{NoWrite: true}); err != nil {
-			fmt.Fprintln(stderr, err)
+			report(stderr, err)
 			bad = true
 		}
+	}
+	printWarnings()
+	for _, w := range set.Unmatchable(servers(cfg)) {
+		warn(stderr, w.File, w.Line, w.Msg)
 	}
 	if bad {
 		return exitBadConfig
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", cfg.File, len(cfg.Servers), len(set.Identities()), cfg.Mux.PolicyDir)
+	fmt.Fprintf(stdout, "%s: ok (%d servers, %d policies in %s)\n", shown(cfg.File), len(cfg.Servers), len(set.Identities()), shown(cfg.Mux.PolicyDir))
 	return exitOK
 }
 
@@ -219,9 +234,15 @@ func servers(cfg *config.Config) policy.Servers {
 // startMux loads the config and runs the children for a one-shot command,
 // waiting until each has started or failed. On failure it returns the exit
 // code, having said why.
-func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
-	l, code := load(cfgPath, stderr)
+//
+// as, the identity the command acts as, must have a policy: without one it
+// may use nothing, which is said rather than shown as an empty catalog.
+func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.CancelFunc, int) {
+	l, code := load(cfgPath, stderr, true)
 	if l == nil {
+		return nil, nil, code
+	}
+	if code := checkIdentity(cmd, l, as, stderr); code != exitOK {
 		return nil, nil, code
 	}
 	opts := muxOptions(l.log)
@@ -230,7 +251,7 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 		// what serve offers; read only: a first sight is not recorded.
 		store, err := pins.Open(l.cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{NoWrite: true})
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			report(stderr, err)
 			return nil, nil, exitBadConfig
 		}
 		opts.Pins = store
@@ -242,19 +263,39 @@ func startMux(cfgPath string, stderr io.Writer) (*mux.Mux, context.CancelFunc, i
 	return m, func() { m.Close(); stop() }, exitOK
 }
 
-func tools(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("tools", stderr)
-	as := fs.String("as", "", "identity whose catalog to print")
-	claims := claimsFlag(fs)
-	asJSON := fs.Bool("json", false, "print the tools as JSON: exposed name, server, the server's own name, read-only, definition")
-	if fs.Parse(args) != nil {
-		return exitRefused
+// notReady writes a line for each child of m that did not come up, with
+// what that means for the command's output and why, and reports whether
+// there was one.
+func notReady(cmd string, m *mux.Mux, stderr io.Writer, consequence string) bool {
+	some := false
+	for _, c := range m.Status() {
+		if c.Phase == mux.PhaseReady {
+			continue
+		}
+		some = true
+		why := "not ready"
+		if c.LastErr != nil {
+			// Its errors start "server ALIAS: ", said already.
+			why = strings.TrimPrefix(c.LastErr.Error(), "server "+c.Alias+": ")
+		}
+		fmt.Fprintf(stderr, "mcpmux %s: server %s did not come up (%s; %s): %s\n", cmd, c.Alias, c.Phase, consequence, why)
 	}
+	return some
+}
+
+func tools(args []string, stdout, stderr io.Writer) int {
+	c := lookup("tools")
+	fs := c.newFlagSet()
+	f := defineTools(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
+	}
+	cfgPath, as, claims, asJSON := f.config, f.as, f.claims, f.json
 	if !config.ValidIdentity(*as) {
 		fmt.Fprintln(stderr, "mcpmux tools: --as needs a valid identity name")
 		return exitRefused
 	}
-	m, stop, code := startMux(*cfgPath, stderr)
+	m, stop, code := startMux("tools", *cfgPath, *as, stderr)
 	if m == nil {
 		return code
 	}
@@ -278,18 +319,23 @@ func tools(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tCHILD TOOL\tSERVER\tMODE")
-	for _, t := range list {
-		mode := "read-write"
-		if t.ReadOnly {
-			mode = "read-only"
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tCHILD TOOL\tSERVER\tMODE")
+		for _, t := range list {
+			mode := "read-write"
+			if t.ReadOnly {
+				mode = "read-only"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
+		_ = tw.Flush()
 	}
-	_ = tw.Flush()
+	// What the others offer is printed, but a catalog without a server is
+	// not the one serve would offer.
+	if notReady("tools", m, stderr, "its tools are not listed") {
+		return exitToolError
+	}
 	return exitOK
 }
 
@@ -300,7 +346,7 @@ type claims struct{ m map[string]any }
 // claimsFlag defines --claims on fs.
 func claimsFlag(fs *flag.FlagSet) *claims {
 	c := &claims{}
-	fs.Var(c, "claims", "the caller's JWT claims, as a JSON object, for policy rules that read claims (default: none)")
+	fs.Var(c, "claims", "the caller's JWT claims, a `JSON` object, for policy rules that read claims (default: none)")
 	return c
 }
 
@@ -332,14 +378,17 @@ func tableField(s string) string {
 }
 
 func call(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("call", stderr)
-	as := fs.String("as", "", "identity to call as")
-	claims := claimsFlag(fs)
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("call")
+	fs := c.newFlagSet()
+	f := defineCall(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
+	cfgPath, as, claims := f.config, f.as, f.claims
 	if !config.ValidIdentity(*as) || fs.NArg() < 1 || fs.NArg() > 2 {
-		fmt.Fprintln(stderr, "usage: mcpmux call --config FILE --as NAME [--claims JSON] TOOL 'JSON'")
+		fmt.Fprintln(stderr, "mcpmux call: --as needs a valid identity name, then come TOOL and, optionally, its arguments as a JSON object")
+		fmt.Fprintln(stderr)
+		c.writeUsage(stderr)
 		return exitRefused
 	}
 	name, raw := fs.Arg(0), "{}"
@@ -355,7 +404,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpmux call: arguments must be a JSON object")
 		return exitRefused
 	}
-	m, stop, code := startMux(*cfgPath, stderr)
+	m, stop, code := startMux("call", *cfgPath, *as, stderr)
 	if m == nil {
 		return code
 	}
@@ -364,7 +413,8 @@ func call(args []string, stdout, stderr io.Writer) int {
 	r := m.CallTool(mux.WithCaller(context.Background(), *as, claims.m), *as, name, json.RawMessage(raw))
 	if r.Rule != nil {
 		// What the caller would be told, and which rule of which file said it.
-		fmt.Fprintf(stderr, "mcpmux call: %s refused by %s: %v\n", name, r.Rule.Rule, r.Rule)
+		rule := r.Rule.Rule
+		fmt.Fprintf(stderr, "mcpmux call: %s refused by rule %d (%s:%d): %v\n", name, rule.Index, shown(rule.File), rule.Line, r.Rule)
 		return exitRefused
 	}
 	res := r.ToolResult()

@@ -18,36 +18,36 @@ import (
 	"github.com/mcpmux/mcpmux/pins"
 )
 
-const pinsUsage = `usage:
-  mcpmux pins diff    --config FILE [--live] [NAME...]  show every tool and prompt whose definition differs from its pin
-  mcpmux pins approve --config FILE [--live] [NAME...]  pin those definitions (all, or the named tools and prompts)
-
-What running mcpmux serve processes hold is compared, without starting a
-server; when none holds anything, or with --live, the servers are started
-and their live definitions compared.
-`
-
 // pinsCmd runs mcpmux pins. diff exits 0 when every definition is its pin
 // and 1 when one is not (as diff(1) does, so that CI can gate on it);
 // approve exits 0 once the file is written, 1 when it cannot be.
 func pinsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		writeAllUsage(stdout, "pins ")
+		return exitOK
+	}
 	if len(args) == 0 || (args[0] != "diff" && args[0] != "approve") {
-		fmt.Fprint(stderr, pinsUsage)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "mcpmux pins: unknown command %q\n", args[0])
+		}
+		writeAllUsage(stderr, "pins ")
 		return exitRefused
 	}
 	sub := args[0]
-	fs, cfgPath := newFlags("pins "+sub, stderr)
-	live := fs.Bool("live", false, "start the servers and compare their live definitions, even when running serve processes hold some")
-	if fs.Parse(args[1:]) != nil {
-		return exitRefused
+	c := lookup("pins " + sub)
+	fs := c.newFlagSet()
+	flags := definePins(fs)
+	cfgPath, live := flags.config, flags.live
+	if code, done := c.parse(fs, args[1:], stdout, stderr); done {
+		return code
 	}
-	l, code := load(*cfgPath, stderr)
+	l, code := load(*cfgPath, stderr, true)
 	if l == nil {
 		return code
 	}
 	store, err := pins.Open(l.cfg.Mux.PinFile, l.log, pins.Options{NoWrite: true})
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 		return exitBadConfig
 	}
 	if !*live {
@@ -70,11 +70,11 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	m.Start(ctx)
 	defer m.Close()
 	_ = m.WaitReady(ctx)
-	for _, c := range m.Status() {
-		if c.Phase != mux.PhaseReady {
-			fmt.Fprintf(stderr, "mcpmux pins: server %s is %s: its tools and prompts are not compared\n", c.Alias, c.Phase)
-		}
+	consequence := "its tools and prompts are not compared"
+	if sub == "approve" {
+		consequence = "its pins are left as they are"
 	}
+	down := notReady("pins "+sub, m, stderr, consequence)
 	report := m.PinReport()
 	if names := fs.Args(); len(names) > 0 {
 		for _, n := range names {
@@ -100,10 +100,15 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "note: %s %s (server %s) matches its pin, which is of the first form: mcpmux serve or pins approve pins it as %s, its whole definition\n",
 				p.Kind, p.Name, p.Server(), p.Digest)
 		}
-		if len(report) > 0 {
+		switch {
+		case len(report) > 0:
+			return exitToolError
+		case down:
+			// Not compared is not the same.
+			fmt.Fprintf(stdout, "every live tool and prompt of the servers that came up matches its pin in %s\n", shown(store.Path()))
 			return exitToolError
 		}
-		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", store.Path())
+		fmt.Fprintf(stdout, "every live tool and prompt matches its pin in %s\n", shown(store.Path()))
 		return exitOK
 	}
 	approve, drop := upgrades, []pins.Pin(nil)
@@ -128,7 +133,7 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	for _, p := range upgrades {
 		fmt.Fprintf(stdout, "pinned whole: %s %s (server %s), whose pin was of the first form: pinned as %s\n", p.Kind, p.Name, p.Server(), p.Digest)
 	}
-	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(report), store.Current().Len())
+	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", shown(store.Path()), len(report), store.Current().Len())
 	return exitOK
 }
 
@@ -222,6 +227,12 @@ func describe(st mux.PinState) string {
 		return "gone " + what + ": pinned, no longer listed"
 	case st.Pinned == nil:
 		return "new " + what + ": never pinned"
+	}
+	switch len(st.Changed) {
+	case 0: // the pin's fields could not be read, only its digest
+		return fmt.Sprintf("changed %s: its definition differs from the pin", what)
+	case 1:
+		return fmt.Sprintf("changed %s: %s differs from the pin", what, st.Changed[0])
 	}
 	return fmt.Sprintf("changed %s: %s differ from the pin", what, strings.Join(st.Changed, ", "))
 }

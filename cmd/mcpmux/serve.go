@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -15,11 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpmux/mcpmux/admin"
 	"github.com/mcpmux/mcpmux/auth"
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
 // answerGrace is how long calls cut off at the drain deadline have to get
@@ -27,14 +32,14 @@ import (
 const answerGrace = 2 * time.Second
 
 func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, cfgPath := newFlags("serve", stderr)
-	identity := fs.String("identity", "", "identity of the stdio client (overrides [upstream] identity)")
-	listen := fs.String("listen", "", "serve streamable HTTP on this address (overrides [upstream] listen)")
-	stdio := fs.Bool("stdio", false, "serve stdio as well when serving HTTP (stdio is served by default only without HTTP)")
-	if fs.Parse(args) != nil {
-		return exitRefused
+	c := lookup("serve")
+	fs := c.newFlagSet()
+	f := defineServe(fs)
+	if code, done := c.parse(fs, args, stdout, stderr); done {
+		return code
 	}
-	l, code := load(*cfgPath, stderr)
+	cfgPath, identity, listen, stdio := f.config, f.identity, f.listen, f.stdio
+	l, code := load(*cfgPath, stderr, false)
 	if l == nil {
 		return code
 	}
@@ -55,8 +60,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		who = *identity
 	}
 	serveStdio := cfg.Upstream.Listen == "" || *stdio
-	if serveStdio && who == "" {
+	var idWatch *stdioIdentityWatch
+	switch {
+	case serveStdio && who == "":
 		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
+	case serveStdio:
+		idWatch = &stdioIdentityWatch{log: l.log, dir: cfg.Mux.PolicyDir, identity: who}
+		idWatch.start(l.policies.Current())
 	}
 
 	metrics := admin.NewMetrics(cfg, func() []string { return l.policies.Current().Identities() })
@@ -67,7 +77,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Mux.Pinning != config.PinningOff {
 		var perr error
 		if pinStore, perr = pins.Open(cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{}); perr != nil {
-			fmt.Fprintln(stderr, perr)
+			report(stderr, perr)
 			return exitBadConfig
 		}
 		opts.Pins = pinStore
@@ -81,7 +91,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Upstream.Listen != "" {
 		authn, err = auth.New(cfg.Upstream, l.log.With().Str("component", "auth").Logger())
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+			fmt.Fprintf(stderr, "%s: %v\n", shown(cfg.File), err)
 			return exitBadConfig
 		}
 	}
@@ -116,7 +126,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return err
 		}
 		listeners = append(listeners, ln)
-		servers = append(servers, newHTTPServer(h, cfg.Limits))
+		servers = append(servers, newHTTPServer(h, cfg.Limits, l.log))
 		return nil
 	}
 	closeListeners := func() {
@@ -175,7 +185,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		listeners = append(listeners, ln)
 		// No write timeout: a CPU profile answers only after its seconds.
-		servers = append(servers, &http.Server{Handler: profiles(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout})
+		servers = append(servers, &http.Server{Handler: profiles(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			ErrorLog: httpErrorLog(l.log)})
 	}
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -193,7 +204,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer func() { stopWatch(); bg.Wait() }()
 	bg.Go(func() {
-		if err := l.policies.Watch(watchCtx, m.PolicyChanged); err != nil {
+		changed := m.PolicyChanged
+		if idWatch != nil {
+			changed = func(old, cur *policy.Set) {
+				m.PolicyChanged(old, cur)
+				idWatch.changed(old, cur)
+			}
+		}
+		if err := l.policies.Watch(watchCtx, changed); err != nil {
 			l.log.Error().Err(err).Msg("policy watcher stopped")
 		}
 	})
@@ -311,13 +329,21 @@ func loopbackListen(addr string) bool {
 // ReadTimeout or WriteTimeout: either would end streams and long calls
 // (the body's read and each write are bounded per request instead, by the
 // MCP upstream and by boundWrites).
-func newHTTPServer(h http.Handler, limits config.Limits) *http.Server {
+func newHTTPServer(h http.Handler, limits config.Limits, log zerolog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           boundWrites(h, limits.WriteTimeout),
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
+		ErrorLog:          httpErrorLog(log),
 	}
+}
+
+// httpErrorLog is where net/http's servers write what goes wrong on a
+// connection (a failed accept, a handler's panic, a malformed request): a
+// warning in mcpmux's log.
+func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
+	return mux.StdLogger(log.With().Str("component", "http-server").Logger(), slog.LevelWarn)
 }
 
 // boundWrites gives every request on a connection a fresh write deadline,

@@ -76,8 +76,9 @@ type Spawner struct {
 	quit       chan struct{}
 	threads    sync.WaitGroup
 
-	supMu sync.Mutex
-	sup   *supervisorConn // the live supervisor; nil before the first child
+	supMu     sync.Mutex
+	sup       *supervisorConn // the live supervisor; nil before the first child
+	supStderr io.Writer       // where supervisors' stderr goes; nil: mcpmux's
 	// readers are the supervisors' readers: each reaps its supervisor,
 	// and then the Spawner lets go of it (gone).
 	readers sync.WaitGroup
@@ -135,6 +136,15 @@ func (s *Spawner) loop(reqs <-chan spawnReq, noNewPrivs bool) {
 			return
 		}
 	}
+}
+
+// SetSupervisorStderr sends what supervisors write on their stderr (only
+// ever why one failed) to w, for mcpmux's log, rather than to mcpmux's own
+// stderr. It applies to the supervisors started after it.
+func (s *Spawner) SetSupervisorStderr(w io.Writer) {
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	s.supStderr = w
 }
 
 // Close stops the spawning threads or the supervisor, and waits for them.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,6 +84,12 @@ func startSupervisor(binary string, owner *Spawner) (*supervisorConn, error) {
 	cmd := exec.Command(binary, SupervisorArg)
 	cmd.Env = []string{}
 	cmd.Stderr = os.Stderr
+	if owner.supStderr != nil { // supMu is held (supervisorConn)
+		cmd.Stderr = owner.supStderr
+		// exec copies it through a pipe, which only the supervisor holds;
+		// should anything else hold it, the reaping still ends.
+		cmd.WaitDelay = time.Second
+	}
 	cmd.ExtraFiles = []*os.File{theirs}
 	// Its own group: a terminal's ^C is mcpmux's to act on, not the
 	// supervisor's.

@@ -2,6 +2,7 @@ package childproc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -287,4 +290,45 @@ func TestLargeRequest(t *testing.T) {
 	if err := p.ExitErr(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// What a supervisor writes on its stderr (a failure to set itself up, a
+// request it cannot read) goes where the Spawner is told, mcpmux's log,
+// not straight to mcpmux's stderr. The supervisor here is a script that
+// says so and exits, as one that cannot protect itself does.
+func TestSupervisorStderrGoesWhereTold(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "supervisor")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'mcpmux supervisor: cannot start' >&2\nexit 126\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var got lockedBuffer
+	s := NewSpawner(script)
+	s.SetSupervisorStderr(&got)
+	if p, err := s.Start(context.Background(), Spec{Path: "true"}); err == nil {
+		p.Kill()
+		<-p.Done()
+		t.Error("a child started under a supervisor that exited at once")
+	}
+	s.Close() // waits for the supervisor's reaping, and so for its stderr
+	if want := "mcpmux supervisor: cannot start\n"; got.String() != want {
+		t.Errorf("the supervisor's stderr reached the writer as %q, want %q", got.String(), want)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -20,6 +20,11 @@
 //	HOSTILE_PAGES    list the tools over this many pages: page 1 holds the
 //	                 tools above, page N (N > 1) one tool "pageN" (default 1)
 //	HOSTILE_PAGE_PAD bytes of description each "pageN" tool carries
+//	HOSTILE_EOF_REQUEST a method: when stdin ends, send mcpmux a request
+//	                 of it (id "at-eof") and stay until a signal ends the
+//	                 process, as a server that asks its client something
+//	                 while it is being stopped (server-everything's
+//	                 roots/list)
 //
 // tools/call, by tool name:
 //
@@ -69,6 +74,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 type message struct {
@@ -121,6 +127,11 @@ func main() {
 			}
 		}
 		if err != nil {
+			if method := os.Getenv("HOSTILE_EOF_REQUEST"); method != "" {
+				writeLine(concat(`{"jsonrpc":"2.0","id":"at-eof","method":`, strconv.Quote(method), `}`))
+				fmt.Fprintf(os.Stderr, "hostile asked %s at the end of its stdin\n", method)
+				time.Sleep(time.Hour) // until mcpmux's SIGTERM ends it
+			}
 			return
 		}
 	}

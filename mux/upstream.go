@@ -507,6 +507,9 @@ func (m *Mux) child(alias string) *child {
 // resource template, under the child's own name for it.
 type completer struct{ m *Mux }
 
+// CompletePromptArgument answers a prompt the caller may not get (unknown,
+// hidden, outside its policy, held by pinning) exactly as prompts/get
+// does: -32602 "prompt 'NAME' not found: prompt not found".
 func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
 	e, ok := cp.m.catalog.Load().lookup(kindPrompt, name)
 	if ok && cp.m.policyFor(ctx).Allows(e.item()) {
@@ -515,7 +518,15 @@ func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg
 			return c, err
 		}
 	}
-	return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	return nil, promptNotFound(name)
+}
+
+// promptNotFound is the refusal of a prompt the caller may not use, with
+// the code and text of mcp-go's prompts/get refusal, for the requests
+// whose errors mcp-go answers with -32603 (completion/complete).
+func promptNotFound(name string) error {
+	err := fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	return &relayedError{details: mcp.JSONRPCErrorDetails{Code: mcp.INVALID_PARAMS, Message: err.Error()}, wrapped: err}
 }
 
 func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {

@@ -95,7 +95,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 			break
 		}
 		if req.Method == string(mcp.MethodListRoots) {
-			return m.configuredRoots(req.ID, c)
+			return configuredRoots(req.ID, c)
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
 	}
@@ -106,7 +106,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	if missing := missingCapability(rctx, mcp.MCPMethod(req.Method)); missing != "" {
-		return fail(mcp.METHOD_NOT_FOUND, "the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method)
+		return refuseMissing(req, c, missing)
 	}
 	result, err := m.relayClientRequest(rctx, mcp.MCPMethod(req.Method), req.Params)
 	switch {
@@ -189,8 +189,20 @@ func missingCapability(ctx context.Context, method mcp.MCPMethod) string {
 	return ""
 }
 
+// refuseMissing answers req of c, which the client it would go to lacks
+// the capability missing for: roots/list with c's [servers.X] roots (the
+// client has none of its own, so the configured ones apply), anything else
+// with an error naming the capability.
+func refuseMissing(req transport.JSONRPCRequest, c *child, missing string) *transport.JSONRPCResponse {
+	if req.Method == string(mcp.MethodListRoots) {
+		return configuredRoots(req.ID, c)
+	}
+	return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND,
+		fmt.Sprintf("the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method), nil)
+}
+
 // configuredRoots answers roots/list from [servers.X] roots.
-func (m *Mux) configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
+func configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
 	roots := make([]mcp.Root, 0, len(c.cfg.Roots))
 	for _, r := range c.cfg.Roots {
 		roots = append(roots, mcp.Root{URI: r})

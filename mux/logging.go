@@ -20,9 +20,9 @@ import (
 // order with the call's progress and before its answer; one sent while
 // calls of several identities are in flight on the session is dropped, as
 // it cannot be told whose it is; any other goes to every session whose
-// identity may see anything of the child. What is below a session's level
-// (logging/setLevel; for a 2026-07-28 request, the level in its _meta) is
-// dropped. It runs on the child transport's read goroutine and never
+// identity may see anything of the child. What is below the level a
+// session set (logging/setLevel; for a 2026-07-28 request, the level in its
+// _meta) is dropped (logWanted). It runs on the child transport's read goroutine and never
 // blocks.
 func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
@@ -38,7 +38,7 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		return
 	case call != nil:
 		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *attachment) bool { return logWanted(to.ctx, mcp.LoggingLevel(level)) })
+			func(to *attachment) bool { return m.logWanted(to.ctx, mcp.LoggingLevel(level)) })
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
@@ -53,20 +53,32 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		if !ok {
 			continue
 		}
-		if ctx := m.srv.WithContext(context.Background(), cs); logWanted(ctx, mcp.LoggingLevel(level)) {
+		if ctx := m.srv.WithContext(context.Background(), cs); m.logWanted(ctx, mcp.LoggingLevel(level)) {
 			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
 		}
 	}
 }
 
 // logWanted reports whether the client of the request of ctx wants a log
-// message at level, as mcp-go's SendLogMessageToClient decides.
-func logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
+// message at level: a 2026-07-28 request, if its _meta asked for that
+// level; a session that sent logging/setLevel, if that level admits it;
+// any other session, whatever the child chose to send, as it would get
+// it connected to the child directly (mcp-go's default for a session,
+// error, would drop a child's warning). A level the protocol does not
+// define is never wanted.
+func (m *Mux) logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
 	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
 		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
 	}
-	l, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging)
-	return ok && level.ShouldSendTo(l.GetLogLevel())
+	cs := server.ClientSessionFromContext(ctx)
+	l, ok := cs.(server.SessionWithLogging)
+	if !ok {
+		return false
+	}
+	if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
+		return level.ShouldSendTo(logLevels[0])
+	}
+	return level.ShouldSendTo(l.GetLogLevel())
 }
 
 // seesAlias reports whether policy p lets its identity see anything of the
@@ -97,14 +109,18 @@ var logLevels = []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelInfo, 
 	mcp.LoggingLevelEmergency}
 
 // childLogLevel is the level the children are asked for: the most verbose
-// any upstream session asked for, since mcp-go filters each session's own;
-// "" while no client has set one.
+// any upstream session that set one asked for, since each session's own
+// is applied as messages are relayed (logWanted); "" while no client has
+// set one.
 func (m *Mux) childLogLevel() mcp.LoggingLevel {
 	if !m.levelSet.Load() {
 		return ""
 	}
 	best := len(logLevels)
 	for cs := range m.sessions.all() {
+		if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
+			continue
+		}
 		if l, ok := cs.(server.SessionWithLogging); ok {
 			for i, lv := range logLevels {
 				if lv == l.GetLogLevel() && i < best {
@@ -122,6 +138,9 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 // afterSetLevel passes a client's logging/setLevel on to every ready child
 // that declared logging, and waits for them (each within the call timeout).
 func (m *Mux) afterSetLevel(ctx context.Context, _ any, _ *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		m.sessions.leveled.Store(cs.SessionID(), struct{}{})
+	}
 	m.levelSet.Store(true)
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup

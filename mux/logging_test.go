@@ -97,3 +97,42 @@ func TestChildLogsOutsideCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestChildLogsBeforeSetLevel: until a session sends logging/setLevel it
+// gets every log message a child chooses to send, whatever its level
+// (mcp-go's own default for a session, error, would drop a warning), during
+// a call and outside any, over stdio and HTTP; once it sets a level, that
+// level decides. A message whose level the protocol does not define is
+// never relayed.
+func TestChildLogsBeforeSetLevel(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{})
+	ups := map[string]*upstreamClient{"stdio": stdioUpstream(t, l.m, "alice"), "http": httpUpstream(t, l.m, true)("bob")}
+	has := func(u *upstreamClient, want string) bool { return slices.Contains(logsOf(u), want) }
+	for name, u := range ups {
+		for _, alias := range trafficChildren {
+			for _, level := range []string{"debug", "warning"} {
+				text := name + " " + level + " in a call"
+				callChild(t, u, alias, "log", map[string]any{"level": level, "text": text}, nil)
+				testsupport.WaitFor(t, name+" to get "+alias+"'s "+level, func() bool { return has(u, alias+": "+text) })
+			}
+		}
+	}
+	// Outside any call: to every session that may see the child.
+	callChild(t, ups["stdio"], "st", "log", map[string]any{"level": "info", "text": "st info outside", "deferred": true}, nil)
+	rootsListChanged(t, ups["stdio"])
+	for name, u := range ups {
+		testsupport.WaitFor(t, name+" to get st's info outside any call", func() bool { return has(u, "st: st info outside") })
+	}
+
+	// st is a stdio child: what it logs in a call is written before the
+	// call's answer, so what is missing then never comes.
+	u := ups["stdio"]
+	callChild(t, u, "st", "log", map[string]any{"level": "shouting", "text": "no such level"}, nil)
+	setLevel(t, u, mcp.LoggingLevelError)
+	callChild(t, u, "st", "log", map[string]any{"level": "warning", "text": "warning after setLevel"}, nil)
+	callChild(t, u, "st", "log", map[string]any{"level": "error", "text": "error after setLevel"}, nil)
+	if got := logsOf(u); slices.Contains(got, "st: warning after setLevel") || slices.Contains(got, "st: no such level") ||
+		!slices.Contains(got, "st: error after setLevel") {
+		t.Errorf("stdio's logs %q: want the error after logging/setLevel error, not the warning nor the unknown level", got)
+	}
+}

@@ -170,6 +170,10 @@ type sessions struct {
 	listeners   map[server.ClientSession]*upstreamSession // what list_changed reaches
 
 	byID sync.Map // id -> *upstreamSession, HTTP sessions handed out
+	// leveled holds the ids of the sessions that sent logging/setLevel
+	// (logging.go), until they end: mcp-go may unregister an HTTP session
+	// that goes on (a GET stream that registered it ends).
+	leveled sync.Map // id -> struct{}
 }
 
 // configure sets what HTTP needs: the caps and the way to end an id in
@@ -263,6 +267,7 @@ func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
 		return false
 	}
 	s.byID.CompareAndDelete(id, u)
+	s.leveled.Delete(id)
 	s.uncount(u)
 	if s.observe != nil {
 		s.observe(u.identity, -1)
@@ -335,6 +340,7 @@ func (s *sessions) unregistered(cs server.ClientSession) {
 		}
 		u.mu.Unlock()
 	case kindStdio:
+		s.leveled.Delete(cs.SessionID())
 		if s.observe != nil {
 			s.observe(u.identity, -1)
 		}

@@ -67,6 +67,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		_ = m.WaitReady(ctx)
 		m.declare(&res.Capabilities)
+		res.Instructions = m.instructionsFor(ctx)
 	})
 	hooks.AddBeforeListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
@@ -166,6 +167,26 @@ func (m *Mux) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeReque
 	_ = m.WaitReady(ctx)
 	m.declare(&res.Capabilities)
 	res.Capabilities.Tasks = m.catalog.Load().caps.Tasks
+	res.Instructions = m.instructionsFor(ctx)
+}
+
+// instructionsFor returns the instructions of the children the caller of
+// ctx may see anything of, in config order, each in a section headed by
+// its alias ("## docs"), the sections apart by a blank line; "" when none
+// of them has any.
+func (m *Mux) instructionsFor(ctx context.Context) string {
+	cat, p := m.catalog.Load(), m.policyFor(ctx)
+	var b strings.Builder
+	for _, in := range cat.instructions {
+		if !seesAlias(p, cat, in.alias) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("## " + in.alias + "\n\n" + in.text)
+	}
+	return b.String()
 }
 
 // declare sets caps to what the mux offers now.

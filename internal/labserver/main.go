@@ -35,6 +35,7 @@
 //	                   the tools of fidelity.go
 //	LAB_REQUESTS       file every request received is appended to (fidelity.go)
 //	LAB_DEFS           JSON file of further tools and prompts, and reload_defs (defs.go)
+//	LAB_INSTRUCTIONS   the instructions its initialize answer carries
 package main
 
 import (
@@ -92,6 +93,9 @@ func main() {
 	}
 
 	opts := []server.ServerOption{server.WithToolCapabilities(true)}
+	if v := os.Getenv("LAB_INSTRUCTIONS"); v != "" {
+		opts = append(opts, server.WithInstructions(v))
+	}
 	if v := os.Getenv("LAB_PAGE_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

@@ -6,10 +6,12 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -18,23 +20,31 @@ import (
 // "alias/logger" when the child named one. A message that can be
 // attributed to a call (attribute's rule) goes to that call's client, in
 // order with the call's progress and before its answer; one sent while
-// calls of several identities are in flight on the session is dropped, as
-// it cannot be told whose it is; any other goes to every session whose
-// identity may see anything of the child. What is below the level a
-// session set (logging/setLevel; for a 2026-07-28 request, the level in its
-// _meta) is dropped (logWanted). It runs on the child transport's read goroutine and never
-// blocks.
+// calls of several identities are in flight on the session reaches no
+// client, since it may be any of theirs and could carry one identity's data
+// to another's session, and is written to mcpmux's own log instead; any
+// other goes to every session whose identity may see anything of the
+// child. What is below the level a session set (logging/setLevel; for a
+// 2026-07-28 request, the level in its _meta) is dropped (logWanted). It
+// runs on the child transport's read goroutine and never blocks.
 func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	level, _ := fields["level"].(string)
+	childLogger, _ := fields["logger"].(string)
 	logger := c.alias
-	if l, ok := fields["logger"].(string); ok && l != "" {
-		logger = c.alias + "/" + l
+	if childLogger != "" {
+		logger = c.alias + "/" + childLogger
 	}
 	call, err := attribute(context.Background(), sess)
 	switch {
 	case err != nil:
-		c.log.Debug().Err(err).Msg("a log message from the server was dropped: it names no call")
+		ev := c.log.WithLevel(childLevel(mcp.LoggingLevel(level))).Str("child_level", level).Str("child_logger", childLogger)
+		if data, jerr := json.Marshal(fields["data"]); jerr != nil || len(data) > maxLoggedData {
+			ev = ev.Str("data", string(data[:min(len(data), maxLoggedData)])).Bool("data_cut", true)
+		} else {
+			ev = ev.RawJSON("data", data)
+		}
+		ev.AnErr("reason", err).Msg("a log message from the server was not relayed to any client: it names no call, and calls of more than one identity are in flight on it")
 		return
 	case call != nil:
 		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
@@ -57,6 +67,24 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
 		}
 	}
+}
+
+// maxLoggedData is how much of a child's log message mcpmux's own log
+// keeps.
+const maxLoggedData = 4 << 10
+
+// childLevel is the level of mcpmux's own log for a child's message at
+// level; info for a level the protocol does not define.
+func childLevel(level mcp.LoggingLevel) zerolog.Level {
+	switch level {
+	case mcp.LoggingLevelDebug:
+		return zerolog.DebugLevel
+	case mcp.LoggingLevelWarning:
+		return zerolog.WarnLevel
+	case mcp.LoggingLevelError, mcp.LoggingLevelCritical, mcp.LoggingLevelAlert, mcp.LoggingLevelEmergency:
+		return zerolog.ErrorLevel
+	}
+	return zerolog.InfoLevel
 }
 
 // logWanted reports whether the client of the request of ctx wants a log

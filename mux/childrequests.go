@@ -89,13 +89,18 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 		// writes to an HTTP response are then done before mcp-go's begin.
 		call.flush()
 	default:
-		// Outside any call: the stdio client is the one client there is.
-		if cs, identity := m.sessions.stdio(); cs != nil && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
+		// Outside any call: the stdio client is the one client there is,
+		// once it has its initialize answer.
+		cs, identity, answered := m.sessions.stdio()
+		if answered && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
 			target = m.srv.WithContext(WithIdentity(context.Background(), identity), cs)
 			break
 		}
-		if req.Method == string(mcp.MethodListRoots) {
+		switch {
+		case req.Method == string(mcp.MethodListRoots):
 			return configuredRoots(req.ID, c)
+		case cs != nil && !answered:
+			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
 	}
@@ -256,7 +261,7 @@ func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 // children first) then asks again, and gets the client's.
 func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
 	cs := server.ClientSessionFromContext(ctx)
-	if stdio, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
+	if stdio, _, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
 		return
 	}
 	m.rootsChanged(ctx, n)

@@ -314,7 +314,8 @@ func TestFidelityPromptGet(t *testing.T) {
 // Which prompts an identity sees and may get: hide globs over the child's
 // names, allow/deny globs over exposed names, allow_read_only never; a
 // prompts/get of any other answers exactly as an unknown prompt does, and
-// never reaches a child.
+// never reaches a child. So does a completion/complete of its arguments:
+// -32602 and the text of prompts/get's refusal, not -32603.
 func TestFidelityPromptPolicy(t *testing.T) {
 	t.Parallel()
 	l := fidelityLab(t, "", ts.Server{Alias: "docs", Hide: []string{"internal_*"}}, ts.Server{Alias: "tickets"})
@@ -343,8 +344,24 @@ func TestFidelityPromptPolicy(t *testing.T) {
 					t.Errorf("prompts/get %s answered %s", name, res)
 				}
 				sameRefusal(t, "prompts/get "+name, err, name, unknown, "docs__no_such_prompt")
+				res, err = ts.RPC(t, s.c, "completion/complete", completePrompt(name))
+				if res != nil {
+					t.Errorf("completion/complete of %s answered %s", name, res)
+				}
+				sameRefusal(t, "completion/complete of "+name, err, name, unknown, "docs__no_such_prompt")
+			}
+			_, err := ts.RPC(t, s.c, "completion/complete", completePrompt("docs__no_such_prompt"))
+			sameRefusal(t, "completion/complete of an unknown prompt", err, "docs__no_such_prompt", unknown, "docs__no_such_prompt")
+			if unknown == nil || unknown.Code != mcp.INVALID_PARAMS {
+				t.Errorf("prompts/get of an unknown prompt: %v, want code %d", unknown, mcp.INVALID_PARAMS)
 			}
 		})
+	}
+	// Only refused completions were asked for: none reached a child.
+	for _, alias := range []string{"docs", "tickets"} {
+		if got := l.childGot(t, alias, "completion/complete"); len(got) != 0 {
+			t.Errorf("%s received %d refused completions", alias, len(got))
+		}
 	}
 	// Only the gets that were allowed reached a child.
 	for alias, want := range map[string]int{"docs": 3, "tickets": 4} {

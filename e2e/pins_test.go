@@ -484,6 +484,12 @@ func TestPinsHeldPromptRefusedInCompletion(t *testing.T) {
 	m.MustCall("docs__reload_defs", nil)
 	m.WaitPrompts("loses "+pinnedPrompt, func(names []string) bool { return !slices.Contains(names, pinnedPrompt) })
 	promptRefusedLikeUnknown(t, m, "completion/complete", completePrompt, pinnedPrompt)
+	// As prompts/get refuses it: -32602, the same text.
+	_, gerr := ts.RPC(t, m.Client, "prompts/get", getPrompt(pinnedPrompt))
+	_, cerr := ts.RPC(t, m.Client, "completion/complete", completePrompt(pinnedPrompt))
+	if gerr == nil || cerr == nil || cerr.Code != mcp.INVALID_PARAMS || cerr.Code != gerr.Code || cerr.Message != gerr.Message {
+		t.Errorf("completion/complete of the held prompt answered %v, prompts/get %v; want both -32602 alike", cerr, gerr)
+	}
 	if n := lab.RequestsOf(t, "completion/complete", "pinprompt"); n != before {
 		t.Fatalf("a completion of the held prompt reached the child (%d, before %d)", n, before)
 	}

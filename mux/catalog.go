@@ -86,6 +86,8 @@ type childCatalog struct {
 	entries [numKinds][]*entry
 	hidden  []string // exposed forms of hidden tools and prompts, so the audit can say "hidden"
 	caps    mcp.ServerCapabilities
+	// instructions are the child's, from its initialize answer.
+	instructions string
 	// digests is the pin digest of each tool and prompt by its own name,
 	// under pinning only (stillPinned).
 	digests map[ownName]pins.Sum
@@ -115,6 +117,8 @@ type catalog struct {
 	wire [numKinds][sha256.Size]byte
 	// caps is what the children together offer, for the upstream initialize.
 	caps mcp.ServerCapabilities
+	// instructions are the children's that have any, in config order.
+	instructions []childInstructions
 	// lists caches each kind's list as one identity's policy sees it
 	// (*listing), keyed by listKey: built on first use, dropped with the
 	// snapshot.
@@ -617,6 +621,9 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 			continue
 		}
 		mergeCaps(&next.caps, listed.caps)
+		if listed.instructions != "" {
+			next.instructions = append(next.instructions, childInstructions{alias: c.alias, text: listed.instructions})
+		}
 		for _, h := range listed.hidden {
 			next.hidden[h] = c.alias
 		}
@@ -679,6 +686,9 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 	m.notifyChanged(prev, next, m.policies.Current(), m.policies.Current(), changed)
 	return work
 }
+
+// childInstructions are one child's instructions, under its alias.
+type childInstructions struct{ alias, text string }
 
 // mergeCaps adds what one child declared to the union in into.
 func mergeCaps(into *mcp.ServerCapabilities, c mcp.ServerCapabilities) {

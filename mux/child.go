@@ -367,7 +367,9 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		}
 		raw[k] = items
 	}
-	return c.deps.buildChildCatalog(c, raw, caps), nil
+	cat := c.deps.buildChildCatalog(c, raw, caps)
+	cat.instructions = sess.instructions
+	return cat, nil
 }
 
 // catalogBudget is what is left of max_catalog_pages and max_catalog_bytes

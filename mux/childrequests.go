@@ -89,13 +89,18 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 		// writes to an HTTP response are then done before mcp-go's begin.
 		call.flush()
 	default:
-		// Outside any call: the stdio client is the one client there is.
-		if cs, identity := m.sessions.stdio(); cs != nil && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
+		// Outside any call: the stdio client is the one client there is,
+		// once it has its initialize answer.
+		cs, identity, answered := m.sessions.stdio()
+		if answered && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
 			target = m.srv.WithContext(WithIdentity(context.Background(), identity), cs)
 			break
 		}
-		if req.Method == string(mcp.MethodListRoots) {
-			return m.configuredRoots(req.ID, c)
+		switch {
+		case req.Method == string(mcp.MethodListRoots):
+			return configuredRoots(req.ID, c)
+		case cs != nil && !answered:
+			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
 	}
@@ -106,7 +111,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	if missing := missingCapability(rctx, mcp.MCPMethod(req.Method)); missing != "" {
-		return fail(mcp.METHOD_NOT_FOUND, "the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method)
+		return refuseMissing(req, c, missing)
 	}
 	result, err := m.relayClientRequest(rctx, mcp.MCPMethod(req.Method), req.Params)
 	switch {
@@ -189,8 +194,20 @@ func missingCapability(ctx context.Context, method mcp.MCPMethod) string {
 	return ""
 }
 
+// refuseMissing answers req of c, which the client it would go to lacks
+// the capability missing for: roots/list with c's [servers.X] roots (the
+// client has none of its own, so the configured ones apply), anything else
+// with an error naming the capability.
+func refuseMissing(req transport.JSONRPCRequest, c *child, missing string) *transport.JSONRPCResponse {
+	if req.Method == string(mcp.MethodListRoots) {
+		return configuredRoots(req.ID, c)
+	}
+	return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND,
+		fmt.Sprintf("the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method), nil)
+}
+
 // configuredRoots answers roots/list from [servers.X] roots.
-func (m *Mux) configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
+func configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
 	roots := make([]mcp.Root, 0, len(c.cfg.Roots))
 	for _, r := range c.cfg.Roots {
 		roots = append(roots, mcp.Root{URI: r})
@@ -244,7 +261,7 @@ func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 // children first) then asks again, and gets the client's.
 func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
 	cs := server.ClientSessionFromContext(ctx)
-	if stdio, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
+	if stdio, _, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
 		return
 	}
 	m.rootsChanged(ctx, n)

@@ -146,6 +146,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.pending = u
+		ctx = withAnswerWatch(ctx, rec)
 	case kind == listenMessage:
 		// A 2026-07-28 client has no session, but its listen stream holds
 		// one in the registry for as long as it is open: it counts against
@@ -503,6 +504,29 @@ type recorder struct {
 	// done, once the request's handler returned, after which nothing may
 	// be written.
 	events, own, done bool
+	// watchID and watch are what afterAnswer was given: watch runs once
+	// the answer under watchID is written.
+	watchID string
+	watch   func()
+}
+
+// afterAnswer runs f once the answer under id has been written, after the
+// write.
+func (s *recorder) afterAnswer(id string, f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchID, s.watch = id, f
+}
+
+// holdsAnswer reports whether b, one write of mcp-go's (a JSON body or one
+// event), is the answer under id.
+func holdsAnswer(b []byte, id string) bool {
+	msg := bytes.TrimSpace(b)
+	if rest, ok := bytes.CutPrefix(msg, []byte("event: message\ndata: ")); ok {
+		msg = bytes.TrimSpace(rest)
+	}
+	got, ok := answerID(msg)
+	return ok && got == id
 }
 
 // finish marks the response over: a late writeEvent writes nothing.
@@ -626,8 +650,21 @@ func (s *recorder) extend() {
 // mcp-go writes each JSON body (json.Encoder) and each event
 // (writeSSEEvent) with one Write, and sets no Content-Length on them.
 func (s *recorder) Write(b []byte) (int, error) {
+	n, after, err := s.writeWatched(b)
+	if after != nil {
+		after() // outside mu: it takes the session registry's locks
+	}
+	return n, err
+}
+
+// writeWatched is Write, returning what is to run now that the watched
+// answer is written, if b was it.
+func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.watch != nil && holdsAnswer(b, s.watchID) {
+		after, s.watch = s.watch, nil
+	}
 	if s.status == 0 {
 		s.writeHeader(http.StatusOK)
 	}
@@ -641,7 +678,7 @@ func (s *recorder) Write(b []byte) (int, error) {
 	if swapped && err == nil {
 		n = len(b)
 	}
-	return n, err
+	return n, after, err
 }
 
 // Flush keeps server-sent events flowing through the recorder.

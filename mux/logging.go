@@ -6,10 +6,12 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -18,27 +20,35 @@ import (
 // "alias/logger" when the child named one. A message that can be
 // attributed to a call (attribute's rule) goes to that call's client, in
 // order with the call's progress and before its answer; one sent while
-// calls of several identities are in flight on the session is dropped, as
-// it cannot be told whose it is; any other goes to every session whose
-// identity may see anything of the child. What is below a session's level
-// (logging/setLevel; for a 2026-07-28 request, the level in its _meta) is
-// dropped. It runs on the child transport's read goroutine and never
-// blocks.
+// calls of several identities are in flight on the session reaches no
+// client, since it may be any of theirs and could carry one identity's data
+// to another's session, and is written to mcpmux's own log instead; any
+// other goes to every session whose identity may see anything of the
+// child. What is below the level a session set (logging/setLevel; for a
+// 2026-07-28 request, the level in its _meta) is dropped (logWanted). It
+// runs on the child transport's read goroutine and never blocks.
 func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	level, _ := fields["level"].(string)
+	childLogger, _ := fields["logger"].(string)
 	logger := c.alias
-	if l, ok := fields["logger"].(string); ok && l != "" {
-		logger = c.alias + "/" + l
+	if childLogger != "" {
+		logger = c.alias + "/" + childLogger
 	}
 	call, err := attribute(context.Background(), sess)
 	switch {
 	case err != nil:
-		c.log.Debug().Err(err).Msg("a log message from the server was dropped: it names no call")
+		ev := c.log.WithLevel(childLevel(mcp.LoggingLevel(level))).Str("child_level", level).Str("child_logger", childLogger)
+		if data, jerr := json.Marshal(fields["data"]); jerr != nil || len(data) > maxLoggedData {
+			ev = ev.Str("data", string(data[:min(len(data), maxLoggedData)])).Bool("data_cut", true)
+		} else {
+			ev = ev.RawJSON("data", data)
+		}
+		ev.AnErr("reason", err).Msg("a log message from the server was not relayed to any client: it names no call, and calls of more than one identity are in flight on it")
 		return
 	case call != nil:
 		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *attachment) bool { return logWanted(to.ctx, mcp.LoggingLevel(level)) })
+			func(to *attachment) bool { return m.logWanted(to.ctx, mcp.LoggingLevel(level)) })
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
@@ -53,20 +63,50 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		if !ok {
 			continue
 		}
-		if ctx := m.srv.WithContext(context.Background(), cs); logWanted(ctx, mcp.LoggingLevel(level)) {
+		if ctx := m.srv.WithContext(context.Background(), cs); m.logWanted(ctx, mcp.LoggingLevel(level)) {
 			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
 		}
 	}
 }
 
+// maxLoggedData is how much of a child's log message mcpmux's own log
+// keeps.
+const maxLoggedData = 4 << 10
+
+// childLevel is the level of mcpmux's own log for a child's message at
+// level; info for a level the protocol does not define.
+func childLevel(level mcp.LoggingLevel) zerolog.Level {
+	switch level {
+	case mcp.LoggingLevelDebug:
+		return zerolog.DebugLevel
+	case mcp.LoggingLevelWarning:
+		return zerolog.WarnLevel
+	case mcp.LoggingLevelError, mcp.LoggingLevelCritical, mcp.LoggingLevelAlert, mcp.LoggingLevelEmergency:
+		return zerolog.ErrorLevel
+	}
+	return zerolog.InfoLevel
+}
+
 // logWanted reports whether the client of the request of ctx wants a log
-// message at level, as mcp-go's SendLogMessageToClient decides.
-func logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
+// message at level: a 2026-07-28 request, if its _meta asked for that
+// level; a session that sent logging/setLevel, if that level admits it;
+// any other session, whatever the child chose to send, as it would get
+// it connected to the child directly (mcp-go's default for a session,
+// error, would drop a child's warning). A level the protocol does not
+// define is never wanted.
+func (m *Mux) logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
 	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
 		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
 	}
-	l, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging)
-	return ok && level.ShouldSendTo(l.GetLogLevel())
+	cs := server.ClientSessionFromContext(ctx)
+	l, ok := cs.(server.SessionWithLogging)
+	if !ok {
+		return false
+	}
+	if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
+		return level.ShouldSendTo(logLevels[0])
+	}
+	return level.ShouldSendTo(l.GetLogLevel())
 }
 
 // seesAlias reports whether policy p lets its identity see anything of the
@@ -97,14 +137,18 @@ var logLevels = []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelInfo, 
 	mcp.LoggingLevelEmergency}
 
 // childLogLevel is the level the children are asked for: the most verbose
-// any upstream session asked for, since mcp-go filters each session's own;
-// "" while no client has set one.
+// any upstream session that set one asked for, since each session's own
+// is applied as messages are relayed (logWanted); "" while no client has
+// set one.
 func (m *Mux) childLogLevel() mcp.LoggingLevel {
 	if !m.levelSet.Load() {
 		return ""
 	}
 	best := len(logLevels)
 	for cs := range m.sessions.all() {
+		if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
+			continue
+		}
 		if l, ok := cs.(server.SessionWithLogging); ok {
 			for i, lv := range logLevels {
 				if lv == l.GetLogLevel() && i < best {
@@ -122,6 +166,9 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 // afterSetLevel passes a client's logging/setLevel on to every ready child
 // that declared logging, and waits for them (each within the call timeout).
 func (m *Mux) afterSetLevel(ctx context.Context, _ any, _ *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		m.sessions.leveled.Store(cs.SessionID(), struct{}{})
+	}
 	m.levelSet.Store(true)
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup

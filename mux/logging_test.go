@@ -2,6 +2,8 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -95,5 +97,92 @@ func TestChildLogsOutsideCalls(t *testing.T) {
 		if strings.HasPrefix(log, "st") {
 			t.Errorf("carol, who sees nothing of st, got %q", log)
 		}
+	}
+}
+
+// TestChildLogsBeforeSetLevel: until a session sends logging/setLevel it
+// gets every log message a child chooses to send, whatever its level
+// (mcp-go's own default for a session, error, would drop a warning), during
+// a call and outside any, over stdio and HTTP; once it sets a level, that
+// level decides. A message whose level the protocol does not define is
+// never relayed.
+func TestChildLogsBeforeSetLevel(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{})
+	ups := map[string]*upstreamClient{"stdio": stdioUpstream(t, l.m, "alice"), "http": httpUpstream(t, l.m, true)("bob")}
+	has := func(u *upstreamClient, want string) bool { return slices.Contains(logsOf(u), want) }
+	for name, u := range ups {
+		for _, alias := range trafficChildren {
+			for _, level := range []string{"debug", "warning"} {
+				text := name + " " + level + " in a call"
+				callChild(t, u, alias, "log", map[string]any{"level": level, "text": text}, nil)
+				testsupport.WaitFor(t, name+" to get "+alias+"'s "+level, func() bool { return has(u, alias+": "+text) })
+			}
+		}
+	}
+	// Outside any call: to every session that may see the child.
+	callChild(t, ups["stdio"], "st", "log", map[string]any{"level": "info", "text": "st info outside", "deferred": true}, nil)
+	rootsListChanged(t, ups["stdio"])
+	for name, u := range ups {
+		testsupport.WaitFor(t, name+" to get st's info outside any call", func() bool { return has(u, "st: st info outside") })
+	}
+
+	// st is a stdio child: what it logs in a call is written before the
+	// call's answer, so what is missing then never comes.
+	u := ups["stdio"]
+	callChild(t, u, "st", "log", map[string]any{"level": "shouting", "text": "no such level"}, nil)
+	setLevel(t, u, mcp.LoggingLevelError)
+	callChild(t, u, "st", "log", map[string]any{"level": "warning", "text": "warning after setLevel"}, nil)
+	callChild(t, u, "st", "log", map[string]any{"level": "error", "text": "error after setLevel"}, nil)
+	if got := logsOf(u); slices.Contains(got, "st: warning after setLevel") || slices.Contains(got, "st: no such level") ||
+		!slices.Contains(got, "st: error after setLevel") {
+		t.Errorf("stdio's logs %q: want the error after logging/setLevel error, not the warning nor the unknown level", got)
+	}
+}
+
+// TestChildLogOfTwoIdentities: a log message a stdio child sends while
+// calls of two identities (alice over stdio, bob over HTTP) are in flight
+// at it names no call and may be either's, so it reaches neither session,
+// nor any other that may see the child (carol, who has no call): it could
+// carry one identity's data to another. It is not lost: mcpmux's own log
+// has it, with the server, the child's level, logger and data.
+func TestChildLogOfTwoIdentities(t *testing.T) {
+	l := startTrafficLab(t, trafficOptions{policies: map[string]string{"carol": `allow = ["st__*"]`}})
+	alice := stdioUpstream(t, l.m, "alice")
+	connectHTTP := httpUpstream(t, l.m, true)
+	bob, carol := connectHTTP("bob"), connectHTTP("carol")
+	callAll([]*callSpec{trafficCall(alice, "st", "two-alice", "two", 2, "", ""), trafficCall(bob, "st", "two-bob", "two", 2, "", "")})
+	var logged []map[string]any
+	testsupport.WaitFor(t, "mcpmux to log the two log messages", func() bool {
+		logged = nil
+		for _, line := range strings.Split(l.log.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["server"] == "st" && rec["child_logger"] == "traffic" {
+				logged = append(logged, rec)
+			}
+		}
+		return len(logged) == 2
+	})
+	var data []string
+	for _, rec := range logged {
+		if rec["level"] != "error" || rec["child_level"] != "error" || !strings.Contains(fmt.Sprint(rec["message"]), "not relayed") {
+			t.Errorf("mcpmux logged %v", rec)
+		}
+		data = append(data, fmt.Sprint(rec["data"]))
+	}
+	slices.Sort(data)
+	if !slices.Equal(data, []string{"log of two-alice", "log of two-bob"}) {
+		t.Errorf("mcpmux logged the data %q", data)
+	}
+	// A later message of one identity's call reaches that session.
+	callChild(t, alice, "st", "log", map[string]any{"text": "alice alone"}, nil)
+	for name, u := range map[string]*upstreamClient{"alice": alice, "bob": bob, "carol": carol} {
+		for _, got := range logsOf(u) {
+			if strings.HasPrefix(got, "st/traffic: ") {
+				t.Errorf("%s received %q", name, got)
+			}
+		}
+	}
+	if got := logsOf(alice); !slices.Contains(got, "st: alice alone") {
+		t.Errorf("alice's logs %q lack her own call's", got)
 	}
 }

@@ -11,8 +11,9 @@ import (
 // (here on a notifications/roots/list_changed, which is no call) go, with a
 // stdio upstream, to its one client; over HTTP, roots/list is answered
 // from [servers.X] roots (ht has file:///data, st none) and sampling and
-// elicitation are refused saying why; a client without a capability gets
-// the child an error naming it.
+// elicitation are refused saying why; a stdio client without a capability
+// gets the child an error naming it, but for roots/list, which is answered
+// from [servers.X] roots as over HTTP.
 func TestRequestsOutsideCalls(t *testing.T) {
 	cases := []struct {
 		name string
@@ -26,9 +27,9 @@ func TestRequestsOutsideCalls(t *testing.T) {
 		}},
 		{"stdio without capabilities", false, nil, map[string]map[string]string{
 			"st": {"sampling": "did not declare the sampling capability", "elicitation": "did not declare the elicitation capability",
-				"roots": "did not declare the roots capability"},
+				"roots": `{"roots":[]}`},
 			"ht": {"sampling": "did not declare the sampling capability", "elicitation": "did not declare the elicitation capability",
-				"roots": "did not declare the roots capability"},
+				"roots": `{"roots":[{"uri":"file:///data"}]}`},
 		}},
 		{"http", true, withAnswers("alice"), map[string]map[string]string{
 			"st": {"sampling": "sampling/createMessage outside any call: over HTTP mcpmux cannot tell which client to ask",

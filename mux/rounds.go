@@ -554,7 +554,7 @@ func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest)
 	last := r.last
 	r.mu.Unlock()
 	if missing := missingCapability(last, mcp.MCPMethod(req.Method)); missing != "" {
-		return fail(mcp.METHOD_NOT_FOUND, "the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method)
+		return refuseMissing(req, c, missing)
 	}
 	a := &childAsk{method: req.Method, reply: make(chan askReply, 1)}
 	if req.Params != nil {

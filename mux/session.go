@@ -51,7 +51,8 @@ type session struct {
 	// inflight maps the requests sent for clients to their calls.
 	inflight inflight
 
-	caps mcp.ServerCapabilities // what the child declared in initialize
+	caps         mcp.ServerCapabilities // what the child declared in initialize
+	instructions string                 // what its initialize answer told the model, if anything
 }
 
 func newSession(limit int64) *session {
@@ -314,7 +315,7 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 		c.abort(sess)
 		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
-	sess.caps = res.Capabilities
+	sess.caps, sess.instructions = res.Capabilities, res.Instructions
 	if sess.caps.Logging != nil {
 		c.deps.applyLogLevel(sctx, c, sess)
 	}

@@ -50,6 +50,7 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	// Progress for a call is written through w at once (inflight.go), so
 	// that it comes before the call's answer.
 	ctx = withRelaySlots(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.out.slots)
+	ctx = withAnswerWatch(ctx, drain.out)
 	r := drain.reader(in)
 	if ctx.Value(slowPathOnlyKey{}) == nil {
 		fast := newFastPath(m, drain)
@@ -518,6 +519,29 @@ type answerWriter struct {
 	mu    sync.Mutex
 	w     io.Writer
 	slots *relaySlots
+
+	watchMu sync.Mutex
+	watch   map[string]func() // run once the answer under the id is written (afterAnswer)
+}
+
+// afterAnswer runs f once the answer under id has been written, after the
+// write: what f lets through comes after it.
+func (aw *answerWriter) afterAnswer(id string, f func()) {
+	aw.watchMu.Lock()
+	defer aw.watchMu.Unlock()
+	if aw.watch == nil {
+		aw.watch = map[string]func(){}
+	}
+	aw.watch[id] = f
+}
+
+// watched takes what is to run after the answer under id.
+func (aw *answerWriter) watched(id string) func() {
+	aw.watchMu.Lock()
+	defer aw.watchMu.Unlock()
+	f := aw.watch[id]
+	delete(aw.watch, id)
+	return f
 }
 
 // writeOwn writes a whole message of mcpmux's own, which is not counted.
@@ -550,10 +574,14 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 // cancelled, and counts it.
 func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	n = len(msg)
+	after := aw.watched(id)
 	if !aw.h.dropAnswer(id) {
 		aw.mu.Lock()
 		n, err = aw.w.Write(msg)
 		aw.mu.Unlock()
+		if after != nil {
+			after()
+		}
 	}
 	if aw.h.answered(id) {
 		select {

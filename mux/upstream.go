@@ -65,8 +65,9 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddAfterInitialize(m.afterInitialize)
 	m.addTaskHooks(hooks)
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
-		_ = m.WaitReady(ctx)
+		m.awaitFirstStart(ctx, mcp.MethodServerDiscover)
 		m.declare(&res.Capabilities)
+		res.Instructions = m.instructionsFor(ctx)
 	})
 	hooks.AddBeforeListTools(func(ctx context.Context, _ any, req *mcp.ListToolsRequest) {
 		m.beforeList(ctx, &req.Params.Cursor)
@@ -162,10 +163,71 @@ func (m *Mux) newServer() *server.MCPServer {
 // afterInitialize declares what the children together offer, once their
 // first start is over, and that every list may change; server/discover
 // (2026-07-28) declares the same.
-func (m *Mux) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
-	_ = m.WaitReady(ctx)
+//
+// The session receives mcpmux's notifications only once this answer is
+// written (sessions.answered): mcp-go marks it initialized before the
+// hook runs, and a catalog published while the hook waits would otherwise
+// be announced ahead of the answer. A catalog published before the answer
+// is written needs no list_changed: the client lists after the answer.
+func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+	m.awaitFirstStart(ctx, mcp.MethodInitialize)
 	m.declare(&res.Capabilities)
 	res.Capabilities.Tasks = m.catalog.Load().caps.Tasks
+	res.Instructions = m.instructionsFor(ctx)
+	cs := server.ClientSessionFromContext(ctx)
+	key, ok := idKey(id)
+	w, watched := ctx.Value(answerWatchKey{}).(answerWatch)
+	if cs == nil || !ok || !watched {
+		return
+	}
+	identity, viaHTTP := IdentityFrom(ctx), ctx.Value(httpRequestKey{}) != nil
+	w.afterAnswer(key, func() { m.sessions.answered(cs, identity, viaHTTP) })
+}
+
+// answerWatch is an edge that can run something once it has written the
+// answer under an id (canonical, idKey).
+type answerWatch interface {
+	afterAnswer(id string, f func())
+}
+
+type answerWatchKey struct{}
+
+// withAnswerWatch returns ctx for the requests of the edge w.
+func withAnswerWatch(ctx context.Context, w answerWatch) context.Context {
+	return context.WithValue(ctx, answerWatchKey{}, w)
+}
+
+// instructionsFor returns the instructions of the children the caller of
+// ctx may see anything of, in config order, each in a section headed by
+// its alias ("## docs"), the sections apart by a blank line; "" when none
+// of them has any.
+func (m *Mux) instructionsFor(ctx context.Context) string {
+	cat, p := m.catalog.Load(), m.policyFor(ctx)
+	var b strings.Builder
+	for _, in := range cat.instructions {
+		if !seesAlias(p, cat, in.alias) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("## " + in.alias + "\n\n" + in.text)
+	}
+	return b.String()
+}
+
+// awaitFirstStart is WaitReady for the handshake request method, which
+// says in the log that it waits when the children's first start is not
+// over.
+func (m *Mux) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
+	select {
+	case <-m.initial:
+		return
+	default:
+	}
+	m.log.Info().Str("identity", IdentityFrom(ctx)).Str("method", string(method)).
+		Msg("the client's handshake waits for the servers' first start")
+	_ = m.WaitReady(ctx)
 }
 
 // declare sets caps to what the mux offers now.
@@ -507,6 +569,9 @@ func (m *Mux) child(alias string) *child {
 // resource template, under the child's own name for it.
 type completer struct{ m *Mux }
 
+// CompletePromptArgument answers a prompt the caller may not get (unknown,
+// hidden, outside its policy, held by pinning) exactly as prompts/get
+// does: -32602 "prompt 'NAME' not found: prompt not found".
 func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
 	e, ok := cp.m.catalog.Load().lookup(kindPrompt, name)
 	if ok && cp.m.policyFor(ctx).Allows(e.item()) {
@@ -515,7 +580,15 @@ func (cp completer) CompletePromptArgument(ctx context.Context, name string, arg
 			return c, err
 		}
 	}
-	return nil, fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	return nil, promptNotFound(name)
+}
+
+// promptNotFound is the refusal of a prompt the caller may not use, with
+// the code and text of mcp-go's prompts/get refusal, for the requests
+// whose errors mcp-go answers with -32603 (completion/complete).
+func promptNotFound(name string) error {
+	err := fmt.Errorf("prompt '%s' not found: %w", name, server.ErrPromptNotFound)
+	return &relayedError{details: mcp.JSONRPCErrorDetails{Code: mcp.INVALID_PARAMS, Message: err.Error()}, wrapped: err}
 }
 
 func (cp completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {

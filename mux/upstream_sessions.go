@@ -55,6 +55,10 @@ type upstreamSession struct {
 	seen   atomic.Int64 // unix nanoseconds of the last request's start or end
 	active atomic.Int32 // requests in progress
 	ended  atomic.Bool
+	// answered is set once the session's initialize answer is written
+	// (answered): from then on it receives mcpmux's notifications, and
+	// never before, so that nothing reaches a client ahead of that answer.
+	answered atomic.Bool
 
 	mu      sync.Mutex           // this session's alone: never shared by others' calls
 	cs      server.ClientSession // what mcp-go registered for it; nil before
@@ -170,6 +174,10 @@ type sessions struct {
 	listeners   map[server.ClientSession]*upstreamSession // what list_changed reaches
 
 	byID sync.Map // id -> *upstreamSession, HTTP sessions handed out
+	// leveled holds the ids of the sessions that sent logging/setLevel
+	// (logging.go), until they end: mcp-go may unregister an HTTP session
+	// that goes on (a GET stream that registered it ends).
+	leveled sync.Map // id -> struct{}
 }
 
 // configure sets what HTTP needs: the caps and the way to end an id in
@@ -263,6 +271,7 @@ func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
 		return false
 	}
 	s.byID.CompareAndDelete(id, u)
+	s.leveled.Delete(id)
 	s.uncount(u)
 	if s.observe != nil {
 		s.observe(u.identity, -1)
@@ -271,7 +280,9 @@ func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
 }
 
 // registered is told of every session mcp-go registers. viaHTTP says it
-// was registered by an HTTP request; identity is its request's.
+// was registered by an HTTP request; identity is its request's. A stdio
+// session receives notifications once its initialize answer is written
+// (answered); mcp-go registers an HTTP one after writing that answer.
 func (s *sessions) registered(cs server.ClientSession, identity string, viaHTTP bool) {
 	if !viaHTTP {
 		s.addLocal(cs, identity, kindStdio)
@@ -280,27 +291,52 @@ func (s *sessions) registered(cs server.ClientSession, identity string, viaHTTP 
 		}
 		return
 	}
-	u := s.lookup(cs.SessionID())
-	if u == nil || u.identity != identity {
+	if !s.listenHTTP(cs, identity) {
 		// A session mcp-go holds but mcpmux does not (ended while its
 		// initialize was answered): mcp-go must not keep it either.
 		if s.forget != nil {
 			s.forget(cs.SessionID())
 		}
+	}
+}
+
+// answered records that the initialize answer of cs, a session of
+// identity, has been written: it receives mcpmux's notifications from now
+// on. An HTTP session is one from then too, before mcp-go registers it.
+func (s *sessions) answered(cs server.ClientSession, identity string, viaHTTP bool) {
+	if viaHTTP {
+		s.listenHTTP(cs, identity)
 		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.listeners[cs]; u != nil && u.kind == kindStdio {
+		u.answered.Store(true)
+	}
+}
+
+// listenHTTP makes cs, the mcp-go session of an HTTP session of identity,
+// receive notifications; false if mcpmux holds no such session (unknown,
+// another identity's, or ended).
+func (s *sessions) listenHTTP(cs server.ClientSession, identity string) bool {
+	u := s.lookup(cs.SessionID())
+	if u == nil || u.identity != identity {
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.ended.Load() {
-		return
+		return true // ending: not to be listened to, and mcp-go is told by the end
 	}
 	u.cs = cs
+	u.answered.Store(true)
 	if s.listeners == nil {
 		s.listeners = map[server.ClientSession]*upstreamSession{}
 	}
 	s.listeners[cs] = u
+	return true
 }
 
 // addLocal records a session that has no id of mcpmux's: stdio, or a
@@ -311,7 +347,10 @@ func (s *sessions) addLocal(cs server.ClientSession, identity string, kind sessi
 	if s.listeners == nil {
 		s.listeners = map[server.ClientSession]*upstreamSession{}
 	}
-	s.listeners[cs] = &upstreamSession{identity: identity, kind: kind, cs: cs}
+	u := &upstreamSession{identity: identity, kind: kind, cs: cs}
+	// A listen stream has no handshake: it receives from the start.
+	u.answered.Store(kind == kindListen)
+	s.listeners[cs] = u
 }
 
 // unregistered is told of a session mcp-go unregistered, or a listen stream
@@ -335,6 +374,7 @@ func (s *sessions) unregistered(cs server.ClientSession) {
 		}
 		u.mu.Unlock()
 	case kindStdio:
+		s.leveled.Delete(cs.SessionID())
 		if s.observe != nil {
 			s.observe(u.identity, -1)
 		}
@@ -385,28 +425,30 @@ func (m idManager) Terminate(id string) (isNotAllowed bool, err error) {
 }
 
 // all returns every session that receives notifications, with its
-// identity.
+// identity: those whose initialize answer is out.
 func (s *sessions) all() map[server.ClientSession]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[server.ClientSession]string, len(s.listeners))
 	for cs, u := range s.listeners {
-		out[cs] = u.identity
+		if u.answered.Load() {
+			out[cs] = u.identity
+		}
 	}
 	return out
 }
 
-// stdio returns the stdio client's session and identity, or nil if mcpmux
-// serves none.
-func (s *sessions) stdio() (server.ClientSession, string) {
+// stdio returns the stdio client's session, its identity and whether its
+// initialize answer is out, or nil if mcpmux serves none.
+func (s *sessions) stdio() (cs server.ClientSession, identity string, answered bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for cs, u := range s.listeners {
 		if u.kind == kindStdio {
-			return cs, u.identity
+			return cs, u.identity, u.answered.Load()
 		}
 	}
-	return nil, ""
+	return nil, "", false
 }
 
 // streamOpen reports whether one of u's GET streams is open to mcpmux's

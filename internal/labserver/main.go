@@ -27,6 +27,8 @@
 //	LAB_FAIL_INIT=1    exit with code 3 at once, before serving
 //	LAB_FAIL_INIT_FILE exit with code 3 at start while this file exists
 //	LAB_START_DELAY_MS wait this long before serving (a slow start)
+//	LAB_START_GATE     wait until this file exists before serving (a start
+//	                   that a test lets happen when it chooses)
 //	LAB_HTTP_ADDR      serve MCP over HTTP on this address instead of stdio
 //	LAB_HTTP_TRANSPORT "sse" for the legacy SSE transport (default streamable)
 //	LAB_ADDR_FILE      where to write the address bound, for LAB_HTTP_ADDR=...:0
@@ -35,6 +37,7 @@
 //	                   the tools of fidelity.go
 //	LAB_REQUESTS       file every request received is appended to (fidelity.go)
 //	LAB_DEFS           JSON file of further tools and prompts, and reload_defs (defs.go)
+//	LAB_INSTRUCTIONS   the instructions its initialize answer carries
 package main
 
 import (
@@ -91,7 +94,18 @@ func main() {
 		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow start is what it simulates
 	}
 
+	if gate := os.Getenv("LAB_START_GATE"); gate != "" {
+		// Polled: the child has nothing else to do until the test lets it
+		// start, and mcpmux's startup_timeout bounds the wait.
+		for _, err := os.Stat(gate); err != nil; _, err = os.Stat(gate) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
 	opts := []server.ServerOption{server.WithToolCapabilities(true)}
+	if v := os.Getenv("LAB_INSTRUCTIONS"); v != "" {
+		opts = append(opts, server.WithInstructions(v))
+	}
 	if v := os.Getenv("LAB_PAGE_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

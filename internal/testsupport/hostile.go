@@ -90,6 +90,18 @@ func (r *RawMux) Write(t testing.TB, p []byte) {
 	}
 }
 
+// Line returns the next line mcpmux writes, whatever it is.
+func (r *RawMux) Line(t testing.TB) []byte {
+	t.Helper()
+	select {
+	case line := <-r.lines:
+		return line
+	case <-time.After(Wait):
+		t.Fatalf("mcpmux wrote nothing more; log:\n%s", r.Log.Text())
+		return nil
+	}
+}
+
 // Next returns the next message mcpmux writes that is not a notification,
 // decoded to its top level.
 func (r *RawMux) Next(t testing.TB) map[string]json.RawMessage {

@@ -199,9 +199,12 @@ func (h *HTTPMux) Stop() error {
 // records the notifications it receives.
 type Conn struct {
 	Client *client.Client
-	t      testing.TB
-	log    *LogTap // for failure messages; may be nil
-	notes  chan mcp.JSONRPCNotification
+	// Init is mcpmux's answer to initialize (or, for a 2026-07-28
+	// client, to server/discover).
+	Init  *mcp.InitializeResult
+	t     testing.TB
+	log   *LogTap // for failure messages; may be nil
+	notes chan mcp.JSONRPCNotification
 }
 
 // HTTPClient says how ConnectHTTP connects.
@@ -290,9 +293,11 @@ func connectErr(t testing.TB, c *client.Client, version string, log *LogTap) (*C
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = version
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux-http-test", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
 		return nil, err
 	}
+	conn.Init = res
 	return conn, nil
 }
 

@@ -282,6 +282,9 @@ func startPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, io.
 type Mux struct {
 	Cmd    *exec.Cmd
 	Client *client.Client
+	// Init is mcpmux's answer to the client's initialize (or, for a
+	// 2026-07-28 client, to server/discover).
+	Init   *mcp.InitializeResult
 	Log    *LogTap
 	stdin  io.WriteCloser
 	t      testing.TB
@@ -352,9 +355,11 @@ func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = version
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux-test", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
 		t.Fatalf("initialize: %v\nlog:\n%s", err, m.Log.Text())
 	}
+	m.Init = res
 	if version == "" && !mcp.IsModernProtocol(c.ProtocolVersion()) {
 		t.Fatalf("client negotiated %q, want the modern protocol", c.ProtocolVersion())
 	}

@@ -202,7 +202,7 @@ func pinsHeld(sub string, store *pins.Store, held []pins.Held, names []string, s
 	for _, st := range states {
 		fmt.Fprintf(stdout, "approved: %s: pinned as %s\n", describe(st), st.Live.Digest())
 	}
-	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", store.Path(), len(states), store.Current().Len())
+	fmt.Fprintf(stdout, "%s: %d approved, %d pins in all\n", shown(store.Path()), len(states), store.Current().Len())
 	return exitOK
 }
 

@@ -210,36 +210,47 @@ func (h *HTTPUpstream) giveBack(n ownNote) {
 }
 
 // readBody reads a POST's body within max_body_bytes, max_message_bytes
-// (the body is one message, or a batch of them) and read_timeout. A
-// declared length over the limit is refused before a byte is read; a body
-// that turns out longer is refused once the limit is reached; either way
-// the connection is closed rather than drained. What it holds grows with
-// what the client has sent, never with what it declared. It answers the
-// request itself when it returns false.
+// (the body is one message, or a batch of them) and read_timeout: the whole
+// body must be in within read_timeout of the moment mcpmux begins reading
+// it, however it trickles. A declared length over the limit is refused
+// before a byte is read; a body that turns out longer is refused once the
+// limit is reached. What it holds grows with what the client has sent,
+// never with what it declared. It answers the request itself when it
+// returns false, and then the connection is closed: nothing more of the
+// body is read, neither by mcpmux nor by net/http, which would otherwise
+// read the rest of a small body, at the client's pace and with no
+// deadline, to reuse the connection.
 func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
+	rc := http.NewResponseController(w)
+	refuse := func() {
+		w.Header().Set("Connection", "close")
+		// A deadline in the past fails every read from now on at once.
+		_ = rc.SetReadDeadline(time.Unix(1, 0))
+	}
 	limit := min(h.limits.MaxBodyBytes, h.limits.MaxMessageBytes)
 	if r.ContentLength > limit {
+		refuse()
 		h.tooLarge(w, r, limit)
 		return nil, false
 	}
-	rc := http.NewResponseController(w)
+	// One deadline for the whole body, never extended as bytes arrive.
 	_ = rc.SetReadDeadline(time.Now().Add(h.limits.ReadTimeout))
-	// Cleared once the body is in: the answer may take long, and the
-	// connection's read side must not end it.
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	b, err := readChunks(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if err == nil {
+		// Cleared once the body is in: the answer may take long, and the
+		// connection's read side must not end it.
+		_ = rc.SetReadDeadline(time.Time{})
+		return b, true
+	}
+	refuse()
 	var tooLong *http.MaxBytesError
 	switch {
-	case err == nil:
-		return b, true
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		h.log.Warn().Str("identity", IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
-		w.Header().Set("Connection", "close")
 		http.Error(w, fmt.Sprintf("Request Timeout: the body did not arrive within read_timeout (%s)", h.limits.ReadTimeout), http.StatusRequestTimeout)
 	default:
-		w.Header().Set("Connection", "close")
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
 	}
 	return nil, false
@@ -311,14 +322,14 @@ func (b body) unmarshal(v any) error {
 	return nil
 }
 
-// tooLarge answers a body over limit, naming the key that set it.
+// tooLarge answers a body over limit, naming the key that set it; readBody
+// has marked the connection to be closed.
 func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	key := "max_body_bytes"
 	if limit < h.limits.MaxBodyBytes {
 		key = "max_message_bytes"
 	}
 	h.log.Warn().Str("identity", IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
-	w.Header().Set("Connection", "close")
 	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over %s (%d bytes)", key, limit), http.StatusRequestEntityTooLarge)
 }
 

@@ -256,6 +256,32 @@ func TestHTTPSlowAndLargeHeadersAndBodies(t *testing.T) {
 	ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Log: h.Log}).MustCall("docs__search", map[string]any{"query": "public"})
 }
 
+// An authenticated client that sends its body a byte at a time is answered
+// 408 once read_timeout has passed since mcpmux began to read the body,
+// and its connection is closed then: mcpmux does not go on reading the
+// rest of the declared body at the client's pace.
+func TestHTTPTrickledBody(t *testing.T) {
+	t.Parallel()
+	const token = "trickle-token-4e1a9c"
+	lab := httpLab(t, "", `listen = "127.0.0.1:0"`+tokenEntry("reader", "sha256", sha256Hex(token)), ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	addLimits(t, lab, `read_timeout = "1s"`)
+	h := ts.StartHTTPMux(t, lab, ts.HTTPStart{})
+	hp := h.HostPort(0)
+	// 17 bytes, then the other 983 of the 1000 declared one every 20 ms:
+	// about 20 s, beyond the client's own bound (ts.Wait).
+	const rest = 983
+	got := ts.Trickle(t, hp, postHead(hp, "Authorization: Bearer "+token+"\r\nContent-Length: 1000\r\n"), []byte(`{"jsonrpc":"2.0",`), rest, 20*time.Millisecond)
+	if got.Resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(got.Body, "read_timeout (1s)") || !got.Resp.Close {
+		t.Errorf("a trickled body: %d %q (close %v), want 408 naming read_timeout and a closed connection", got.Resp.StatusCode, got.Body, got.Resp.Close)
+	}
+	if !got.Closed || got.Sent == rest {
+		t.Errorf("the connection stayed open after the 408 (closed %v, %d of the %d bytes trickled)", got.Closed, got.Sent, rest)
+	}
+	m := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Token: token, Log: h.Log})
+	m.MustCall("docs__search", map[string]any{"query": "public"})
+}
+
 // write_timeout bounds each write, not the answer: a call slower than it
 // is answered and a listening stream outlives it, while a client that
 // stops reading a large answer is cut off.

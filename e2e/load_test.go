@@ -233,8 +233,8 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-// Arguments with a duplicate key, at the top level or nested, are refused
-// before they reach the child.
+// Arguments with a duplicate key, or two keys that differ only in case, at
+// the top level or nested, are refused before they reach the child.
 func TestDuplicateKeysRefused(t *testing.T) {
 	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
@@ -245,6 +245,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{`{"query":"public","query":"private"}`, `docs__search: arguments: duplicate key "query" at (root)`},
 		{`{"query":"public","filter":{"a":[{"k":1,"k":2}]}}`, `docs__search: arguments: duplicate key "k" at /filter/a/0`},
+		{`{"query":"public","QUERY":"private"}`, `docs__search: arguments: keys "query" and "QUERY" differ only in case at (root)`},
 	} {
 		// The arguments go out as written: a client's encoder would drop
 		// the duplicate.

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // maxArgumentDepth bounds how deeply a call's arguments may nest objects and
@@ -19,10 +21,14 @@ const maxArgumentDepth = 128
 // decodeArguments decodes a call's arguments, a JSON object, in one pass
 // that also refuses what json.Unmarshal would let through: a key that
 // appears twice in one object, at any depth (a child whose parser keeps the
-// first value would act on a value that was never validated), and nesting
-// deeper than maxArgumentDepth. Values decode as json.Unmarshal decodes
-// them into an any. levels counts the values at each depth (levels[0] is
-// the object itself), for the validation budget.
+// first value would act on a value that was never validated), two keys of
+// one object that are equal under Unicode simple case folding (the
+// strings.EqualFold relation: a child that matches names without regard to
+// case, as Go's encoding/json does decoding into a struct, would act on
+// whichever it takes, past a schema or a rule that read the other), and
+// nesting deeper than maxArgumentDepth. Values decode as json.Unmarshal
+// decodes them into an any. levels counts the values at each depth
+// (levels[0] is the object itself), for the validation budget.
 func decodeArguments(raw []byte) (args map[string]any, levels []int, err error) {
 	d := argDecoder{dec: json.NewDecoder(bytes.NewReader(raw))}
 	tok, err := d.dec.Token()
@@ -46,6 +52,10 @@ type argDecoder struct {
 	dec    *json.Decoder
 	levels []int
 }
+
+// linearKeys is how many keys an object may have before a new key is
+// looked up among them by hash rather than compared with each.
+const linearKeys = 32
 
 // pathError is a refusal found at a path, which is filled in, innermost
 // segment first, as the decoder unwinds.
@@ -89,6 +99,7 @@ func (d *argDecoder) value(tok json.Token, depth int) (any, error) {
 	switch delim {
 	case '{':
 		obj := map[string]any{}
+		var byHash map[uint64][]string // obj's keys by foldHash, once it has linearKeys
 		for d.dec.More() {
 			kt, err := d.dec.Token()
 			if err != nil {
@@ -97,6 +108,20 @@ func (d *argDecoder) value(tok json.Token, depth int) (any, error) {
 			key := kt.(string)
 			if _, dup := obj[key]; dup {
 				return nil, &pathError{what: "duplicate key " + strconv.Quote(key)}
+			}
+			if len(obj) == linearKeys {
+				byHash = make(map[uint64][]string, 2*linearKeys)
+				for k := range obj {
+					h := foldHash(k)
+					byHash[h] = append(byHash[h], k)
+				}
+			}
+			var h uint64
+			if byHash != nil {
+				h = foldHash(key)
+			}
+			if other, ok := caseTwin(obj, byHash, h, key); ok {
+				return nil, &pathError{what: fmt.Sprintf("keys %s and %s differ only in case", strconv.Quote(other), strconv.Quote(key))}
 			}
 			vt, err := d.dec.Token()
 			if err != nil {
@@ -107,6 +132,9 @@ func (d *argDecoder) value(tok json.Token, depth int) (any, error) {
 				return nil, within(err, pointerEscaper.Replace(key))
 			}
 			obj[key] = v
+			if byHash != nil {
+				byHash[h] = append(byHash[h], key)
+			}
 		}
 		_, err := d.dec.Token() // '}'
 		if err != nil {
@@ -131,6 +159,56 @@ func (d *argDecoder) value(tok json.Token, depth int) (any, error) {
 		}
 		return arr, nil
 	}
+}
+
+// caseTwin returns the key of obj that key is equal to under simple case
+// folding, if there is one; byHash, when not nil, holds obj's keys by
+// foldHash, and h is key's. obj's keys are pairwise unequal under folding (each was checked
+// as it came), so there is at most one.
+func caseTwin(obj map[string]any, byHash map[uint64][]string, h uint64, key string) (string, bool) {
+	if byHash != nil {
+		for _, k := range byHash[h] {
+			if strings.EqualFold(k, key) {
+				return k, true
+			}
+		}
+		return "", false
+	}
+	for k := range obj {
+		if strings.EqualFold(k, key) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// foldHash is a hash of s under Unicode simple case folding: two strings
+// strings.EqualFold holds equal have the same hash. Each rune counts as the
+// least rune of its folding orbit (unicode.SimpleFold), so that k, K and
+// the Kelvin sign count alike. It allocates nothing.
+func foldHash(s string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211 // FNV-1a
+	h := uint64(offset)
+	for i := 0; i < len(s); {
+		r := rune(s[i])
+		if r < utf8.RuneSelf {
+			i++
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A' // the least of a, A (and of k, K, U+212A; s, S, U+017F)
+			}
+		} else {
+			var size int
+			r, size = utf8.DecodeRuneInString(s[i:])
+			i += size
+			least := r
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				least = min(least, f)
+			}
+			r = least
+		}
+		h = (h ^ uint64(r)) * prime
+	}
+	return h
 }
 
 // within adds a path segment to a pathError as it unwinds.

@@ -89,9 +89,10 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // CallTool sends one call through the whole pipeline, in this order:
 // registry look-up, policy and the policy's rules that ignore the arguments
 // (refused as an unknown name), the identity's rate limit, arguments (one
-// JSON object, no duplicate keys, bounded depth and validation work), schema
-// validation, the rules that read the arguments, a slot of the child's
-// max_in_flight (waiting in its queue if need be), the child, restarts.
+// JSON object, no duplicate keys nor keys equal up to case, bounded depth
+// and validation work), schema validation, the rules that read the
+// arguments, a slot of the child's max_in_flight (waiting in its queue if
+// need be), the child, restarts.
 // identity names the caller and ctx carries its claims (ClaimsFrom), which
 // the rules see: both must be one caller's, as WithCaller stores them, or
 // one identity's call is judged by another's claims. args is the arguments

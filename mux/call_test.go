@@ -210,13 +210,18 @@ func TestRateLimited(t *testing.T) {
 	}
 }
 
-// Arguments with a duplicate key, at the top or nested, never reach the
-// child; others are forwarded byte for byte.
+// Arguments with a duplicate key, or two keys that differ only in case, at
+// the top or nested, never reach the child; others are forwarded byte for
+// byte.
 func TestDuplicateKeys(t *testing.T) {
 	l := startCallLab(t, "", "")
 	cases := []struct{ args, want string }{
 		{`{"query":"public","query":"private"}`, `lab__search: arguments: duplicate key "query" at (root)`},
 		{`{"filter":{"query":"a","query":"b"}}`, `lab__search: arguments: duplicate key "query" at /filter`},
+		// A child that decodes into a struct matches names without regard
+		// to case, and would take the second.
+		{`{"query":"public","QUERY":"private"}`, `lab__search: arguments: keys "query" and "QUERY" differ only in case at (root)`},
+		{`{"filter":{"query":"a","Query":"b"}}`, `lab__search: arguments: keys "query" and "Query" differ only in case at /filter`},
 	}
 	for _, c := range cases {
 		r := l.m.CallTool(context.Background(), "reader", "lab__search", json.RawMessage(c.args))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -58,6 +59,8 @@ type HTTPUpstream struct {
 	log      zerolog.Logger
 	idle     time.Duration
 	limits   config.Limits
+
+	standIns atomic.Int64 // stand-in ids handed out (requestids.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -122,13 +125,23 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind := otherMessage
+	var msg []byte // a POST's body
+	var id msgID   // its id, as the edge reads it (requestids.go)
 	if r.Method == http.MethodPost {
 		b, ok := h.readBody(w, r)
 		if !ok {
 			return
 		}
-		kind = classify(r.Header, b)
-		r.Body = io.NopCloser(b.reader())
+		msg = b.joined()
+		switch id = readMsgID(msg); id.kind {
+		case idBadType:
+			h.refuseID(w, r, []byte("null"), badIDText)
+			return
+		case idNull:
+			h.refuseID(w, r, []byte("null"), nullIDText)
+			return
+		}
+		kind = classify(r.Header, body{msg})
 	}
 	identity := IdentityFrom(r.Context())
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
@@ -170,6 +183,27 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer func() { u.finish(time.Now().UnixNano()) }()
+		if id.kind == idRequest {
+			var stand []byte
+			if id.carried {
+				stand = standIn(h.standIns.Add(1))
+			}
+			dup := id.dupOf(msg)
+			if !u.claimID(dup, stand) {
+				h.refuseID(w, r, msg[id.at.start:id.at.end], dupIDText)
+				return
+			}
+			defer u.releaseID(dup)
+			if stand != nil {
+				rec.carry(msg[id.at.start:id.at.end], stand)
+				msg = withValue(msg, id.at, stand)
+			}
+		} else if at, ok := cancelTarget(msg); ok {
+			dup, _ := idDupKey(msg[at.start:at.end])
+			if stand := u.standInFor(dup); stand != nil {
+				msg = withValue(msg, at, stand) // names the request as mcp-go holds it
+			}
+		}
 		if r.Method == http.MethodGet {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
@@ -196,10 +230,31 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost {
+		if id.kind == idRequest && id.carried && rec.standIn == nil && kind != listenMessage {
+			// Outside a session (an initialize, a 2026-07-28 request): no
+			// id of it can be in flight, but mcp-go is still handed a
+			// stand-in, so that the answer carries the id as written. Not
+			// a listen stream's: mcp-go tags every notification of the
+			// stream with it.
+			stand := standIn(h.standIns.Add(1))
+			rec.carry(msg[id.at.start:id.at.end], stand)
+			msg = withValue(msg, id.at, stand)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(msg))
 		ctx = withDirectWriter(ctx, rec.writeEvent)
 	}
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
 	rec.finish()
+}
+
+// refuseID answers a POST refused for its request's id (its JSON, as
+// written): 400 with the JSON-RPC error -32600 saying text, as mcp-go
+// answers a request it cannot take.
+func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byte, text string) {
+	h.log.Warn().Str("identity", IdentityFrom(r.Context())).RawJSON("id", loggable(id)).Str("why", text).Msg("request refused for its id")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(idRefusal(id, text))
 }
 
 // giveBack hands mcp-go a notification a GET stream could not write.
@@ -210,44 +265,63 @@ func (h *HTTPUpstream) giveBack(n ownNote) {
 }
 
 // readBody reads a POST's body within max_body_bytes, max_message_bytes
-// (the body is one message, or a batch of them) and read_timeout. A
-// declared length over the limit is refused before a byte is read; a body
-// that turns out longer is refused once the limit is reached; either way
-// the connection is closed rather than drained. What it holds grows with
-// what the client has sent, never with what it declared. It answers the
-// request itself when it returns false.
+// (the body is one message, or a batch of them) and read_timeout: the whole
+// body must be in within read_timeout of the moment mcpmux begins reading
+// it, however it trickles. A declared length over the limit is refused
+// before a byte is read; a body that turns out longer is refused once the
+// limit is reached. What it holds grows with what the client has sent,
+// never with what it declared. It answers the request itself when it
+// returns false, and then the connection is closed: nothing more of the
+// body is read, neither by mcpmux nor by net/http, which would otherwise
+// read the rest of a small body, at the client's pace and with no
+// deadline, to reuse the connection.
 func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
+	rc := http.NewResponseController(w)
+	refuse := func() {
+		w.Header().Set("Connection", "close")
+		// A deadline in the past fails every read from now on at once.
+		_ = rc.SetReadDeadline(time.Unix(1, 0))
+	}
 	limit := min(h.limits.MaxBodyBytes, h.limits.MaxMessageBytes)
 	if r.ContentLength > limit {
+		refuse()
 		h.tooLarge(w, r, limit)
 		return nil, false
 	}
-	rc := http.NewResponseController(w)
+	// One deadline for the whole body, never extended as bytes arrive.
 	_ = rc.SetReadDeadline(time.Now().Add(h.limits.ReadTimeout))
-	// Cleared once the body is in: the answer may take long, and the
-	// connection's read side must not end it.
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	b, err := readChunks(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if err == nil {
+		// Cleared once the body is in: the answer may take long, and the
+		// connection's read side must not end it.
+		_ = rc.SetReadDeadline(time.Time{})
+		return b, true
+	}
+	refuse()
 	var tooLong *http.MaxBytesError
 	switch {
-	case err == nil:
-		return b, true
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		h.log.Warn().Str("identity", IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
-		w.Header().Set("Connection", "close")
 		http.Error(w, fmt.Sprintf("Request Timeout: the body did not arrive within read_timeout (%s)", h.limits.ReadTimeout), http.StatusRequestTimeout)
 	default:
-		w.Header().Set("Connection", "close")
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
 	}
 	return nil, false
 }
 
-// body is a request body as it was read, in chunks, so that reading it
-// never holds a second copy (mcp-go makes the one whole copy it keeps).
+// body is a request body as it was read, in chunks, so that what reading
+// it holds grows with what the client has sent.
 type body [][]byte
+
+// joined is the body in one slice: its one chunk, or a copy of them all.
+func (b body) joined() []byte {
+	if len(b) == 1 {
+		return b[0]
+	}
+	return bytes.Join(b, nil)
+}
 
 // bodyChunk is the most readChunks allocates before the client has sent it.
 const bodyChunk = 64 << 10
@@ -311,14 +385,14 @@ func (b body) unmarshal(v any) error {
 	return nil
 }
 
-// tooLarge answers a body over limit, naming the key that set it.
+// tooLarge answers a body over limit, naming the key that set it; readBody
+// has marked the connection to be closed.
 func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	key := "max_body_bytes"
 	if limit < h.limits.MaxBodyBytes {
 		key = "max_message_bytes"
 	}
 	h.log.Warn().Str("identity", IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
-	w.Header().Set("Connection", "close")
 	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over %s (%d bytes)", key, limit), http.StatusRequestEntityTooLarge)
 }
 
@@ -494,6 +568,9 @@ type recorder struct {
 	// stream is the GET stream this response is, if it is one; it opens
 	// to mcpmux's own notifications once mcp-go begins it.
 	stream *getStream
+	// standIn is the id mcp-go was handed for the request's own, clientID
+	// (requestids.go); nil when mcp-go has the client's id.
+	standIn, clientID []byte
 
 	// mu serialises mcp-go's writes (from its forwarder and its handler)
 	// with mcpmux's own (writeEvent).
@@ -646,6 +723,42 @@ func (s *recorder) extend() {
 	}
 }
 
+// carry records that mcp-go is handed the request under stand (a
+// stand-in) for the client's id, to be put back in the answer.
+func (s *recorder) carry(id, stand []byte) {
+	s.standIn, s.clientID = stand, id
+}
+
+// restoreID returns b, one JSON body or one event of mcp-go's, with the
+// client's id in place of the stand-in if b is the request's answer.
+func (s *recorder) restoreID(b []byte) []byte {
+	msg, start := b, 0
+	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) == 0 || first[0] != '{' {
+		i := bytes.Index(b, sseData[1:])
+		if i < 0 {
+			return b
+		}
+		start = i + len(sseData) - 1
+		end := bytes.IndexByte(b[start:], '\n')
+		if end < 0 {
+			end = len(b) - start
+		}
+		msg = b[start : start+end]
+	}
+	top, ok := members(msg)
+	if !ok || top.last("method") != nil {
+		return b
+	}
+	m := top.last("id")
+	if m == nil || !bytes.Equal(msg[m.start:m.end], s.standIn) {
+		return b
+	}
+	at := *m
+	at.start += start
+	at.end += start
+	return withValue(b, at, s.clientID)
+}
+
 // Write puts relayed results in their placeholders' place (swapFramed):
 // mcp-go writes each JSON body (json.Encoder) and each event
 // (writeSSEEvent) with one Write, and sets no Content-Length on them.
@@ -669,7 +782,12 @@ func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 		s.writeHeader(http.StatusOK)
 	}
 	s.extend()
-	out, swapped := swapFramedFrom(b, &s.slots)
+	msg := b
+	if s.standIn != nil {
+		msg = s.restoreID(b)
+	}
+	out, swapped := swapFramedFrom(msg, &s.slots)
+	swapped = swapped || len(msg) != len(b)
 	if s.own && len(out) > 0 && out[0] == '{' {
 		// mcp-go's answer as a JSON body, to a response mcpmux made a stream.
 		out, swapped = sseEvent(out), true

@@ -372,6 +372,45 @@ func TestHTTPBodyLimits(t *testing.T) {
 	}
 }
 
+// A body sent a byte at a time must still arrive whole within
+// read_timeout from when mcpmux begins to read it: the client is answered
+// 408, and the connection is closed then, not held open while the rest of
+// the declared body trickles in (net/http would read it to its end to reuse
+// the connection). Nor does a body refused as too large keep mcpmux reading
+// whatever the client still sends. Each trickle would take 10 s or more;
+// the server must be done with it long before the trickle is.
+func TestHTTPTrickledBodyBounded(t *testing.T) {
+	h := startHTTPMux(t, time.Hour, config.Limits{MaxBodyBytes: 512, ReadTimeout: 300 * time.Millisecond})
+	u, err := neturl.Parse(h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(extra string) string {
+		return "POST " + u.Path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nX-Identity: alice\r\n" + extra + "\r\n"
+	}
+	const every = 20 * time.Millisecond
+	for _, c := range []struct {
+		name, head, first string
+		rest              int // the bytes that complete the body, trickled
+		code              int
+		says              string
+	}{
+		{"trickled body", head("Content-Length: 500\r\n"), `{"jsonrpc":`, 489, http.StatusRequestTimeout, "read_timeout (300ms)"},
+		{"declared length over the limit", head("Content-Length: 1000\r\n"), "", 1000, http.StatusRequestEntityTooLarge, "max_body_bytes (512 bytes)"},
+		{"chunked past the limit", head("Transfer-Encoding: chunked\r\n"), "100000\r\n" + strings.Repeat(" ", 600), 1000, http.StatusRequestEntityTooLarge, "max_body_bytes (512 bytes)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := testsupport.Trickle(t, u.Host, c.head, []byte(c.first), c.rest, every)
+			if got.Resp.StatusCode != c.code || !strings.Contains(got.Body, c.says) || !got.Resp.Close {
+				t.Errorf("%d %q (close %v), want %d saying %q and a closed connection", got.Resp.StatusCode, got.Body, got.Resp.Close, c.code, c.says)
+			}
+			if !got.Closed || got.Sent == c.rest {
+				t.Errorf("the connection stayed open after the answer (closed %v, %d of the %d bytes trickled)", got.Closed, got.Sent, c.rest)
+			}
+		})
+	}
+}
+
 // Limits left zero are the config defaults, not "no bound": a declared
 // length over the default max_body_bytes is refused before a byte is read.
 func TestHTTPZeroLimitsAreDefaults(t *testing.T) {

@@ -38,8 +38,9 @@
 //     notifications outside any call; stdio.go and http.go: the two
 //     upstream transports, whose writers are the edge; relay.go,
 //     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
-//     to a message; stdiofast.go: plain tools/call lines answered at the
-//     stdio edge without mcp-go's server;
+//     to a message; requestids.go: the client's request ids, checked and
+//     carried exactly past mcp-go; stdiofast.go: plain tools/call lines
+//     answered at the stdio edge without mcp-go's server;
 //   - observer.go: what metrics are told; liblog.go: the loggers handed to
 //     the libraries (mcp-go, net/http), which write into mcpmux's.
 package mux

@@ -65,7 +65,7 @@ func TestDroppedAnswerFreesItsSlot(t *testing.T) {
 	h := &halfClose{idle: make(chan struct{}, 1), log: zerolog.Nop()}
 	var out bytes.Buffer
 	aw := h.writer(&out).(*answerWriter)
-	h.expect("7")
+	h.expect("7", "7", nil)
 	h.cancelled("7")
 	r := relayToolResult(json.RawMessage(relayToolPayload))
 	park(withRelaySlots(context.Background(), aw.slots), r)

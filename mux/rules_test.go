@@ -81,6 +81,16 @@ func TestRuleRefusesCall(t *testing.T) {
 	if r.Decision != DecisionAllowed || r.Outcome != OutcomeOK {
 		t.Fatalf("inside /pub: %+v %q", r, text(r))
 	}
+	// A key that differs from path only in case is refused before any
+	// rule reads args: a child decoding into a struct would take it.
+	before := calls.Load()
+	r = m.CallTool(ctx, "reader", "lab__read", json.RawMessage(`{"path":"/pub/a","PATH":"/etc/passwd"}`))
+	if want := `lab__read: arguments: keys "path" and "PATH" differ only in case at (root)`; r.Decision != DecisionInvalid || r.Outcome != OutcomeRefused || text(r) != want {
+		t.Fatalf("path and PATH: %+v %q, want %q", r, text(r), want)
+	}
+	if calls.Load() != before {
+		t.Fatal("path and PATH: the child was called")
+	}
 	for _, args := range []string{`{"path":"/etc/passwd"}`, `{}`} {
 		before := calls.Load()
 		r = m.CallTool(ctx, "reader", "lab__read", json.RawMessage(args))

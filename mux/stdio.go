@@ -94,6 +94,13 @@ type halfClose struct {
 	// cancelled those requests, and the protocol has a cancelled request
 	// go unanswered.
 	dropping map[string]int
+	// live holds, by its id's dup form (msgID.dup), each request waiting
+	// for its answer that the edge checked, with the key of the id mcp-go
+	// answers it under; carried, the client's id of each request mcp-go was
+	// handed under a stand-in (requestids.go), by the stand-in's key.
+	live     map[string]string
+	carried  map[string]carriedID
+	standIns int64 // stand-ins handed out
 	// asked counts, per id, mcp-go's requests to the client (a relayed
 	// sampling, elicitation or roots request) not answered yet: the
 	// client's answer to one, error or result, mcp-go takes without
@@ -123,15 +130,87 @@ func (h *halfClose) writer(w io.Writer) io.Writer {
 	return h.out
 }
 
-// expect records a request read under id.
-func (h *halfClose) expect(id string) {
+// carriedID is the id of a request mcp-go holds under a stand-in: the
+// client's, as written, and its dup form.
+type carriedID struct {
+	dup string
+	id  []byte
+}
+
+// expect records a request read under id, the key mcp-go answers it under.
+// dup is its id's dup form and orig, when mcp-go was handed a stand-in, the
+// client's id as written; dup is "" for a message the edge does not check
+// (one mcp-go answers though it is no request). It reports false, and
+// records nothing, if a request under an equal id is still in flight.
+func (h *halfClose) expect(id, dup string, orig []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if dup != "" {
+		if _, taken := h.live[dup]; taken {
+			return false
+		}
+		if h.live == nil {
+			h.live = map[string]string{}
+		}
+		h.live[dup] = id
+	}
+	if orig != nil {
+		if h.carried == nil {
+			h.carried = map[string]carriedID{}
+		}
+		h.carried[id] = carriedID{dup: dup, id: orig}
+	}
 	if h.waiting == nil {
 		h.waiting = map[string]int{}
 	}
 	h.waiting[id]++
 	h.pending.Add(1)
+	return true
+}
+
+// nextStandIn returns the stand-in for the next carried request.
+func (h *halfClose) nextStandIn() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.standIns++
+	return standIn(h.standIns)
+}
+
+// clientID returns the client's id of the request mcp-go answers under id,
+// if mcp-go holds it under a stand-in.
+func (h *halfClose) clientID(id string) []byte {
+	if id == "" || id[0] != '-' {
+		return nil // only stand-ins are negative
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.carried[id].id
+}
+
+// cancelKey returns the key mcp-go holds the request a cancellation names
+// under, given the id it names as written, and the stand-in to name instead
+// if there is one.
+func (h *halfClose) cancelKey(named []byte) (key string, standIn []byte) {
+	dup, _ := idDupKey(named)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key, ok := h.live[dup]
+	if !ok {
+		return dup, nil
+	}
+	if _, ok := h.carried[key]; ok {
+		return key, []byte(key)
+	}
+	return key, nil
+}
+
+// refuse answers a request the edge refuses for its id (its JSON, as
+// written) with -32600 saying text.
+func (h *halfClose) refuse(id []byte, text string) {
+	h.log.Warn().RawJSON("id", loggable(id)).Str("why", text).Msg("client request refused for its id")
+	if h.out != nil {
+		h.out.writeOwn(idRefusal(id, text))
+	}
 }
 
 // cancelled records that the client cancelled its request id, if that is
@@ -159,6 +238,26 @@ func (h *halfClose) dropAnswer(id string) bool {
 		delete(h.dropping, id)
 	}
 	return true
+}
+
+// free makes the id of the request answered under id free for another
+// request: before its answer is written, so that a client that sends its
+// next request under the same id as soon as it reads the answer finds the
+// id free.
+func (h *halfClose) free(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting[id] == 0 {
+		return
+	}
+	dup := id
+	if c, ok := h.carried[id]; ok {
+		dup = c.dup
+		delete(h.carried, id)
+	}
+	if dup != "" && h.live[dup] == id {
+		delete(h.live, dup)
+	}
 }
 
 // answered records an answer under id, and reports whether no request is
@@ -223,19 +322,7 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 			return 0, rr.err
 		}
 		line, err := rr.readLine()
-		if rr.h.askedAny.Load() && rr.h.answersAsked(line) {
-			// Not a request, whatever requestID makes of it.
-		} else if id, ok := requestID(line); ok {
-			rr.h.expect(id)
-			if rr.fast != nil && rr.fast.take(line, id) {
-				line = nil
-			}
-		} else if id, ok := cancelledID(line); ok {
-			rr.h.cancelled(id)
-			if rr.fast != nil {
-				rr.fast.cancelled(id)
-			}
-		}
+		line = rr.admit(line)
 		if len(line) > 0 && line[len(line)-1] != '\n' {
 			// mcp-go drops a last line that has no newline.
 			line = append(line, '\n')
@@ -245,6 +332,77 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 	n := copy(p, rr.line)
 	rr.line = rr.line[n:]
 	return n, nil
+}
+
+// admit does what the edge does with line, one message from the client,
+// and returns what to hand mcp-go of it: nothing for a request refused for
+// its id (it is answered here) or one the fast path takes, the line with
+// a stand-in id for a carried one (requestids.go), the line itself for
+// anything else. Requests mcp-go answers are counted.
+func (rr *requestReader) admit(line []byte) []byte {
+	h := rr.h
+	if h.askedAny.Load() && h.answersAsked(line) {
+		return line // not a request, whatever requestID makes of it
+	}
+	v := readMsgID(line)
+	switch v.kind {
+	case idBadType:
+		h.refuse([]byte("null"), badIDText)
+		return nil
+	case idNull:
+		h.refuse([]byte("null"), nullIDText)
+		return nil
+	}
+	var written, orig []byte // the id as the client wrote it; and again, if carried
+	handed := line
+	if v.kind == idRequest || v.carried {
+		written = line[v.at.start:v.at.end]
+		if v.carried {
+			orig = bytes.Clone(written)
+			handed = withValue(line, v.at, h.nextStandIn())
+		}
+	}
+	var id string
+	var ok bool
+	if orig == nil {
+		id, ok = v.requestID(line) // the one reading of the line
+	} else {
+		id, ok = requestID(handed)
+	}
+	if !ok && orig != nil {
+		// mcp-go does not answer it under its id (a subscriptions/listen
+		// stream, say): it gets the line as written.
+		handed, orig = line, nil
+		id, ok = requestID(line)
+	}
+	if ok {
+		dup := ""
+		if v.kind == idRequest {
+			dup = v.dup
+			if !v.carried {
+				dup = id // the id as written, what answerIDKey makes of it
+			}
+		}
+		if !h.expect(id, dup, orig) {
+			h.refuse(written, dupIDText)
+			return nil
+		}
+		if rr.fast != nil && rr.fast.take(handed, id) {
+			return nil
+		}
+		return handed
+	}
+	if at, ok := cancelTarget(line); ok {
+		key, standIn := h.cancelKey(line[at.start:at.end])
+		if standIn != nil {
+			line = withValue(line, at, standIn)
+		}
+		h.cancelled(key)
+		if rr.fast != nil {
+			rr.fast.cancelled(key)
+		}
+	}
+	return line
 }
 
 // askedOut records msg, a message mcp-go writes that is no answer, if it
@@ -409,7 +567,13 @@ func requestID(line []byte) (string, bool) {
 	if !ok {
 		return "", false // null decodes without an id; anything else fails
 	}
+	return requestIDIn(line, top)
+}
+
+// requestIDIn is requestID of line, valid JSON, whose top level is top.
+func requestIDIn(line []byte, top object) (string, bool) {
 	var jsonrpc, method, id []byte
+	var ok bool
 	result := false
 	for _, m := range top.m {
 		v := line[m.start:m.end]
@@ -552,8 +716,15 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
-	id, isAnswer := answerID(p)
-	out, swapped := swapRelayedFrom(p, aw.slots) // a dropped answer's payload leaves its slot too
+	id, at, isAnswer := answerIDAt(p)
+	msg := p
+	if isAnswer {
+		if orig := aw.h.clientID(id); orig != nil {
+			msg = withValue(p, at, orig) // the client's id, for mcp-go's stand-in
+		}
+	}
+	out, swapped := swapRelayedFrom(msg, aw.slots) // a dropped answer's payload leaves its slot too
+	swapped = swapped || len(msg) != len(p)
 	var n int
 	var err error
 	if isAnswer {
@@ -575,6 +746,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	n = len(msg)
 	after := aw.watched(id)
+	aw.h.free(id)
 	if !aw.h.dropAnswer(id) {
 		aw.mu.Lock()
 		n, err = aw.w.Write(msg)
@@ -592,47 +764,34 @@ func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	return n, err
 }
 
-// cancelledID returns the id, in canonical form, of the request a
-// notifications/cancelled from the client names.
-func cancelledID(line []byte) (string, bool) {
-	if !bytes.Contains(line, []byte(mcp.MethodNotificationCancelled)) {
-		return "", false
-	}
-	var msg struct {
-		ID     any    `json:"id"`
-		Method string `json:"method"`
-		Params struct {
-			RequestID any `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &msg) != nil || msg.ID != nil || msg.Method != string(mcp.MethodNotificationCancelled) ||
-		msg.Params.RequestID == nil {
-		return "", false
-	}
-	return idKey(msg.Params.RequestID)
-}
-
 // answerID returns the id, in canonical form, of a response with an id: the
 // first of the top-level keys method, result and error decides, and the id
 // must come before it. msg is mcp-go's (valid JSON); the result is skipped,
 // not decoded.
 func answerID(msg []byte) (string, bool) {
+	id, _, ok := answerIDAt(msg)
+	return id, ok
+}
+
+// answerIDAt is answerID, with where the id sits in msg.
+func answerIDAt(msg []byte) (string, member, bool) {
 	top, ok := members(msg)
 	if !ok {
-		return "", false
+		return "", member{}, false
 	}
-	var id []byte
+	var id member
 	for _, m := range top.m {
 		switch m.key {
 		case "method":
-			return "", false
+			return "", member{}, false
 		case "result", "error":
-			return answerIDKey(id)
+			k, ok := answerIDKey(msg[id.start:id.end])
+			return k, id, ok
 		case "id":
-			id = msg[m.start:m.end]
+			id = m
 		}
 	}
-	return "", false
+	return "", member{}, false
 }
 
 // answerIDKey is idKey of the JSON id raw; nil and null are no id.

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,14 +34,81 @@ func lines(data []byte) [][]byte {
 	return out
 }
 
+// edgeRef is what the stdio edge does with a client's line, read with
+// encoding/json (as mcp-go reads it): the reference readMsgID is held to.
+type edgeRef struct {
+	refused bool // answered at the edge under a null id, never handed on
+	request bool // a request whose id the edge checks
+	carried bool // its id (a request's, or an answer's) is not one mcp-go writes back as written
+	key     string
+}
+
+// refEdge reads line as the edge must; ok is false for an id the reference
+// cannot compare exactly (a number with a huge exponent).
+func refEdge(line []byte) (r edgeRef, ok bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
+		return r, true
+	}
+	notNull := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	if m.Method == nil && (notNull(m.Result) || notNull(m.Error)) {
+		// The client's answer: its number or string id carried all the
+		// same, where mcp-go answers it.
+		c := m.ID[0]
+		r.carried = (c == '"' || c == '-' || c >= '0' && c <= '9') && !plainInteger(m.ID) && !plainIDJSON(m.ID)
+		return r, true
+	}
+	switch m.ID[0] {
+	case 'n':
+		var method string
+		if m.Method == nil || json.Unmarshal(m.Method, &method) == nil && strings.HasPrefix(method, "notifications/") {
+			return r, true
+		}
+		return edgeRef{refused: true}, true
+	case '{', '[', 't', 'f':
+		return edgeRef{refused: true}, true
+	}
+	key, ok := refKey(m.ID)
+	return edgeRef{request: true, carried: !plainInteger(m.ID) && !plainIDJSON(m.ID), key: key}, ok
+}
+
+// refKey is a string or number id's value in one exact form (big.Rat for a
+// number); ok is false for one it will not work out.
+func refKey(id json.RawMessage) (string, bool) {
+	if id[0] == '"' {
+		var s string
+		return "s:" + s, json.Unmarshal(id, &s) == nil
+	}
+	if i := bytes.IndexAny(id, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(string(id[i+1:])); err != nil || e > 1000 || e < -1000 {
+			return "", false
+		}
+	}
+	var r big.Rat
+	if _, ok := r.SetString(string(id)); !ok {
+		return "", false
+	}
+	return "n:" + r.RatString(), true
+}
+
 // FuzzFraming checks the stdio drain's framing on its own: requestReader
-// hands every byte on unchanged however it is read, counts exactly the lines
-// isRequest accepts (requestID deciding as mcp-go's own decoding would), and
-// the answers mcp-go would write for them are messages isAnswer counts, so
-// that the count comes back to zero.
+// hands every byte on unchanged however it is read, but for the lines the
+// edge refuses for their ids (refEdge; and a second request under the id
+// of one in flight, here every request counted, none being answered),
+// which it drops, and the ids it carries, which it replaces by a stand-in;
+// it counts exactly the lines isRequest accepts of what it hands on
+// (requestID deciding as mcp-go's own decoding would), and the answers
+// mcp-go would write for them are messages isAnswer counts, so that the
+// count comes back to zero.
 func FuzzFraming(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b"}}`+"\n"), uint8(0))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":"x","method":"ping"}`), uint8(3))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`+"\n"+`{"jsonrpc":"2.0","id":7.0,"method":"ping"}`+"\n"+`{"jsonrpc":"2.0","id":-7,"method":"ping"}`+"\n"), uint8(5))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), log: zerolog.Nop()}
 		r := h.reader(bytes.NewReader(data))
@@ -55,18 +125,65 @@ func FuzzFraming(f *testing.F) {
 				t.Fatalf("read: %v", err)
 			}
 		}
-		// A last line may get the newline mcp-go needs to read it.
-		if !bytes.Equal(got.Bytes(), data) && (bytes.HasSuffix(data, []byte("\n")) || !bytes.Equal(got.Bytes(), append(data, '\n'))) {
-			t.Fatalf("requestReader changed the input:\n in: %q\nout: %q", data, got.Bytes())
-		}
-		var answers [][]byte
-		want := int64(0)
+		out := lines(got.Bytes())
+		var handed [][]byte
+		live := map[string]bool{}  // every request counted, by refKey
+		stood := map[string]bool{} // those handed on under a stand-in
 		for _, line := range lines(data) {
 			id, ok := requestID(line)
 			if refID, refOK := requestIDAsMCPGo(line); id != refID || ok != refOK {
 				t.Fatalf("requestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
 			}
+			ref, ok := refEdge(line)
 			if !ok {
+				return // an id the reference cannot compare
+			}
+			if v := readMsgID(line); (v.kind == idBadType || v.kind == idNull) != ref.refused || (v.kind == idRequest) != ref.request ||
+				v.kind == idRequest && v.carried != ref.carried {
+				t.Fatalf("readMsgID(%q) = %+v; the reference reads %+v", line, v, ref)
+			}
+			if ref.refused || ref.request && live[ref.key] {
+				continue // dropped
+			}
+			if len(out) == 0 {
+				t.Fatalf("requestReader dropped %q", line)
+			}
+			o := out[0]
+			out = out[1:]
+			want := line
+			if !bytes.HasSuffix(want, []byte("\n")) {
+				want = append(bytes.Clone(want), '\n')
+			}
+			if !bytes.Equal(o, want) {
+				v, w := readMsgID(line), readMsgID(o)
+				carriedID := ref.carried && w.at.end > 0 && o[w.at.start] == '-' &&
+					bytes.Equal(withValue(want, v.at, o[w.at.start:w.at.end]), o)
+				// A cancellation of a carried request names its stand-in.
+				at, isCancel := cancelTarget(line)
+				oat, _ := cancelTarget(o)
+				named, known := "", false
+				if isCancel {
+					named, known = refKey(line[at.start:at.end])
+				}
+				standIn := isCancel && known && stood[named] && oat.end > 0 && o[oat.start] == '-' &&
+					bytes.Equal(withValue(want, at, o[oat.start:oat.end]), o)
+				if !carriedID && !standIn {
+					t.Fatalf("requestReader changed %q to %q", line, o)
+				}
+			}
+			if _, ok := requestID(o); ok && ref.request {
+				live[ref.key] = true
+				stood[ref.key] = ref.carried
+			}
+			handed = append(handed, o)
+		}
+		if len(out) != 0 {
+			t.Fatalf("requestReader added %q", out)
+		}
+		var answers [][]byte
+		want := int64(0)
+		for _, line := range handed {
+			if _, ok := requestID(line); !ok {
 				continue
 			}
 			want++
@@ -151,27 +268,41 @@ func FuzzStdioFrames(f *testing.F) {
 		}
 
 		// The ids of the requests, and of the listening streams, which may be
-		// answered when the session ends, or not.
+		// answered when the session ends, or not; each in refKey's form.
 		want := map[string]int{}
 		listens := map[string]bool{}
 		// A request the client cancelled may go unanswered.
 		cancelled := map[string]int{}
 		for _, line := range lines(data) {
-			if id, ok := cancelledID(line); ok {
-				cancelled[id]++
+			if at, ok := cancelTarget(line); ok {
+				if id, ok := refKey(line[at.start:at.end]); ok {
+					cancelled[id]++
+				}
+			}
+			ref, ok := refEdge(line)
+			if !ok {
+				return // an id the reference cannot compare
 			}
 			var msg struct {
 				ID     json.RawMessage `json:"id"`
 				Method *string         `json:"method"`
 			}
-			if json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 {
-				continue
+			if ref.refused || json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 {
+				continue // refused ones are answered under a null id
 			}
-			id, ok := canonicalID(msg.ID)
+			// What mcp-go is handed: a carried id as a stand-in.
+			handed := line
+			if ref.carried {
+				handed = withValue(line, readMsgID(line).at, []byte("-1"))
+				if !isRequest(handed) {
+					handed = line
+				}
+			}
+			id, ok := refKey(msg.ID)
 			switch {
-			case isRequest(line):
+			case isRequest(handed):
 				if !ok {
-					t.Fatalf("request %q has an id mcp-go cannot read", line)
+					t.Fatalf("request %q has an id the reference cannot read", line)
 				}
 				want[id]++
 			case ok && msg.Method != nil && *msg.Method == string(mcp.MethodSubscriptionsListen):
@@ -193,14 +324,17 @@ func FuzzStdioFrames(f *testing.F) {
 				}
 				continue
 			}
-			if !isAnswer(line) {
+			if (plainInteger(id) || plainIDJSON(id)) && !isAnswer(line) {
 				t.Fatalf("the answer %q is not counted as one", line)
 			}
 			if cut := cutShort(line); cut != "" && !bytes.Contains(data, []byte(mcp.MethodNotificationCancelled)) &&
 				!bytes.Contains(data, []byte(cut)) {
 				t.Fatalf("the input ended, and mcpmux cut a call short: %q", line)
 			}
-			cid, _ := canonicalID(id)
+			cid, ok := refKey(id)
+			if !ok {
+				t.Fatalf("the answer %q has an id the reference cannot read", line)
+			}
 			if listens[cid] && want[cid] == got[cid] {
 				continue
 			}

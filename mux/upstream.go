@@ -103,8 +103,9 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddBeforeGetPrompt(func(ctx context.Context, _ any, _ *mcp.GetPromptRequest) {
 		_ = m.WaitReady(ctx)
 	})
-	hooks.AddBeforeReadResource(func(ctx context.Context, _ any, _ *mcp.ReadResourceRequest) {
+	hooks.AddBeforeReadResource(func(ctx context.Context, _ any, req *mcp.ReadResourceRequest) {
 		_ = m.WaitReady(ctx)
+		carryUnmatched(req)
 	})
 	hooks.AddOnRequestInitialization(m.gateRequest)
 	addRelayHooks(hooks)
@@ -155,7 +156,17 @@ func (m *Mux) newServer() *server.MCPServer {
 	)
 	// Every read reaches readResource, which routes it or answers that
 	// the resource is unknown; the URIs themselves are never registered.
+	// mcp-go routes a read by its templates' expressions, which match only
+	// what a {+uri} expansion can hold: the rest (a space, a backslash, a
+	// letter outside ASCII) is carried to readResource under unmatchedURI
+	// (carryUnmatched), so that the children's own URIs are read and every
+	// unknown URI is refused alike.
 	srv.AddResourceTemplate(mcp.NewResourceTemplate("{+uri}", "any"), m.readResource)
+	srv.AddResource(mcp.NewResource(unmatchedURI, "any"), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		req.Params.URI, _ = req.Params.Arguments[unmatchedArg].(string)
+		req.Params.Arguments = nil
+		return m.readResource(ctx, req)
+	})
 	m.addClientNotifications(srv)
 	return srv
 }
@@ -461,6 +472,35 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 	return func(uri string) (string, bool) { return exposeURI(c.alias, uri), true }
 }
 
+// unmatchedURI is the resource mcp-go is asked for in place of a URI its
+// catch-all template does not match; unmatchedArg is the argument that
+// carries the URI the client asked for.
+const (
+	unmatchedURI = "mcpmux:unmatched"
+	unmatchedArg = "mcpmux.uri"
+)
+
+// catchAll is the expression mcp-go matches the catch-all template {+uri}
+// by, compiled apart so that matching takes no lock.
+var catchAll = func() *uriTemplate {
+	t, err := compileTemplate("{+uri}")
+	if err != nil {
+		panic(err)
+	}
+	return t
+}()
+
+// carryUnmatched makes a resources/read that mcp-go's catch-all template
+// would not match (and one that names unmatchedURI itself) a read of
+// unmatchedURI carrying the URI asked for, which mcp-go hands to its
+// direct handler as it is. It runs before mcp-go routes the read.
+func carryUnmatched(req *mcp.ReadResourceRequest) {
+	if uri := req.Params.URI; uri == unmatchedURI || !catchAll.Match(uri) {
+		req.Params.URI = unmatchedURI
+		req.Params.Arguments = map[string]any{unmatchedArg: uri}
+	}
+}
+
 // readResource routes a resources/read to the child that owns the URI and
 // relays its answer. A URI the caller may not read is refused exactly like
 // one no child has, and never reaches a child.
@@ -522,7 +562,7 @@ func (m *Mux) readAt(ctx context.Context, c *child, uri, orig string, begun time
 
 // routeURI finds the child a resource URI, as a client gives it, belongs to
 // and the child's own URI for it: a listed resource; a URI in mcpmux's
-// scheme; a URI that one of the unprefixed children's templates matches
+// scheme under the alias of a child that offers resources; a URI that one of the unprefixed children's templates matches
 // (first in config order); or, when exactly one unprefixed child offers
 // resources, any other URI.
 func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
@@ -530,7 +570,10 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 		return e.child, e.orig, true
 	}
 	if alias, orig, ok := splitURI(uri); ok {
-		if c := m.child(alias); c != nil {
+		// Only a child that offers resources owns the URIs under its
+		// alias; one that offers none must not be asked (it would answer
+		// in its own words what is, to the caller, an unknown URI).
+		if c := m.child(alias); c != nil && offersResources(c) {
 			return c, orig, true
 		}
 	}
@@ -545,7 +588,7 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 		}
 	}
 	for _, c := range m.children {
-		if !c.cfg.Prefix && c.state.Load().listed != nil && c.state.Load().listed.caps.Resources != nil {
+		if !c.cfg.Prefix && offersResources(c) {
 			only, n = c, n+1
 		}
 	}
@@ -553,6 +596,12 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 		return only, uri, true
 	}
 	return nil, "", false
+}
+
+// offersResources reports whether c's current catalog declares resources.
+func offersResources(c *child) bool {
+	l := c.state.Load().listed
+	return l != nil && l.caps.Resources != nil
 }
 
 // child returns the child of alias, or nil.

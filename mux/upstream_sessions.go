@@ -63,6 +63,41 @@ type upstreamSession struct {
 	mu      sync.Mutex           // this session's alone: never shared by others' calls
 	cs      server.ClientSession // what mcp-go registered for it; nil before
 	streams []*getStream         // listening GET streams in the order they opened, ended with the session
+	// ids holds the ids of the session's HTTP requests in flight, by their
+	// dup form (msgID.dup), each with the stand-in mcp-go was handed for it
+	// (nil for none).
+	ids map[string][]byte
+}
+
+// claimID records a request of the session in flight under an id of dup
+// form dup, handed to mcp-go as stand (nil: as it is); false, and nothing
+// recorded, if one under an equal id is in flight already.
+func (u *upstreamSession) claimID(dup string, stand []byte) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, taken := u.ids[dup]; taken {
+		return false
+	}
+	if u.ids == nil {
+		u.ids = map[string][]byte{}
+	}
+	u.ids[dup] = stand
+	return true
+}
+
+// releaseID ends what claimID recorded.
+func (u *upstreamSession) releaseID(dup string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.ids, dup)
+}
+
+// standInFor returns the stand-in of the session's request in flight under
+// an id of dup form dup, or nil.
+func (u *upstreamSession) standInFor(dup string) []byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ids[dup]
 }
 
 // begin notes a request on the session; false if the session has ended.

@@ -1,15 +1,19 @@
 package testsupport
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -428,4 +432,70 @@ func Refused(addr string) bool {
 		return false
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// Trickled is what Trickle saw.
+type Trickled struct {
+	Resp *http.Response
+	Body string // the answer's body
+	// Closed says the server ended the connection after its answer (an
+	// end of stream or a reset) before Wait passed; Sent is how many of
+	// the trickle's bytes it had been sent by then.
+	Closed bool
+	Sent   int
+}
+
+// Trickle is a slow client over a raw TCP connection to hostport: it writes
+// head (a request's start line and header fields, through the blank line)
+// and first at once, then one more byte of the body every interval, n in
+// all, as long as the server takes them. It reads the answer as it comes
+// and then waits, at most Wait, for the server to end the connection. The
+// interval is the client's pace, not a wait for anything: whatever the
+// server does, Trickle returns within Wait.
+func Trickle(t testing.TB, hostport, head string, first []byte, n int, interval time.Duration) Trickled {
+	t.Helper()
+	conn, err := net.Dial("tcp", hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(Wait))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for range n {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	})
+	defer func() {
+		close(stop)
+		writer.Wait()
+	}()
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_, err = io.Copy(io.Discard, br)
+	var ne net.Error
+	closed := !errors.As(err, &ne) || !ne.Timeout()
+	return Trickled{Resp: resp, Body: string(b), Closed: closed, Sent: int(sent.Load())}
 }

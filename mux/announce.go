@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // mcp-go announces every change of its registered tools, prompts and
@@ -32,26 +34,26 @@ func announcement(msg []byte) (out []byte, ok bool) {
 	if !bytes.Contains(msg, listChangedNeedle) && !bytes.Contains(msg, taskStatusNeedle) || !json.Valid(msg) {
 		return msg, false
 	}
-	top, ok := members(msg)
-	if !ok || top.only("id") != nil {
+	top, ok := jsonwire.Members(msg)
+	if !ok || top.Only("id") != nil {
 		return msg, false
 	}
-	method := top.only("method")
+	method := top.Only("method")
 	var name string
-	if method == nil || json.Unmarshal(msg[method.start:method.end], &name) != nil ||
+	if method == nil || json.Unmarshal(msg[method.Start:method.End], &name) != nil ||
 		!strings.HasPrefix(name, "notifications/") || !strings.HasSuffix(name, "/list_changed") && name != mcp.MethodNotificationTasksStatus {
 		return msg, false
 	}
-	params := top.only("params")
-	if params == nil || !bytes.Contains(msg[params.start:params.end], []byte(`"`+ownMark+`"`)) {
+	params := top.Only("params")
+	if params == nil || !bytes.Contains(msg[params.Start:params.End], []byte(`"`+ownMark+`"`)) {
 		return nil, true
 	}
-	rest, err := withoutField(msg[params.start:params.end], ownMark)
+	rest, err := jsonwire.WithoutField(msg[params.Start:params.End], ownMark)
 	if err != nil {
 		return nil, true
 	}
 	out = make([]byte, 0, len(msg))
-	out = append(out, msg[:params.start]...)
+	out = append(out, msg[:params.Start]...)
 	out = append(out, rest...)
-	return append(out, msg[params.end:]...), true
+	return append(out, msg[params.End:]...), true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // answerIDByTokens is answerID as it was first written, on encoding/json's
@@ -26,7 +28,7 @@ func answerIDByTokens(msg []byte) (string, bool) {
 			if id == nil {
 				return "", false
 			}
-			return idKey(id)
+			return jsonwire.IDKey(id)
 		case "id":
 			if dec.Decode(&id) != nil {
 				return "", false

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // checkCallResult reports whether raw, a child's tools/call result as its
@@ -38,18 +40,18 @@ var callResultFields = [...]string{"_meta", "resultType", "content", "structured
 // anything else, which is not necessarily malformed. raw must be valid
 // JSON.
 func plainCallResult(raw []byte) (isError, ok bool) {
-	top, ok := members(raw)
+	top, ok := jsonwire.Members(raw)
 	if !ok {
 		return false, false
 	}
-	var content *member
-	for i := range top.m {
-		m := &top.m[i]
-		switch m.key {
+	var content *jsonwire.Member
+	for i := range top.Members {
+		m := &top.Members[i]
+		switch m.Key {
 		case "content":
 			content = m
 		case "isError":
-			switch string(raw[m.start:m.end]) {
+			switch string(raw[m.Start:m.End]) {
 			case "true":
 				isError = true
 			case "false":
@@ -57,24 +59,24 @@ func plainCallResult(raw []byte) (isError, ok bool) {
 				return false, false
 			}
 		case "structuredContent":
-			if !numbersFit(raw[m.start:m.end]) {
+			if !jsonwire.NumbersFit(raw[m.Start:m.End]) {
 				return false, false
 			}
 		default:
 			for _, f := range callResultFields {
-				if strings.EqualFold(m.key, f) {
+				if strings.EqualFold(m.Key, f) {
 					return false, false
 				}
 			}
 			continue
 		}
-		for _, o := range top.m[:i] { // a known member twice, in any case
-			if strings.EqualFold(o.key, m.key) {
+		for _, o := range top.Members[:i] { // a known member twice, in any case
+			if strings.EqualFold(o.Key, m.Key) {
 				return false, false
 			}
 		}
 	}
-	if content == nil || !textContents(raw[content.start:content.end]) {
+	if content == nil || !textContents(raw[content.Start:content.End]) {
 		return false, false
 	}
 	return isError, true
@@ -88,22 +90,22 @@ func textContents(b []byte) bool {
 	if len(b) == 0 || b[0] != '[' {
 		return false
 	}
-	i := skipSpace(b, 1)
+	i := jsonwire.SkipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
 		return true
 	}
 	for i < len(b) {
-		o, ok := members(b[i:])
+		o, ok := jsonwire.Members(b[i:])
 		if !ok || !textContent(b[i:], o) {
 			return false
 		}
-		i = skipSpace(b, i+o.close+1)
+		i = jsonwire.SkipSpace(b, i+o.Close+1)
 		if i >= len(b) {
 			return false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonwire.SkipSpace(b, i+1)
 		case ']':
 			return true
 		default:
@@ -115,14 +117,14 @@ func textContents(b []byte) bool {
 
 // textContent reports whether o, the members of the object b opens with,
 // are exactly "type":"text" and "text" (a string).
-func textContent(b []byte, o object) bool {
-	if len(o.m) != 2 {
+func textContent(b []byte, o jsonwire.Object) bool {
+	if len(o.Members) != 2 {
 		return false
 	}
 	var typ, text bool
-	for _, m := range o.m {
-		v := b[m.start:m.end]
-		switch m.key {
+	for _, m := range o.Members {
+		v := b[m.Start:m.End]
+		switch m.Key {
 		case "type":
 			typ = bytes.Equal(v, textType)
 		case "text":

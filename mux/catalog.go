@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -409,9 +410,9 @@ func ambiguousKeys(raw []byte, k kind) string {
 	if k != kindTool {
 		return ""
 	}
-	o, _ := members(raw)
-	if a := o.last("annotations"); a != nil {
-		if why := foldedKey(raw[a.start:a.end], annotationFields); why != "" {
+	o, _ := jsonwire.Members(raw)
+	if a := o.Last("annotations"); a != nil {
+		if why := foldedKey(raw[a.Start:a.End], annotationFields); why != "" {
 			return "its annotations have " + why
 		}
 	}
@@ -422,20 +423,20 @@ func ambiguousKeys(raw []byte, k kind) string {
 // case, or spelled like one of known in another case; "" when none is, or
 // raw is not an object (refused when decoded).
 func foldedKey(raw []byte, known []string) string {
-	o, ok := members(raw)
+	o, ok := jsonwire.Members(raw)
 	if !ok {
 		return ""
 	}
 	// Definitions have few members.
-	for i, f := range o.m {
-		for _, g := range o.m[:i] {
-			if strings.EqualFold(f.key, g.key) {
-				return "the member " + strconv.Quote(f.key) + " twice (ignoring case)"
+	for i, f := range o.Members {
+		for _, g := range o.Members[:i] {
+			if strings.EqualFold(f.Key, g.Key) {
+				return "the member " + strconv.Quote(f.Key) + " twice (ignoring case)"
 			}
 		}
 		for _, name := range known {
-			if f.key != name && strings.EqualFold(f.key, name) {
-				return "the member " + strconv.Quote(f.key) + " (" + strconv.Quote(name) + " in another case)"
+			if f.Key != name && strings.EqualFold(f.Key, name) {
+				return "the member " + strconv.Quote(f.Key) + " (" + strconv.Quote(name) + " in another case)"
 			}
 		}
 	}
@@ -456,7 +457,7 @@ func (c *child) exposeURI(k kind, uri string) string {
 // rename puts the exposed name into the definition.
 func (e *entry) rename() error {
 	v, _ := json.Marshal(e.name)
-	def, err := withField(e.def, kindWire[e.kind].key, v)
+	def, err := jsonwire.WithField(e.def, kindWire[e.kind].key, v)
 	if err != nil {
 		return err
 	}
@@ -521,7 +522,7 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 	}
 	if !bytes.Equal(norm, w.InputSchema) {
 		changed = true
-		if fixed, err = withField(fixed, "inputSchema", norm); err != nil {
+		if fixed, err = jsonwire.WithField(fixed, "inputSchema", norm); err != nil {
 			return t, "not a valid definition", err
 		}
 	}
@@ -538,10 +539,10 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 			// content. Not remembered, so that every read says so.
 			c.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
 			t.id, changed = "", true
-			fixed, err = withoutField(fixed, "outputSchema")
+			fixed, err = jsonwire.WithoutField(fixed, "outputSchema")
 		case !bytes.Equal(repaired, w.OutputSchema):
 			changed = true
-			fixed, err = withField(fixed, "outputSchema", repaired)
+			fixed, err = jsonwire.WithField(fixed, "outputSchema", repaired)
 		}
 		if err != nil {
 			return t, "not a valid definition", err

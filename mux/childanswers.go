@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // parkMin is the size from which an answer line of a stdio child is worth
@@ -148,17 +150,17 @@ var transportFields = [...]string{"jsonrpc", "id", "method", "result", "error"}
 // transport's fields at most once and spelled as mcp-go writes it,
 // "jsonrpc":"2.0", and an id without escapes.
 func parkableAnswer(line []byte) (id, result []byte, ok bool) {
-	if !jsonValid(line) {
+	if !jsonwire.Valid(line) {
 		return nil, nil, false
 	}
-	top, ok := members(line)
+	top, ok := jsonwire.Members(line)
 	if !ok {
 		return nil, nil, false
 	}
 	var jsonrpc []byte
-	for _, m := range top.m {
-		v := line[m.start:m.end]
-		switch m.key {
+	for _, m := range top.Members {
+		v := line[m.Start:m.End]
+		switch m.Key {
 		case "jsonrpc":
 			if jsonrpc != nil {
 				return nil, nil, false
@@ -176,7 +178,7 @@ func parkableAnswer(line []byte) (id, result []byte, ok bool) {
 			result = v
 		default:
 			for _, f := range transportFields {
-				if strings.EqualFold(m.key, f) {
+				if strings.EqualFold(m.Key, f) {
 					return nil, nil, false
 				}
 			}

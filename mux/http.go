@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // ErrShuttingDown is the cause given to calls cut off because mcpmux is
@@ -190,18 +191,18 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			dup := id.dupOf(msg)
 			if !u.claimID(dup, stand) {
-				h.refuseID(w, r, msg[id.at.start:id.at.end], dupIDText)
+				h.refuseID(w, r, msg[id.at.Start:id.at.End], dupIDText)
 				return
 			}
 			defer u.releaseID(dup)
 			if stand != nil {
-				rec.carry(msg[id.at.start:id.at.end], stand)
-				msg = withValue(msg, id.at, stand)
+				rec.carry(msg[id.at.Start:id.at.End], stand)
+				msg = jsonwire.WithValue(msg, id.at, stand)
 			}
 		} else if at, ok := cancelTarget(msg); ok {
-			dup, _ := idDupKey(msg[at.start:at.end])
+			dup, _ := idDupKey(msg[at.Start:at.End])
 			if stand := u.standInFor(dup); stand != nil {
-				msg = withValue(msg, at, stand) // names the request as mcp-go holds it
+				msg = jsonwire.WithValue(msg, at, stand) // names the request as mcp-go holds it
 			}
 		}
 		if r.Method == http.MethodGet {
@@ -237,8 +238,8 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// a listen stream's: mcp-go tags every notification of the
 			// stream with it.
 			stand := standIn(h.standIns.Add(1))
-			rec.carry(msg[id.at.start:id.at.end], stand)
-			msg = withValue(msg, id.at, stand)
+			rec.carry(msg[id.at.Start:id.at.End], stand)
+			msg = jsonwire.WithValue(msg, id.at, stand)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(msg))
 		ctx = withDirectWriter(ctx, rec.writeEvent)
@@ -251,7 +252,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // written): 400 with the JSON-RPC error -32600 saying text, as mcp-go
 // answers a request it cannot take.
 func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byte, text string) {
-	h.log.Warn().Str("identity", IdentityFrom(r.Context())).RawJSON("id", loggable(id)).Str("why", text).Msg("request refused for its id")
+	h.log.Warn().Str("identity", IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(idRefusal(id, text))
@@ -745,18 +746,18 @@ func (s *recorder) restoreID(b []byte) []byte {
 		}
 		msg = b[start : start+end]
 	}
-	top, ok := members(msg)
-	if !ok || top.last("method") != nil {
+	top, ok := jsonwire.Members(msg)
+	if !ok || top.Last("method") != nil {
 		return b
 	}
-	m := top.last("id")
-	if m == nil || !bytes.Equal(msg[m.start:m.end], s.standIn) {
+	m := top.Last("id")
+	if m == nil || !bytes.Equal(msg[m.Start:m.End], s.standIn) {
 		return b
 	}
 	at := *m
-	at.start += start
-	at.end += start
-	return withValue(b, at, s.clientID)
+	at.Start += start
+	at.End += start
+	return jsonwire.WithValue(b, at, s.clientID)
 }
 
 // Write puts relayed results in their placeholders' place (swapFramed):

@@ -20,6 +20,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // inflight is one child session's table of requests in flight for clients.
@@ -187,21 +189,11 @@ func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.
 // idJSON is id as JSON, the form of the in-flight table's keys; the ids
 // mcpmux makes (nextID) need no encoder.
 func idJSON(id mcp.RequestId) (string, bool) {
-	if s, ok := id.Value().(string); ok && plainIDString(s) {
+	if s, ok := id.Value().(string); ok && jsonwire.PlainIDString(s) {
 		return `"` + s + `"`, true
 	}
 	key, err := json.Marshal(id)
 	return string(key), err == nil
-}
-
-// plainIDString reports a string JSON writes as it is between quotes.
-func plainIDString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // remove ends c: it leaves the table, progress that arrives from now on is

@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // errMessageTooLarge is wrapped by every error about a message from a child
@@ -157,7 +157,7 @@ func (l *lineReader) skip() {
 // place: the end of the fragment it has, and the error response for an
 // answer whose id the line's start shows.
 func (l *lineReader) oversized() []byte {
-	id, method := headFields(l.head)
+	id, method := jsonwire.HeadFields(l.head)
 	answer := id != nil && !method
 	ev := l.log.Error().Int64("max_message_bytes", l.limit)
 	if id != nil {
@@ -176,40 +176,6 @@ func (l *lineReader) oversized() []byte {
 		"error":   map[string]any{"code": oversizedCode, "message": oversizedMessage},
 	})
 	return append(append(cut, msg...), '\n')
-}
-
-// headFields reads the top-level fields of the first bytes of a JSON-RPC
-// message, up to where they are cut off, matching names as encoding/json
-// does: the id, when it is a string or a number, and whether a method comes
-// among them (a method cut off counts).
-func headFields(head []byte) (id json.RawMessage, method bool) {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		key, _ := tok.(string)
-		if err != nil {
-			break
-		}
-		var v json.RawMessage
-		err = dec.Decode(&v)
-		switch {
-		case strings.EqualFold(key, "method"):
-			method = err != nil || string(v) != "null"
-		case err != nil:
-		case strings.EqualFold(key, "id"):
-			id = nil
-			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
-				id = v
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	return id, method
 }
 
 // requestNoteKey marks a request's context with the note its HTTP

@@ -37,12 +37,15 @@
 //     sessions and their identities; ownnotes.go: mcpmux's own
 //     notifications outside any call; stdio.go and http.go: the two
 //     upstream transports, whose writers are the edge; relay.go,
-//     relayerr.go, announce.go, jsonobj.go, jsonvalid.go: what the edge does
-//     to a message; requestids.go: the client's request ids, checked and
-//     carried exactly past mcp-go; stdiofast.go: plain tools/call lines
-//     answered at the stdio edge without mcp-go's server;
+//     relayerr.go, announce.go: what the edge does to a message;
+//     requestids.go: the client's request ids, checked and carried exactly
+//     past mcp-go; stdiofast.go: plain tools/call lines answered at the
+//     stdio edge without mcp-go's server;
 //   - observer.go: what metrics are told; liblog.go: the loggers handed to
 //     the libraries (mcp-go, net/http), which write into mcpmux's.
+//
+// Packages below mux hold what needs none of its state: jsonwire reads and
+// edits JSON (and JSON-RPC ids) without decoding it.
 package mux
 
 import (

@@ -30,9 +30,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
-// relayKey is the _meta key of a placeholder's payload.
+// relayKey is the _meta key of a placeholder's payload. jsonwire reads it
+// without allocating, as one of the keys it knows (TestRelayKeyKnown).
 const relayKey = "io.mcpmux/relay"
 
 // relayNeedle is the key as mcp-go writes it: no message without it is
@@ -242,44 +245,44 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 	if out, ok := announcement(msg); ok {
 		return out, true
 	}
-	if bytes.Contains(msg, errorNeedle) && jsonValid(msg) {
+	if bytes.Contains(msg, errorNeedle) && jsonwire.Valid(msg) {
 		if out, ok := swapError(msg); ok {
 			return out, true
 		}
 	}
-	if !bytes.Contains(msg, relayNeedle) || !jsonValid(msg) {
+	if !bytes.Contains(msg, relayNeedle) || !jsonwire.Valid(msg) {
 		return msg, false
 	}
-	top, ok := members(msg)
+	top, ok := jsonwire.Members(msg)
 	if !ok {
 		return msg, false
 	}
-	if top.only("jsonrpc") == nil || top.only("id") == nil || top.last("method") != nil || top.last("error") != nil {
+	if top.Only("jsonrpc") == nil || top.Only("id") == nil || top.Last("method") != nil || top.Last("error") != nil {
 		return msg, false
 	}
-	result := top.only("result")
+	result := top.Only("result")
 	if result == nil {
 		return msg, false
 	}
-	res := msg[result.start:result.end]
-	holder, ok := members(res)
+	res := msg[result.Start:result.End]
+	holder, ok := jsonwire.Members(res)
 	if !ok {
 		return msg, false
 	}
-	meta := holder.only("_meta")
+	meta := holder.Only("_meta")
 	if meta == nil {
 		return msg, false
 	}
-	metaObj, ok := members(res[meta.start:meta.end])
+	metaObj, ok := jsonwire.Members(res[meta.Start:meta.End])
 	if !ok {
 		return msg, false
 	}
-	carried := metaObj.only(relayKey)
+	carried := metaObj.Only(relayKey)
 	if carried == nil {
 		return msg, false
 	}
-	metaBytes := res[meta.start:meta.end]
-	carriedBytes := metaBytes[carried.start:carried.end]
+	metaBytes := res[meta.Start:meta.End]
+	carriedBytes := metaBytes[carried.Start:carried.End]
 	if carriedBytes[0] != '"' {
 		n, err := strconv.ParseUint(string(carriedBytes), 10, 64)
 		if err != nil || slots == nil {
@@ -291,12 +294,12 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 		}
 		if !hasDecoration(holder, metaObj) {
 			out := make([]byte, 0, len(msg)-len(res)+len(payload))
-			out = append(out, msg[:result.start]...)
+			out = append(out, msg[:result.Start]...)
 			out = append(out, payload...)
-			return append(out, msg[result.end:]...), true
+			return append(out, msg[result.End:]...), true
 		}
 		p := []byte(payload)
-		pObj, ok := members(p)
+		pObj, ok := jsonwire.Members(p)
 		if !ok {
 			return msg, false
 		}
@@ -307,10 +310,10 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 		return msg, false
 	}
 	p := []byte(payload)
-	if !jsonValid(p) {
+	if !jsonwire.Valid(p) {
 		return msg, false
 	}
-	pObj, ok := members(p)
+	pObj, ok := jsonwire.Members(p)
 	if !ok {
 		return msg, false
 	}
@@ -319,63 +322,63 @@ func swapRelayedFrom(msg []byte, slots *relaySlots) ([]byte, bool) {
 
 // hasDecoration reports whether a placeholder (holder, its _meta metaObj)
 // carries anything besides the payload that the payload may lack.
-func hasDecoration(holder, metaObj object) bool {
+func hasDecoration(holder, metaObj jsonwire.Object) bool {
 	for _, k := range relayDecoration {
-		if holder.last(k) != nil {
+		if holder.Last(k) != nil {
 			return true
 		}
 	}
-	return len(metaObj.m) > 1
+	return len(metaObj.Members) > 1
 }
 
 // spliceDecorated returns msg with the placeholder result replaced by the
 // payload p (read as pObj), with what the decoration added and p lacks.
-func spliceDecorated(msg []byte, result *member, holder, metaObj object, metaBytes, p []byte, pObj object) []byte {
-	res := msg[result.start:result.end]
+func spliceDecorated(msg []byte, result *jsonwire.Member, holder, metaObj jsonwire.Object, metaBytes, p []byte, pObj jsonwire.Object) []byte {
+	res := msg[result.Start:result.End]
 	// What the decoration added that the payload lacks, as "key":value
 	// spans of the placeholder: keys at the top, and entries of _meta,
 	// which go into the payload's _meta (or make one; a _meta that is not
 	// an object gets none).
 	var addTop, addMeta [][]byte
 	for _, k := range relayDecoration {
-		if m := holder.last(k); m != nil && pObj.last(k) == nil {
-			addTop = append(addTop, res[m.keyStart:m.end])
+		if m := holder.Last(k); m != nil && pObj.Last(k) == nil {
+			addTop = append(addTop, res[m.KeyStart:m.End])
 		}
 	}
-	pMeta := pObj.last("_meta")
-	var pMetaObj object
+	pMeta := pObj.Last("_meta")
+	var pMetaObj jsonwire.Object
 	metaOK := true
 	if pMeta != nil {
-		pMetaObj, metaOK = members(p[pMeta.start:pMeta.end])
+		pMetaObj, metaOK = jsonwire.Members(p[pMeta.Start:pMeta.End])
 	}
-	for i := range metaObj.m {
-		if m := &metaObj.m[i]; metaOK && m.key != relayKey && pMetaObj.last(m.key) == nil {
-			addMeta = append(addMeta, metaBytes[m.keyStart:m.end])
+	for i := range metaObj.Members {
+		if m := &metaObj.Members[i]; metaOK && m.Key != relayKey && pMetaObj.Last(m.Key) == nil {
+			addMeta = append(addMeta, metaBytes[m.KeyStart:m.End])
 		}
 	}
 
 	out := make([]byte, 0, len(msg)-len(res)+len(p)+64*(len(addTop)+len(addMeta)))
-	out = append(out, msg[:result.start]...)
-	rest := p[:pObj.close]
+	out = append(out, msg[:result.Start]...)
+	rest := p[:pObj.Close]
 	if pMeta != nil && len(addMeta) > 0 {
-		at := pMeta.start + pMetaObj.close
+		at := pMeta.Start + pMetaObj.Close
 		out = append(out, p[:at]...)
-		out = appendMembers(out, len(pMetaObj.m) > 0, addMeta)
-		rest = p[at:pObj.close]
+		out = appendMembers(out, len(pMetaObj.Members) > 0, addMeta)
+		rest = p[at:pObj.Close]
 		addMeta = nil
 	}
 	out = append(out, rest...)
-	out = appendMembers(out, len(pObj.m) > 0, addTop)
+	out = appendMembers(out, len(pObj.Members) > 0, addTop)
 	if len(addMeta) > 0 {
-		if len(pObj.m) > 0 || len(addTop) > 0 {
+		if len(pObj.Members) > 0 || len(addTop) > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, `"_meta":{`...)
 		out = appendMembers(out, false, addMeta)
 		out = append(out, '}')
 	}
-	out = append(out, p[pObj.close:]...)
-	return append(out, msg[result.end:]...)
+	out = append(out, p[pObj.Close:]...)
+	return append(out, msg[result.End:]...)
 }
 
 // appendMembers appends the "key":value spans ms, after a comma when the
@@ -436,212 +439,4 @@ func swapFramedFrom(b []byte, slots *relaySlots) ([]byte, bool) {
 	out = append(out, b[:start]...)
 	out = append(out, swapped...)
 	return append(out, b[end:]...), true
-}
-
-// member is one key and value of a JSON object, as offsets into the bytes
-// the object was read from.
-type member struct {
-	key        string // decoded
-	keyStart   int    // the key's opening quote
-	start, end int    // the value
-}
-
-// object is a JSON object's members in the order written, and the offset
-// of its closing brace.
-type object struct {
-	m     []member
-	close int
-}
-
-// only returns the member named key, or nil if there is none or more than
-// one.
-func (o object) only(key string) *member {
-	var found *member
-	for i := range o.m {
-		if o.m[i].key == key {
-			if found != nil {
-				return nil
-			}
-			found = &o.m[i]
-		}
-	}
-	return found
-}
-
-// last returns the last member named key (the one a JSON decoder keeps), or
-// nil.
-func (o object) last(key string) *member {
-	for i := len(o.m) - 1; i >= 0; i-- {
-		if o.m[i].key == key {
-			return &o.m[i]
-		}
-	}
-	return nil
-}
-
-// members reads the top level of b, which must be valid JSON (json.Valid),
-// and reports whether it is an object. Values are skipped, not decoded;
-// offsets are b's.
-func members(b []byte) (object, bool) {
-	var o object
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return o, false
-	}
-	o.m = make([]member, 0, 6) // one allocation for the objects of a message
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		o.close = i
-		return o, true
-	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return o, false
-		}
-		keyEnd := skipString(b, i)
-		if keyEnd < 0 {
-			return o, false
-		}
-		key, ok := decodeKey(b[i:keyEnd])
-		if !ok {
-			return o, false
-		}
-		j := skipSpace(b, keyEnd)
-		if j >= len(b) || b[j] != ':' {
-			return o, false
-		}
-		start := skipSpace(b, j+1)
-		end := skipValue(b, start)
-		if end < 0 {
-			return o, false
-		}
-		o.m = append(o.m, member{key: key, keyStart: i, start: start, end: end})
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return o, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			o.close = i
-			return o, true
-		default:
-			return o, false
-		}
-	}
-	return o, false
-}
-
-// decodeKey decodes a JSON string, sparing the allocation-free common case
-// of one without escapes the decoder.
-func decodeKey(s []byte) (string, bool) {
-	if bytes.IndexByte(s, '\\') < 0 {
-		return knownKey(s[1 : len(s)-1]), true
-	}
-	var k string
-	return k, json.Unmarshal(s, &k) == nil
-}
-
-// knownKey is string(k), without allocating for the keys the call path
-// reads on every message.
-func knownKey(k []byte) string {
-	switch string(k) {
-	case "jsonrpc":
-		return "jsonrpc"
-	case "id":
-		return "id"
-	case "method":
-		return "method"
-	case "result":
-		return "result"
-	case "error":
-		return "error"
-	case "params":
-		return "params"
-	case "_meta":
-		return "_meta"
-	case relayKey:
-		return relayKey
-	case "content":
-		return "content"
-	case "type":
-		return "type"
-	case "text":
-		return "text"
-	case "isError":
-		return "isError"
-	case "structuredContent":
-		return "structuredContent"
-	case "resultType":
-		return "resultType"
-	}
-	return string(k)
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the offset just past the string that opens at b[i],
-// or -1.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			return -1
-		}
-		i += q
-		// The quote ends the string unless an odd number of backslashes
-		// escape it; the opening quote stops the count.
-		k := i - 1
-		for b[k] == '\\' {
-			k--
-		}
-		if (i-1-k)%2 == 0 {
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the offset just past the value that starts at b[i], or
-// -1.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				if i = skipString(b, i); i < 0 {
-					return -1
-				}
-				i--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // A tool result no typed struct keeps whole: fields no spec defines at the
@@ -122,15 +124,24 @@ func TestSwapRelayed(t *testing.T) {
 // splitMessage returns msg's top-level values as they are written.
 func splitMessage(t testing.TB, msg []byte) map[string]json.RawMessage {
 	t.Helper()
-	o, ok := members(msg)
+	o, ok := jsonwire.Members(msg)
 	if !ok {
 		t.Fatalf("not an object: %s", msg)
 	}
 	out := map[string]json.RawMessage{}
-	for _, m := range o.m {
-		out[m.key] = msg[m.start:m.end]
+	for _, m := range o.Members {
+		out[m.Key] = msg[m.Start:m.End]
 	}
 	return out
+}
+
+// jsonwire knows relayKey: reading it as a key costs no allocation beyond
+// the members' one.
+func TestRelayKeyKnown(t *testing.T) {
+	msg := []byte(`{"` + relayKey + `":1}`)
+	if n := testing.AllocsPerRun(10, func() { _, _ = jsonwire.Members(msg) }); n != 1 {
+		t.Errorf("reading %s: %v allocations, want 1 (the members)", msg, n)
+	}
 }
 
 func TestSwapRelayedLeavesAlone(t *testing.T) {

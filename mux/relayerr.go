@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // mcp-go answers every error a handler or hook returns with -32603 (or
@@ -68,24 +70,24 @@ func resourceNotFound(ctx context.Context, uri string) error {
 // object replaced by the one a relayedError carries in its message, and
 // whether it did.
 func swapError(msg []byte) ([]byte, bool) {
-	top, ok := members(msg)
-	if !ok || top.last("result") != nil {
+	top, ok := jsonwire.Members(msg)
+	if !ok || top.Last("result") != nil {
 		return msg, false
 	}
-	e := top.only("error")
+	e := top.Only("error")
 	if e == nil {
 		return msg, false
 	}
-	obj, ok := members(msg[e.start:e.end])
+	obj, ok := jsonwire.Members(msg[e.Start:e.End])
 	if !ok {
 		return msg, false
 	}
-	m := obj.only("message")
+	m := obj.Only("message")
 	if m == nil {
 		return msg, false
 	}
 	var text string
-	if json.Unmarshal(msg[e.start+m.start:e.start+m.end], &text) != nil {
+	if json.Unmarshal(msg[e.Start+m.Start:e.Start+m.End], &text) != nil {
 		return msg, false
 	}
 	i := strings.Index(text, errorKey)
@@ -99,10 +101,10 @@ func swapError(msg []byte) ([]byte, bool) {
 	}
 	var out bytes.Buffer
 	out.Grow(len(msg))
-	out.Write(msg[:e.start])
+	out.Write(msg[:e.Start])
 	if err := json.Compact(&out, payload); err != nil {
 		return msg, false
 	}
-	out.Write(msg[e.end:])
+	out.Write(msg[e.End:])
 	return out.Bytes(), true
 }

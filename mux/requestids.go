@@ -32,6 +32,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // idKind is what the edge makes of a message's id.
@@ -57,14 +59,14 @@ type msgID struct {
 	// at is the id's value: the last member named id in any case, the one
 	// mcp-go keeps; set for every kind but a message without a string or
 	// number id.
-	at member
+	at jsonwire.Member
 	// dup is the id's value in one form for the in-flight check: ids equal
 	// as JSON values, however written (7 and 7.0, "x" and "\u0078"), have
 	// the same dup. For an id that is not carried it is the id as written,
-	// the key answerIDKey gives it, and is left for dupOf to make.
+	// the key jsonwire.AnswerIDKey gives it, and is left for dupOf to make.
 	dup string
 	// top is the message's top level, when it is a valid JSON object.
-	top   object
+	top   jsonwire.Object
 	valid bool
 	// carried says mcp-go would not write the id back as the client wrote
 	// it: it is handed a stand-in where it answers the message.
@@ -74,10 +76,10 @@ type msgID struct {
 // readMsgID reads msg's id as mcp-go will decode it (members matched in
 // any case, the last of duplicates winning).
 func readMsgID(msg []byte) msgID {
-	if !jsonValid(msg) {
+	if !jsonwire.Valid(msg) {
 		return msgID{} // mcp-go refuses it as unreadable
 	}
-	top, ok := members(msg)
+	top, ok := jsonwire.Members(msg)
 	v := msgID{top: top, valid: ok}
 	if ok {
 		v.readID(msg)
@@ -96,7 +98,7 @@ func (v *msgID) requestID(msg []byte) (string, bool) {
 // dupOf returns v.dup, made from msg for an id that is not carried.
 func (v *msgID) dupOf(msg []byte) string {
 	if v.dup == "" && v.kind == idRequest {
-		return string(msg[v.at.start:v.at.end])
+		return string(msg[v.at.Start:v.at.End])
 	}
 	return v.dup
 }
@@ -104,38 +106,38 @@ func (v *msgID) dupOf(msg []byte) string {
 // readID sets v from msg's id, reading its top level, v.top.
 func (v *msgID) readID(msg []byte) {
 	top := v.top
-	var id, method, result, fault *member
-	for i := range top.m {
-		m := &top.m[i]
+	var id, method, result, fault *jsonwire.Member
+	for i := range top.Members {
+		m := &top.Members[i]
 		switch {
-		case strings.EqualFold(m.key, "id"):
+		case strings.EqualFold(m.Key, "id"):
 			id = m
-		case strings.EqualFold(m.key, "method"):
+		case strings.EqualFold(m.Key, "method"):
 			method = m
-		case strings.EqualFold(m.key, "result"):
+		case strings.EqualFold(m.Key, "result"):
 			result = m
-		case strings.EqualFold(m.key, "error"):
+		case strings.EqualFold(m.Key, "error"):
 			fault = m
 		}
 	}
 	if id == nil {
 		return // a notification
 	}
-	val := msg[id.start:id.end]
-	given := func(m *member) bool { return m != nil && string(msg[m.start:m.end]) != "null" }
+	val := msg[id.Start:id.End]
+	given := func(m *jsonwire.Member) bool { return m != nil && string(msg[m.Start:m.End]) != "null" }
 	if method == nil && (given(result) || given(fault)) {
 		// The client's answer. mcp-go answers one with an error, under
 		// its id, so a number or string in it is carried all the same:
 		// only stand-ins may reach mcp-go as negative numbers.
 		if c := val[0]; c == '"' || c == '-' || c >= '0' && c <= '9' {
 			v.at = *id
-			v.carried = !plainInteger(val) && !plainIDJSON(val)
+			v.carried = !jsonwire.PlainInteger(val) && !jsonwire.PlainIDJSON(val)
 		}
 		return
 	}
 	switch val[0] {
 	case 'n':
-		if method == nil || notificationMethod(msg[method.start:method.end]) {
+		if method == nil || notificationMethod(msg[method.Start:method.End]) {
 			return
 		}
 		v.kind, v.at = idNull, *id
@@ -145,7 +147,7 @@ func (v *msgID) readID(msg []byte) {
 		return
 	}
 	v.kind, v.at = idRequest, *id
-	if !plainInteger(val) && !plainIDJSON(val) {
+	if !jsonwire.PlainInteger(val) && !jsonwire.PlainIDJSON(val) {
 		v.dup, v.carried = idDupKey(val)
 	}
 }
@@ -163,67 +165,15 @@ func notificationMethod(v []byte) bool {
 // a character encoding/json escapes or that is not printable ASCII.
 func idDupKey(v []byte) (dup string, carried bool) {
 	switch {
-	case plainInteger(v):
-		return string(v), false // what answerIDKey and numberKey make of it
-	case plainIDJSON(v):
-		return string(v), false // what answerIDKey makes of it
+	case jsonwire.PlainInteger(v):
+		return string(v), false // what jsonwire.AnswerIDKey and NumberKey make of it
+	case jsonwire.PlainIDJSON(v):
+		return string(v), false // what jsonwire.AnswerIDKey makes of it
 	case v[0] == '"':
-		k, _ := answerIDKey(v)
+		k, _ := jsonwire.AnswerIDKey(v)
 		return k, true
 	}
-	return numberKey(v), true
-}
-
-// numberKey is the value of lit, a valid JSON number, in one form: equal
-// numbers however written (100, 1E2, 100.0, 1000e-1) have the same key.
-// An integer of at most 64 digits is its digits; anything else is its
-// significant digits and a decimal exponent ("15e-1"). An exponent beyond
-// what an int holds keeps lit as it is.
-func numberKey(lit []byte) string {
-	neg := lit[0] == '-'
-	s := lit
-	if neg {
-		s = s[1:]
-	}
-	mant, exp := s, []byte(nil)
-	if i := bytes.IndexAny(s, "eE"); i >= 0 {
-		mant, exp = s[:i], s[i+1:]
-	}
-	whole, frac := mant, []byte(nil)
-	if i := bytes.IndexByte(mant, '.'); i >= 0 {
-		whole, frac = mant[:i], mant[i+1:]
-	}
-	e := 0
-	if exp != nil {
-		n, err := strconv.Atoi(string(exp))
-		if err != nil || n > 1<<30 || n < -(1<<30) {
-			return "#" + string(lit)
-		}
-		e = n
-	}
-	digits := make([]byte, 0, len(whole)+len(frac))
-	digits = append(append(digits, whole...), frac...)
-	e -= len(frac)
-	digits = bytes.TrimLeft(digits, "0")
-	if len(digits) == 0 {
-		return "0"
-	}
-	for digits[len(digits)-1] == '0' {
-		digits = digits[:len(digits)-1]
-		e++
-	}
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	b.Write(digits)
-	if e >= 0 && len(digits)+e <= 64 {
-		b.WriteString(strings.Repeat("0", e))
-		return b.String()
-	}
-	b.WriteByte('e')
-	b.WriteString(strconv.Itoa(e))
-	return b.String()
+	return jsonwire.NumberKey(v), true
 }
 
 // standIn is the id mcp-go is handed for the carried request numbered n
@@ -232,22 +182,6 @@ func numberKey(lit []byte) string {
 // carried too).
 func standIn(n int64) []byte {
 	return strconv.AppendInt(nil, -n, 10)
-}
-
-// withValue returns msg with the value at m replaced by v, in a new slice.
-func withValue(msg []byte, m member, v []byte) []byte {
-	out := make([]byte, 0, len(msg)-(m.end-m.start)+len(v))
-	out = append(out, msg[:m.start]...)
-	out = append(out, v...)
-	return append(out, msg[m.end:]...)
-}
-
-// loggable is id as the log shows it: itself, or its size when it is long.
-func loggable(id []byte) []byte {
-	if len(id) <= 128 {
-		return id
-	}
-	return strconv.AppendQuote(nil, "an id of "+strconv.Itoa(len(id))+" bytes")
 }
 
 // idRefusal is the edge's -32600 answer under id (its JSON, as written)
@@ -267,53 +201,53 @@ func idRefusal(id []byte, text string) []byte {
 // cancelTarget returns where the id a client's notifications/cancelled
 // names sits in msg, as mcp-go reads it (params.requestId, members matched
 // in any case, the last winning), and false for any other message.
-func cancelTarget(msg []byte) (member, bool) {
-	if !bytes.Contains(msg, []byte(mcp.MethodNotificationCancelled)) || !jsonValid(msg) {
-		return member{}, false
+func cancelTarget(msg []byte) (jsonwire.Member, bool) {
+	if !bytes.Contains(msg, []byte(mcp.MethodNotificationCancelled)) || !jsonwire.Valid(msg) {
+		return jsonwire.Member{}, false
 	}
-	top, ok := members(msg)
+	top, ok := jsonwire.Members(msg)
 	if !ok {
-		return member{}, false
+		return jsonwire.Member{}, false
 	}
-	var params *member
+	var params *jsonwire.Member
 	cancel := false
-	for i := range top.m {
-		m := &top.m[i]
-		v := msg[m.start:m.end]
+	for i := range top.Members {
+		m := &top.Members[i]
+		v := msg[m.Start:m.End]
 		switch {
-		case strings.EqualFold(m.key, "id"):
+		case strings.EqualFold(m.Key, "id"):
 			if string(v) != "null" {
-				return member{}, false
+				return jsonwire.Member{}, false
 			}
-		case strings.EqualFold(m.key, "method"):
+		case strings.EqualFold(m.Key, "method"):
 			s, ok := wireString(v)
 			cancel = ok && string(s) == string(mcp.MethodNotificationCancelled)
-		case strings.EqualFold(m.key, "params"):
+		case strings.EqualFold(m.Key, "params"):
 			params = m
 		}
 	}
 	if !cancel || params == nil {
-		return member{}, false
+		return jsonwire.Member{}, false
 	}
-	p, ok := members(msg[params.start:params.end])
+	p, ok := jsonwire.Members(msg[params.Start:params.End])
 	if !ok {
-		return member{}, false
+		return jsonwire.Member{}, false
 	}
-	var target *member
-	for i := range p.m {
-		if strings.EqualFold(p.m[i].key, "requestId") {
-			target = &p.m[i]
+	var target *jsonwire.Member
+	for i := range p.Members {
+		if strings.EqualFold(p.Members[i].Key, "requestId") {
+			target = &p.Members[i]
 		}
 	}
 	if target == nil {
-		return member{}, false
+		return jsonwire.Member{}, false
 	}
 	at := *target
-	at.keyStart += params.start
-	at.start += params.start
-	at.end += params.start
-	if c := msg[at.start]; c != '"' && c != '-' && (c < '0' || c > '9') {
-		return member{}, false
+	at.KeyStart += params.Start
+	at.Start += params.Start
+	at.End += params.Start
+	if c := msg[at.Start]; c != '"' && c != '-' && (c < '0' || c > '9') {
+		return jsonwire.Member{}, false
 	}
 	return at, true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // rpcMessage decodes one JSON-RPC message, or the data of the one event of
@@ -134,8 +135,8 @@ func (s *stdioSession) awaitID(t *testing.T, id string) string {
 			if !ok {
 				t.Fatalf("the session ended waiting for an answer under %s", id)
 			}
-			if top, ok := members([]byte(msg)); ok {
-				if m := top.last("id"); m != nil && msg[m.start:m.end] == id {
+			if top, ok := jsonwire.Members([]byte(msg)); ok {
+				if m := top.Last("id"); m != nil && msg[m.Start:m.End] == id {
 					return msg
 				}
 			}
@@ -319,46 +320,6 @@ func TestHTTPRequestIDs(t *testing.T) {
 	}
 }
 
-// numberKey gives equal numbers one key, however written, and unequal
-// ones different keys, even where a float64 holds them as one.
-func TestNumberKey(t *testing.T) {
-	same := [][]string{
-		{"7", "7.0", "70e-1", "0.7e1", "7E0", "7.000e+0"},
-		{"100", "1E2", "1e+2", "100.00", "1000e-1"},
-		{"0", "-0", "0.0", "0e10", "-0.0e-5"},
-		{"-5", "-5.0", "-50e-1"},
-		{"1.5", "15e-1", "0.15E1", "1.50"},
-		{"1e400", "10e399", "1.0e400"},
-		{"123456789012345678901234567890", "1.2345678901234567890123456789e29"},
-	}
-	seen := map[string]string{}
-	for _, group := range same {
-		want := numberKey([]byte(group[0]))
-		for _, n := range group {
-			if got := numberKey([]byte(n)); got != want {
-				t.Errorf("numberKey(%s) = %s, numberKey(%s) = %s", n, got, group[0], want)
-			}
-		}
-		if other, ok := seen[want]; ok {
-			t.Errorf("%s and %s share the key %s", group[0], other, want)
-		}
-		seen[want] = group[0]
-	}
-	for _, pair := range [][2]string{
-		{"123456789012345678901234567890", "123456789012345678901234567891"},
-		{"9007199254740992", "9007199254740993"},
-		{"1e400", "1e401"},
-		{"5", "-5"},
-	} {
-		if numberKey([]byte(pair[0])) == numberKey([]byte(pair[1])) {
-			t.Errorf("%s and %s share a key", pair[0], pair[1])
-		}
-	}
-	if got := numberKey([]byte("7")); got != "7" {
-		t.Errorf("numberKey(7) = %s: a small integer's key is what answerIDKey gives it", got)
-	}
-}
-
 // readMsgID reads the id mcp-go keeps (any case, the last), and tells
 // requests from notifications and the client's answers.
 func TestReadMsgID(t *testing.T) {
@@ -393,8 +354,8 @@ func TestReadMsgID(t *testing.T) {
 	for _, c := range cases {
 		v := readMsgID([]byte(c.msg))
 		id := ""
-		if v.at.end > 0 {
-			id = c.msg[v.at.start:v.at.end]
+		if v.at.End > 0 {
+			id = c.msg[v.at.Start:v.at.End]
 		}
 		if v.kind != c.kind || id != c.id || v.carried != c.carried {
 			t.Errorf("readMsgID(%s) = kind %d, id %s, carried %v; want %d, %s, %v", c.msg, v.kind, id, v.carried, c.kind, c.id, c.carried)

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // Upstream concurrency: the stdio server runs 5 tool calls at a time unless
@@ -207,7 +206,7 @@ func (h *halfClose) cancelKey(named []byte) (key string, standIn []byte) {
 // refuse answers a request the edge refuses for its id (its JSON, as
 // written) with -32600 saying text.
 func (h *halfClose) refuse(id []byte, text string) {
-	h.log.Warn().RawJSON("id", loggable(id)).Str("why", text).Msg("client request refused for its id")
+	h.log.Warn().RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("client request refused for its id")
 	if h.out != nil {
 		h.out.writeOwn(idRefusal(id, text))
 	}
@@ -356,10 +355,10 @@ func (rr *requestReader) admit(line []byte) []byte {
 	var written, orig []byte // the id as the client wrote it; and again, if carried
 	handed := line
 	if v.kind == idRequest || v.carried {
-		written = line[v.at.start:v.at.end]
+		written = line[v.at.Start:v.at.End]
 		if v.carried {
 			orig = bytes.Clone(written)
-			handed = withValue(line, v.at, h.nextStandIn())
+			handed = jsonwire.WithValue(line, v.at, h.nextStandIn())
 		}
 	}
 	var id string
@@ -380,7 +379,7 @@ func (rr *requestReader) admit(line []byte) []byte {
 		if v.kind == idRequest {
 			dup = v.dup
 			if !v.carried {
-				dup = id // the id as written, what answerIDKey makes of it
+				dup = id // the id as written, what jsonwire.AnswerIDKey makes of it
 			}
 		}
 		if !h.expect(id, dup, orig) {
@@ -393,9 +392,9 @@ func (rr *requestReader) admit(line []byte) []byte {
 		return handed
 	}
 	if at, ok := cancelTarget(line); ok {
-		key, standIn := h.cancelKey(line[at.start:at.end])
+		key, standIn := h.cancelKey(line[at.Start:at.End])
 		if standIn != nil {
-			line = withValue(line, at, standIn)
+			line = jsonwire.WithValue(line, at, standIn)
 		}
 		h.cancelled(key)
 		if rr.fast != nil {
@@ -408,21 +407,21 @@ func (rr *requestReader) admit(line []byte) []byte {
 // askedOut records msg, a message mcp-go writes that is no answer, if it
 // is a request to the client.
 func (h *halfClose) askedOut(msg []byte) {
-	top, ok := members(msg)
+	top, ok := jsonwire.Members(msg)
 	if !ok {
 		return
 	}
 	var id []byte
 	method := false
-	for _, m := range top.m {
-		switch m.key {
+	for _, m := range top.Members {
+		switch m.Key {
 		case "id":
-			id = msg[m.start:m.end]
+			id = msg[m.Start:m.End]
 		case "method":
 			method = true
 		}
 	}
-	key, ok := answerIDKey(id)
+	key, ok := jsonwire.AnswerIDKey(id)
 	if !method || !ok {
 		return
 	}
@@ -439,27 +438,27 @@ func (h *halfClose) askedOut(msg []byte) {
 // result or an error object, no method) to a request askedOut recorded,
 // and records that it was answered.
 func (h *halfClose) answersAsked(line []byte) bool {
-	if !jsonValid(line) {
+	if !jsonwire.Valid(line) {
 		return false
 	}
-	top, ok := members(line)
+	top, ok := jsonwire.Members(line)
 	if !ok {
 		return false
 	}
 	var id []byte
 	answer := false
-	for _, m := range top.m {
-		v := line[m.start:m.end]
+	for _, m := range top.Members {
+		v := line[m.Start:m.End]
 		switch {
-		case strings.EqualFold(m.key, "method"):
+		case strings.EqualFold(m.Key, "method"):
 			return false
-		case strings.EqualFold(m.key, "id"):
+		case strings.EqualFold(m.Key, "id"):
 			id = v
-		case strings.EqualFold(m.key, "result"), strings.EqualFold(m.key, "error"):
+		case strings.EqualFold(m.Key, "result"), strings.EqualFold(m.Key, "error"):
 			answer = answer || v[0] == '{'
 		}
 	}
-	key, ok := answerIDKey(id)
+	key, ok := jsonwire.AnswerIDKey(id)
 	if !answer || !ok {
 		return false
 	}
@@ -541,7 +540,7 @@ func (h *halfClose) oversized(head []byte, size, max int64) {
 // it is a top-level string or number that comes before anything cut off;
 // null otherwise.
 func leadingID(head []byte) json.RawMessage {
-	if id, _ := headFields(head); id != nil {
+	if id, _ := jsonwire.HeadFields(head); id != nil {
 		return id
 	}
 	return json.RawMessage("null")
@@ -560,10 +559,10 @@ func leadingID(head []byte) json.RawMessage {
 // value, the rest is checked (strings for jsonrpc and method, numbers that
 // fit a float64 in id and result).
 func requestID(line []byte) (string, bool) {
-	if !jsonValid(line) {
+	if !jsonwire.Valid(line) {
 		return "", false
 	}
-	top, ok := members(line)
+	top, ok := jsonwire.Members(line)
 	if !ok {
 		return "", false // null decodes without an id; anything else fails
 	}
@@ -571,28 +570,28 @@ func requestID(line []byte) (string, bool) {
 }
 
 // requestIDIn is requestID of line, valid JSON, whose top level is top.
-func requestIDIn(line []byte, top object) (string, bool) {
+func requestIDIn(line []byte, top jsonwire.Object) (string, bool) {
 	var jsonrpc, method, id []byte
 	var ok bool
 	result := false
-	for _, m := range top.m {
-		v := line[m.start:m.end]
+	for _, m := range top.Members {
+		v := line[m.Start:m.End]
 		switch {
-		case strings.EqualFold(m.key, "jsonrpc"):
+		case strings.EqualFold(m.Key, "jsonrpc"):
 			if jsonrpc, ok = wireString(v); !ok {
 				return "", false
 			}
-		case strings.EqualFold(m.key, "method"):
+		case strings.EqualFold(m.Key, "method"):
 			if method, ok = wireString(v); !ok {
 				return "", false
 			}
-		case strings.EqualFold(m.key, "id"):
-			if !numbersFit(v) {
+		case strings.EqualFold(m.Key, "id"):
+			if !jsonwire.NumbersFit(v) {
 				return "", false
 			}
 			id = v
-		case strings.EqualFold(m.key, "result"):
-			if !numbersFit(v) {
+		case strings.EqualFold(m.Key, "result"):
+			if !jsonwire.NumbersFit(v) {
 				return "", false
 			}
 			result = string(v) != "null"
@@ -601,7 +600,7 @@ func requestIDIn(line []byte, top object) (string, bool) {
 	if string(jsonrpc) == mcp.JSONRPC_VERSION && (result || string(method) == string(mcp.MethodSubscriptionsListen)) {
 		return "", false
 	}
-	return answerIDKey(id)
+	return jsonwire.AnswerIDKey(id)
 }
 
 // maxWireString is the longest raw JSON string that can still decode to
@@ -629,47 +628,6 @@ func wireString(v []byte) (s []byte, ok bool) {
 		return nil, false
 	}
 	return []byte(d), true
-}
-
-// numbersFit reports whether every number in the valid JSON value b can be
-// held by a float64, without decoding anything else.
-func numbersFit(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			for i++; b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
-		case c == '-' || c >= '0' && c <= '9':
-			start, exp := i, false
-			for i+1 < len(b) && (b[i+1] >= '0' && b[i+1] <= '9' || b[i+1] == '.' || b[i+1] == '+' || b[i+1] == '-' ||
-				b[i+1] == 'e' || b[i+1] == 'E') {
-				i++
-				exp = exp || b[i] == 'e' || b[i] == 'E'
-			}
-			// Without an exponent, only a number of more than 308 digits
-			// can be too large.
-			if exp || i+1-start > 308 {
-				if _, err := strconv.ParseFloat(string(b[start:i+1]), 64); err != nil {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// idKey is an id in one form for all the ways mcp-go writes it back:
-// decoded as an any, or as an mcp.RequestId, which turns a whole number
-// into an int64 (so -0 comes back as 0).
-func idKey(id any) (string, bool) {
-	if f, ok := id.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-		id = int64(f)
-	}
-	b, err := json.Marshal(id)
-	return string(b), err == nil
 }
 
 // answerWriter passes mcp-go's messages through, counting the answers among
@@ -720,7 +678,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	msg := p
 	if isAnswer {
 		if orig := aw.h.clientID(id); orig != nil {
-			msg = withValue(p, at, orig) // the client's id, for mcp-go's stand-in
+			msg = jsonwire.WithValue(p, at, orig) // the client's id, for mcp-go's stand-in
 		}
 	}
 	out, swapped := swapRelayedFrom(msg, aw.slots) // a dropped answer's payload leaves its slot too
@@ -774,48 +732,22 @@ func answerID(msg []byte) (string, bool) {
 }
 
 // answerIDAt is answerID, with where the id sits in msg.
-func answerIDAt(msg []byte) (string, member, bool) {
-	top, ok := members(msg)
+func answerIDAt(msg []byte) (string, jsonwire.Member, bool) {
+	top, ok := jsonwire.Members(msg)
 	if !ok {
-		return "", member{}, false
+		return "", jsonwire.Member{}, false
 	}
-	var id member
-	for _, m := range top.m {
-		switch m.key {
+	var id jsonwire.Member
+	for _, m := range top.Members {
+		switch m.Key {
 		case "method":
-			return "", member{}, false
+			return "", jsonwire.Member{}, false
 		case "result", "error":
-			k, ok := answerIDKey(msg[id.start:id.end])
+			k, ok := jsonwire.AnswerIDKey(msg[id.Start:id.End])
 			return k, id, ok
 		case "id":
 			id = m
 		}
 	}
-	return "", member{}, false
-}
-
-// answerIDKey is idKey of the JSON id raw; nil and null are no id.
-func answerIDKey(raw []byte) (string, bool) {
-	if plainInteger(raw) {
-		return string(raw), true // what idKey makes of it
-	}
-	var id any
-	if len(raw) == 0 || json.Unmarshal(raw, &id) != nil || id == nil {
-		return "", false
-	}
-	return idKey(id)
-}
-
-// plainInteger reports a JSON integer of at most 15 digits, without a sign
-// or exponent, which a float64 holds exactly.
-func plainInteger(b []byte) bool {
-	if len(b) == 0 || len(b) > 15 || len(b) > 1 && b[0] == '0' {
-		return false
-	}
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return "", jsonwire.Member{}, false
 }

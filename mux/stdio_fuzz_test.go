@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // lines splits a client's input the way requestReader reads it: each line
@@ -60,7 +61,7 @@ func refEdge(line []byte) (r edgeRef, ok bool) {
 		// The client's answer: its number or string id carried all the
 		// same, where mcp-go answers it.
 		c := m.ID[0]
-		r.carried = (c == '"' || c == '-' || c >= '0' && c <= '9') && !plainInteger(m.ID) && !plainIDJSON(m.ID)
+		r.carried = (c == '"' || c == '-' || c >= '0' && c <= '9') && !jsonwire.PlainInteger(m.ID) && !jsonwire.PlainIDJSON(m.ID)
 		return r, true
 	}
 	switch m.ID[0] {
@@ -74,7 +75,7 @@ func refEdge(line []byte) (r edgeRef, ok bool) {
 		return edgeRef{refused: true}, true
 	}
 	key, ok := refKey(m.ID)
-	return edgeRef{request: true, carried: !plainInteger(m.ID) && !plainIDJSON(m.ID), key: key}, ok
+	return edgeRef{request: true, carried: !jsonwire.PlainInteger(m.ID) && !jsonwire.PlainIDJSON(m.ID), key: key}, ok
 }
 
 // refKey is a string or number id's value in one exact form (big.Rat for a
@@ -156,17 +157,17 @@ func FuzzFraming(f *testing.F) {
 			}
 			if !bytes.Equal(o, want) {
 				v, w := readMsgID(line), readMsgID(o)
-				carriedID := ref.carried && w.at.end > 0 && o[w.at.start] == '-' &&
-					bytes.Equal(withValue(want, v.at, o[w.at.start:w.at.end]), o)
+				carriedID := ref.carried && w.at.End > 0 && o[w.at.Start] == '-' &&
+					bytes.Equal(jsonwire.WithValue(want, v.at, o[w.at.Start:w.at.End]), o)
 				// A cancellation of a carried request names its stand-in.
 				at, isCancel := cancelTarget(line)
 				oat, _ := cancelTarget(o)
 				named, known := "", false
 				if isCancel {
-					named, known = refKey(line[at.start:at.end])
+					named, known = refKey(line[at.Start:at.End])
 				}
-				standIn := isCancel && known && stood[named] && oat.end > 0 && o[oat.start] == '-' &&
-					bytes.Equal(withValue(want, at, o[oat.start:oat.end]), o)
+				standIn := isCancel && known && stood[named] && oat.End > 0 && o[oat.Start] == '-' &&
+					bytes.Equal(jsonwire.WithValue(want, at, o[oat.Start:oat.End]), o)
 				if !carriedID && !standIn {
 					t.Fatalf("requestReader changed %q to %q", line, o)
 				}
@@ -275,7 +276,7 @@ func FuzzStdioFrames(f *testing.F) {
 		cancelled := map[string]int{}
 		for _, line := range lines(data) {
 			if at, ok := cancelTarget(line); ok {
-				if id, ok := refKey(line[at.start:at.end]); ok {
+				if id, ok := refKey(line[at.Start:at.End]); ok {
 					cancelled[id]++
 				}
 			}
@@ -293,7 +294,7 @@ func FuzzStdioFrames(f *testing.F) {
 			// What mcp-go is handed: a carried id as a stand-in.
 			handed := line
 			if ref.carried {
-				handed = withValue(line, readMsgID(line).at, []byte("-1"))
+				handed = jsonwire.WithValue(line, readMsgID(line).at, []byte("-1"))
 				if !isRequest(handed) {
 					handed = line
 				}
@@ -324,7 +325,7 @@ func FuzzStdioFrames(f *testing.F) {
 				}
 				continue
 			}
-			if (plainInteger(id) || plainIDJSON(id)) && !isAnswer(line) {
+			if (jsonwire.PlainInteger(id) || jsonwire.PlainIDJSON(id)) && !isAnswer(line) {
 				t.Fatalf("the answer %q is not counted as one", line)
 			}
 			if cut := cutShort(line); cut != "" && !bytes.Contains(data, []byte(mcp.MethodNotificationCancelled)) &&

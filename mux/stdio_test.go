@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 func TestMessageKinds(t *testing.T) {
@@ -94,7 +95,7 @@ func requestIDAsMCPGo(line []byte) (string, bool) {
 	if msg.JSONRPC == mcp.JSONRPC_VERSION && (msg.Result != nil || msg.Method == mcp.MethodSubscriptionsListen) {
 		return "", false
 	}
-	return idKey(msg.ID)
+	return jsonwire.IDKey(msg.ID)
 }
 
 // requestID never decodes a message's result: its work is checking, not

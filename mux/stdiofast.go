@@ -38,6 +38,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // fastPathWorkers bounds the calls the fast path runs at once, as mcp-go's
@@ -69,7 +71,7 @@ type fastPath struct {
 	// 2026-07-28 request; holder, its members, and holderMeta, those of
 	// its _meta (the bytes decoratedMeta), for spliceDecorated.
 	decorated, decoratedMeta []byte
-	holder, holderMeta       object
+	holder, holderMeta       jsonwire.Object
 	// calls are the fast calls in flight by id (canonical form), for the
 	// client's notifications/cancelled; only this session takes mu.
 	mu     sync.Mutex
@@ -98,10 +100,10 @@ func newFastPath(m *Mux, h *halfClose) *fastPath {
 	ph.Meta.AdditionalFields[relayKey] = uint64(1)
 	decorate(ph)
 	f.decorated, _ = json.Marshal(ph)
-	f.holder, _ = members(f.decorated)
-	meta := f.holder.only("_meta")
-	f.decoratedMeta = f.decorated[meta.start:meta.end]
-	f.holderMeta, _ = members(f.decoratedMeta)
+	f.holder, _ = jsonwire.Members(f.decorated)
+	meta := f.holder.Only("_meta")
+	f.decoratedMeta = f.decorated[meta.Start:meta.End]
+	f.holderMeta, _ = jsonwire.Members(f.decoratedMeta)
 	return f
 }
 
@@ -304,10 +306,10 @@ func (f *fastPath) spliced(c *fastCall, raw json.RawMessage) []byte {
 	msg = append(msg, answerHead...)
 	msg = append(msg, c.id...)
 	msg = append(msg, resultHead...)
-	result := member{start: len(msg), end: len(msg) + len(f.decorated)}
+	result := jsonwire.Member{Start: len(msg), End: len(msg) + len(f.decorated)}
 	msg = append(msg, f.decorated...)
 	msg = append(msg, '}')
-	if pObj, ok := members(raw); ok { // not: mcp-go's placeholder, as swapRelayedFrom leaves it
+	if pObj, ok := jsonwire.Members(raw); ok { // not: mcp-go's placeholder, as swapRelayedFrom leaves it
 		msg = spliceDecorated(msg, &result, f.holder, f.holderMeta, f.decoratedMeta, raw, pObj)
 	}
 	return append(msg, '\n')
@@ -332,14 +334,14 @@ func (f *fastPath) protocolInfo(raw []byte) (_ *server.RequestProtocolInfo, ok b
 // readMeta is protocolInfo's reading of raw, with mcp-go's own decoding and
 // accessors.
 func readMeta(raw []byte) (*server.RequestProtocolInfo, bool) {
-	obj, ok := members(raw)
+	obj, ok := jsonwire.Members(raw)
 	if !ok {
 		return nil, false
 	}
 	seen := 0
-	for _, m := range obj.m {
+	for _, m := range obj.Members {
 		bit := 0
-		switch m.key {
+		switch m.Key {
 		case mcp.MetaKeyProtocolVersion:
 			bit = 1
 		case mcp.MetaKeyClientCapabilities:
@@ -398,22 +400,22 @@ var (
 // plain tools/call; ok is false for anything else. The call's fields are
 // slices of line.
 func plainCall(line []byte) (_ *fastCall, ok bool) {
-	top, ok := members(line)
-	if !ok || len(top.m) != 4 {
+	top, ok := jsonwire.Members(line)
+	if !ok || len(top.Members) != 4 {
 		return nil, false
 	}
 	var params []byte
 	c := &fastCall{}
 	seen := 0
-	for _, m := range top.m {
-		v := line[m.start:m.end]
-		switch m.key {
+	for _, m := range top.Members {
+		v := line[m.Start:m.End]
+		switch m.Key {
 		case "jsonrpc":
 			seen |= 1
 			ok = string(v) == `"`+mcp.JSONRPC_VERSION+`"`
 		case "id":
 			seen |= 2
-			ok = plainInteger(v) || plainIDJSON(v)
+			ok = jsonwire.PlainInteger(v) || jsonwire.PlainIDJSON(v)
 			c.id = v
 		case "method":
 			seen |= 4
@@ -431,44 +433,29 @@ func plainCall(line []byte) (_ *fastCall, ok bool) {
 	if seen != 15 {
 		return nil, false
 	}
-	p, ok := members(params)
-	if !ok || len(p.m) == 0 || len(p.m) > 3 {
+	p, ok := jsonwire.Members(params)
+	if !ok || len(p.Members) == 0 || len(p.Members) > 3 {
 		return nil, false
 	}
 	named := false
-	for _, m := range p.m {
-		v := params[m.start:m.end]
+	for _, m := range p.Members {
+		v := params[m.Start:m.End]
 		switch {
-		case m.key == "name" && !named:
+		case m.Key == "name" && !named:
 			if v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
 				return nil, false
 			}
 			named, c.name = true, string(v[1:len(v)-1])
-		case m.key == "arguments" && c.args == nil:
-			if !numbersFit(v) {
+		case m.Key == "arguments" && c.args == nil:
+			if !jsonwire.NumbersFit(v) {
 				return nil, false // mcp-go fails to decode it
 			}
 			c.args = json.RawMessage(v)
-		case m.key == "_meta" && c.meta == nil:
+		case m.Key == "_meta" && c.meta == nil:
 			c.meta = v
 		default:
 			return nil, false
 		}
 	}
 	return c, named
-}
-
-// plainIDJSON reports a JSON string id that encoding/json writes back as
-// it is: printable ASCII, nothing escaped, none of the characters it
-// escapes for HTML.
-func plainIDJSON(v []byte) bool {
-	if len(v) < 2 || v[0] != '"' {
-		return false
-	}
-	for _, b := range v[1 : len(v)-1] {
-		if b < 0x20 || b > 0x7e || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
-			return false
-		}
-	}
-	return true
 }

@@ -40,6 +40,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // upTask is one task mcp-go hosts for a call of the mux's.
@@ -648,19 +650,19 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 	if !bytes.Contains(res, []byte(mcp.RelatedTaskMetaKey)) {
 		return res
 	}
-	o, ok := members(res)
+	o, ok := jsonwire.Members(res)
 	if !ok {
 		return res
 	}
-	for _, f := range o.m {
-		if f.key != "_meta" {
+	for _, f := range o.Members {
+		if f.Key != "_meta" {
 			continue
 		}
-		meta, err := withoutField(res[f.start:f.end], mcp.RelatedTaskMetaKey)
+		meta, err := jsonwire.WithoutField(res[f.Start:f.End], mcp.RelatedTaskMetaKey)
 		if err != nil {
 			return res
 		}
-		if out, err := withField(res, "_meta", meta); err == nil {
+		if out, err := jsonwire.WithField(res, "_meta", meta); err == nil {
 			return out
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -186,7 +187,7 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 	res.Capabilities.Tasks = m.catalog.Load().caps.Tasks
 	res.Instructions = m.instructionsFor(ctx)
 	cs := server.ClientSessionFromContext(ctx)
-	key, ok := idKey(id)
+	key, ok := jsonwire.IDKey(id)
 	w, watched := ctx.Value(answerWatchKey{}).(answerWatch)
 	if cs == nil || !ok || !watched {
 		return
@@ -196,7 +197,7 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 }
 
 // answerWatch is an edge that can run something once it has written the
-// answer under an id (canonical, idKey).
+// answer under an id (canonical, jsonwire.IDKey).
 type answerWatch interface {
 	afterAnswer(id string, f func())
 }

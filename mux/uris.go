@@ -19,6 +19,8 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // uriScheme begins every exposed resource URI and template.
@@ -138,10 +140,6 @@ const (
 // errBadJSON is wrapped by every error rewriteURIs returns: the input was
 // not one well-formed JSON value.
 var errBadJSON = errors.New("malformed JSON")
-
-// maxJSONDepth is encoding/json's nesting limit, so that rewriteURIs
-// accepts exactly what json.Valid does.
-const maxJSONDepth = 10000
 
 // rewriteURIs returns raw, a value of the given kind, with every URI that
 // names a child resource replaced by rewrite(uri) when rewrite reports
@@ -444,7 +442,7 @@ func (r *uriRewriter) skip() error {
 		r.ws()
 		switch c := r.peek(); c {
 		case '{', '[':
-			if r.depth+len(r.stack)-base >= maxJSONDepth {
+			if r.depth+len(r.stack)-base >= jsonwire.MaxDepth {
 				return r.syntaxError("nested too deep")
 			}
 			r.pos++
@@ -539,7 +537,7 @@ func (r *uriRewriter) str() error {
 		for ; i < end; i++ {
 			// Plain bytes are skipped eight at a time; the quote at end
 			// stops the run at the latest.
-			if i = plainRun(in, i); i >= end {
+			if i = jsonwire.PlainRun(in, i); i >= end {
 				break
 			}
 			if c := in[i]; c < 0x20 {
@@ -551,7 +549,7 @@ func (r *uriRewriter) str() error {
 			case 'u':
 				// A quote is not a hex digit, so a valid \uXXXX ends
 				// before end.
-				if !isHex(in[i+2]) || !isHex(in[i+3]) || !isHex(in[i+4]) || !isHex(in[i+5]) {
+				if !jsonwire.IsHex(in[i+2]) || !jsonwire.IsHex(in[i+3]) || !jsonwire.IsHex(in[i+4]) || !jsonwire.IsHex(in[i+5]) {
 					return r.syntaxErrorAt(i, "in a string escape")
 				}
 				i += 5
@@ -569,10 +567,6 @@ func (r *uriRewriter) str() error {
 		}
 		i = end + 1
 	}
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 func (r *uriRewriter) literal(word string) error {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 func TestExposeURIRoundTrips(t *testing.T) {
@@ -493,8 +495,8 @@ func TestRewriteURIsMalformed(t *testing.T) {
 		"NaN",
 		"[1 2]",
 		"\xef\xbb\xbf{}", // a byte-order mark is not JSON
-		strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
-		`{"content":` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + `}`,
+		strings.Repeat("[", jsonwire.MaxDepth+1) + strings.Repeat("]", jsonwire.MaxDepth+1),
+		`{"content":` + strings.Repeat("[", jsonwire.MaxDepth) + strings.Repeat("]", jsonwire.MaxDepth) + `}`,
 	}
 	for _, in := range inputs {
 		if json.Valid([]byte(in)) {
@@ -512,8 +514,8 @@ func TestRewriteURIsMalformed(t *testing.T) {
 // TestRewriteURIsDepth: nesting up to encoding/json's limit is accepted,
 // on the walked path and inside skipped values alike.
 func TestRewriteURIsDepth(t *testing.T) {
-	deep := strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth)
-	inner := strings.Repeat("[", maxJSONDepth-1) + strings.Repeat("]", maxJSONDepth-1)
+	deep := strings.Repeat("[", jsonwire.MaxDepth) + strings.Repeat("]", jsonwire.MaxDepth)
+	inner := strings.Repeat("[", jsonwire.MaxDepth-1) + strings.Repeat("]", jsonwire.MaxDepth-1)
 	for _, in := range []string{deep, `{"content":` + inner + `}`, `{"x":` + inner + `}`} {
 		if !json.Valid([]byte(in)) {
 			t.Fatalf("json.Valid refuses %.20q", in)

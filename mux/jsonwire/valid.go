@@ -1,17 +1,22 @@
-package mux
+package jsonwire
 
 import "encoding/binary"
 
-// jsonValid reports whether b is one JSON value with optional surrounding
+// MaxDepth is encoding/json's nesting limit: Valid refuses JSON that nests
+// deeper, as json.Valid does, and so must any reader that is to accept
+// exactly what json.Valid accepts.
+const MaxDepth = 10000
+
+// Valid reports whether b is one JSON value with optional surrounding
 // whitespace, exactly as json.Valid does (FuzzJSONValid holds it to it):
 // the bytes of strings are not checked for UTF-8, and nesting deeper than
 // encoding/json's 10,000 levels is refused. It walks the bytes once, with
 // no allocation, several times faster than encoding/json's scanner on long
 // strings, which are most of a large result.
-func jsonValid(b []byte) bool {
-	i := skipSpace(b, 0)
+func Valid(b []byte) bool {
+	i := SkipSpace(b, 0)
 	i = validValue(b, i, 0)
-	return i >= 0 && skipSpace(b, i) == len(b)
+	return i >= 0 && SkipSpace(b, i) == len(b)
 }
 
 // plainStringByte marks the bytes that a JSON string holds as they are:
@@ -33,14 +38,14 @@ func validValue(b []byte, i, depth int) int {
 	case c == '"':
 		return validString(b, i)
 	case c == '{' || c == '[':
-		if depth++; depth > maxJSONDepth {
+		if depth++; depth > MaxDepth {
 			return -1
 		}
 		end := byte('}')
 		if c == '[' {
 			end = ']'
 		}
-		i = skipSpace(b, i+1)
+		i = SkipSpace(b, i+1)
 		if i < len(b) && b[i] == end {
 			return i + 1
 		}
@@ -52,20 +57,20 @@ func validValue(b []byte, i, depth int) int {
 				if i = validString(b, i); i < 0 {
 					return -1
 				}
-				if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+				if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 					return -1
 				}
-				i = skipSpace(b, i+1)
+				i = SkipSpace(b, i+1)
 			}
 			if i = validValue(b, i, depth); i < 0 {
 				return -1
 			}
-			if i = skipSpace(b, i); i >= len(b) {
+			if i = SkipSpace(b, i); i >= len(b) {
 				return -1
 			}
 			switch b[i] {
 			case ',':
-				i = skipSpace(b, i+1)
+				i = SkipSpace(b, i+1)
 			case end:
 				return i + 1
 			default:
@@ -84,6 +89,11 @@ func validValue(b []byte, i, depth int) int {
 	return -1
 }
 
+// IsHex reports whether c is a hexadecimal digit.
+func IsHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
 func validLiteral(b []byte, i int, lit string) int {
 	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
 		return -1
@@ -95,7 +105,7 @@ func validLiteral(b []byte, i int, lit string) int {
 // b[i], or -1.
 func validString(b []byte, i int) int {
 	for i++; i < len(b); {
-		if i = plainRun(b, i); i >= len(b) {
+		if i = PlainRun(b, i); i >= len(b) {
 			return -1
 		}
 		switch b[i] {
@@ -109,7 +119,7 @@ func validString(b []byte, i int) int {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+				if len(b)-i < 6 || !IsHex(b[i+2]) || !IsHex(b[i+3]) || !IsHex(b[i+4]) || !IsHex(b[i+5]) {
 					return -1
 				}
 				i += 6
@@ -129,12 +139,12 @@ const (
 	highBits  = 0x8080808080808080
 )
 
-// plainRun returns the offset of the first byte from b[i] on that a JSON
+// PlainRun returns the offset of the first byte from b[i] on that a JSON
 // string does not hold as it is (a quote, a backslash or a control
 // character), or len(b). It tests eight bytes at a time (a byte below n
 // is found by (x - n·everyByte) &^ x & highBits; an equal one as a zero
 // of the XOR), and looks at single bytes only around the one it finds.
-func plainRun(b []byte, i int) int {
+func PlainRun(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q, s := x^(everyByte*'"'), x^(everyByte*'\\')

@@ -1,4 +1,4 @@
-package mux
+package jsonwire
 
 import (
 	"encoding/json"
@@ -6,20 +6,20 @@ import (
 	"testing"
 )
 
-// FuzzJSONValid holds jsonValid to json.Valid.
+// FuzzJSONValid holds Valid to json.Valid.
 func FuzzJSONValid(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"a\"b\\c\u00e9\n"}],"isError":false}}`,
 		` [1, -0.5e+3, 0, 1E9, true, false, null, "", {}, []] `, `01`, `1.`, `-`, `1e`, `"\u12g4"`, `"a` + "\x01" + `"`,
 		`{"a" 1}`, `{"a":1,}`, `[1,]`, `"\x"`, "\"\xff\xfe\"", `{"a":{"b":[{"c":"d"}]}}`, `nul`, `truex`, "",
-		strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth),
-		strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
+		strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1),
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := jsonValid(b), json.Valid(b); got != want {
-			t.Fatalf("jsonValid(%q) = %v, json.Valid says %v", short(b), got, want)
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid says %v", short(b), got, want)
 		}
 	})
 }
@@ -35,7 +35,7 @@ func BenchmarkJSONValid(b *testing.B) {
 		for _, v := range []struct {
 			name  string
 			valid func([]byte) bool
-		}{{"json.Valid", json.Valid}, {"jsonValid", jsonValid}} {
+		}{{"json.Valid", json.Valid}, {"jsonValid", Valid}} {
 			b.Run(text.name+"/"+v.name, func(b *testing.B) {
 				b.SetBytes(int64(len(msg)))
 				for b.Loop() {
@@ -46,4 +46,12 @@ func BenchmarkJSONValid(b *testing.B) {
 			})
 		}
 	}
+}
+
+// short is b, or its start, for a message.
+func short(b []byte) []byte {
+	if len(b) > 200 {
+		return append(b[:200:200], "..."...)
+	}
+	return b
 }

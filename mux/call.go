@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -95,7 +95,7 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // need be), the child, restarts.
 // identity names the caller and ctx carries its claims (ClaimsFrom), which
 // the rules see: both must be one caller's, as WithCaller stores them, or
-// one identity's call is judged by another's claims. args is the arguments
+// one identity's call is judged by another's claims. arguments are given
 // as JSON (json.RawMessage, forwarded byte for byte) or decoded (nil means
 // none). It writes one audit line.
 //
@@ -103,7 +103,7 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // use is refused the same way however fast it calls, and before decoding
 // and validation, so that a caller over its limit makes mcpmux do no work
 // for it.
-func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Result {
+func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any) Result {
 	begun := time.Now()
 	cat := m.catalog.Load()
 	t, ok := cat.lookup(kindTool, name)
@@ -130,9 +130,9 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, args any) Res
 		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
 			Tool: mcp.NewToolResultError(rateLimitedMessage(identity, lim.RateLimit, lim.RateBurst))}
 	}
-	argMap, raw, levels, err := argumentsObject(args)
+	argMap, raw, levels, err := args.Object(arguments)
 	if err == nil {
-		err = t.args.check(argMap, levels)
+		err = t.args.Check(argMap, levels)
 	}
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
@@ -195,38 +195,6 @@ func (m *Mux) done(rec CallRecord, begun time.Time) {
 	rec.Total = time.Since(begun)
 	m.auditLine(rec, rec.Tool, rec.Total)
 	m.observe.CallDone(rec)
-}
-
-// argumentsObject returns a call's arguments decoded, for validation, with
-// the count of their values at each depth, and as the JSON to forward.
-// Arguments given as JSON are forwarded byte for byte, so that no number
-// loses precision on the way.
-func argumentsObject(args any) (map[string]any, json.RawMessage, []int, error) {
-	var raw json.RawMessage
-	switch a := args.(type) {
-	case nil:
-		return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
-	case json.RawMessage:
-		if t := bytes.TrimSpace(a); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
-		}
-		raw = a
-	case map[string]any:
-		if a == nil {
-			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
-		}
-		var err error
-		if raw, err = json.Marshal(a); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: %v", errInvalidArguments, err)
-		}
-	default:
-		return nil, nil, nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", errInvalidArguments, args)
-	}
-	m, levels, err := decodeArguments(raw)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return m, raw, levels, nil
 }
 
 // callAnswer is how a forwarded call is answered: the child's result as it is,

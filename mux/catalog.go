@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -51,7 +52,7 @@ type entry struct {
 	child    *child
 	def      json.RawMessage // the child's definition under the exposed name, otherwise as sent
 	readOnly bool            // tools: safe to re-run
-	args     *argChecker     // tools: checks arguments
+	args     *args.Checker   // tools: checks arguments
 	// task is how a tool runs as a task upstream: optional or required
 	// when the child offers tasks for tools/call, "" otherwise.
 	task mcp.TaskSupport
@@ -268,7 +269,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
 	cat := &childCatalog{caps: caps}
 	leftOut := map[string]string{}
-	vetted := schemaMemo{}
+	vetted := args.Memo{}
 	checked := map[[sha256.Size]byte]checkedTool{}
 	// skip logs an item that is left out, once for as long as the reason holds.
 	skip := func(k kind, name, why string, err error) {
@@ -472,7 +473,7 @@ func (e *entry) rename() error {
 type checkedTool struct {
 	id           string // the tool's name; "" when it is not to be remembered
 	def          []byte // the definition as fixed by the checks; nil: as listed
-	schema       vettedSchema
+	schema       args.Vetted
 	task         mcp.TaskSupport // as listed in execution.taskSupport
 	readOnlyHint bool
 	pin          pins.Sum // the pin digest of def (pinning.go)
@@ -493,7 +494,7 @@ func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities
 	}
 	e.pin = t.pin
 	// A new checker: compiled copies for calls are never carried over.
-	e.args = &argChecker{raw: t.schema.raw, perValue: t.schema.perValue}
+	e.args = t.schema.Checker()
 	e.readOnly = readOnly
 	return ""
 }
@@ -503,7 +504,7 @@ const taskOnly = "it can only run as a task, and the server does not declare tas
 // checkTool checks the definition def of a tool, decoded as w, and vets
 // its inputSchema; it returns what it found, or why the tool must be left
 // out.
-func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted schemaMemo) (checkedTool, string, error) {
+func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
 	t := checkedTool{id: w.Name}
 	if w.Execution != nil {
 		t.task = w.Execution.TaskSupport
@@ -516,7 +517,7 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 	if trimmed := bytes.TrimSpace(in); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		in = json.RawMessage(`{"type":"object"}`)
 	}
-	norm, err := objectSchema(in)
+	norm, err := args.ObjectSchema(in)
 	if err != nil {
 		return t, "its inputSchema is not an object schema", err
 	}
@@ -526,13 +527,13 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 			return t, "not a valid definition", err
 		}
 	}
-	a, err := vetted.argChecker(norm, m.cfg.Limits, c.vetted)
+	a, err := vetted.Checker(norm, m.cfg.Limits, c.vetted)
 	if err != nil {
-		return t, schemaRefusal(err), err
+		return t, args.SchemaRefusal(err), err
 	}
-	t.schema = vettedSchema{raw: a.raw, perValue: a.perValue}
+	t.schema = a.Vetted()
 	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
-		repaired, err := objectSchema(out)
+		repaired, err := args.ObjectSchema(out)
 		switch {
 		case bytes.Equal(out, []byte("null")) || err != nil:
 			// The tool still works; clients just cannot check its structured

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -93,11 +94,11 @@ func FuzzCatalog(f *testing.F) {
 				t.Fatalf("tool %q: its definition is not valid JSON: %s", tl.orig, tl.def)
 			}
 			// Checking arguments never panics, whatever the schema.
-			args, _, levels, err := argumentsObject(json.RawMessage(`{"a":[1,"x",{"b":null}]}`))
+			args, _, levels, err := args.Object(json.RawMessage(`{"a":[1,"x",{"b":null}]}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = tl.args.check(args, levels)
+			_ = tl.args.Check(args, levels)
 		}
 		reversed := slices.Clone(p.Items)
 		slices.Reverse(reversed)

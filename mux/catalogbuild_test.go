@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/args"
 )
 
 // A tool whose x-mcp-header annotations mcp-go refuses is left out however
@@ -65,22 +67,22 @@ func TestSchemaVettingRemembered(t *testing.T) {
 	list := func(schemaB string) string {
 		return `[{"name":"a","inputSchema":` + shared + `},{"name":"b","inputSchema":` + schemaB + `}]`
 	}
-	args := func() map[string]*argChecker {
-		out := map[string]*argChecker{}
+	checkers := func() map[string]*args.Checker {
+		out := map[string]*args.Checker{}
 		for _, e := range l.m.catalog.Load().kinds[kindTool].list {
 			out[e.orig] = e.args
 		}
 		return out
 	}
-	bytesOf := func(a *argChecker) *byte { return unsafe.SliceData(a.raw) }
+	bytesOf := func(a *args.Checker) *byte { return unsafe.SliceData(a.Schema()) }
 
 	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
-	first := args()
+	first := checkers()
 	if len(first) != 2 || bytesOf(first["a"]) != bytesOf(first["b"]) {
 		t.Fatalf("tools a and b with one schema: checkers %v, want two sharing the schema's bytes", first)
 	}
 	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
-	second := args()
+	second := checkers()
 	if second["a"] == first["a"] || bytesOf(second["a"]) != bytesOf(first["a"]) {
 		t.Errorf("re-read: checker %p on %p, want a new checker on the first read's bytes %p", second["a"], bytesOf(second["a"]), bytesOf(first["a"]))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/args"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -66,8 +67,8 @@ type child struct {
 	// goroutines of run touch it, one at a time.
 	leftOut map[string]string
 	// vetted is what vetting found of the inputSchemas of the last catalog
-	// built, for the next build (schemaMemo); touched as leftOut is.
-	vetted schemaMemo
+	// built, for the next build (args.Memo); touched as leftOut is.
+	vetted args.Memo
 	// checked is what checking found of each tool definition of the last
 	// catalog built that passed, by the definition's SHA-256
 	// (checkedTool); touched as leftOut is.

@@ -24,10 +24,9 @@
 //     a caller sees and may call;
 //   - call.go: the call pipeline and its audit line; callresult.go: the
 //     check that a child's result is readable; admission.go: rate limits
-//     and per-child in-flight slots; arguments.go, schema.go,
-//     schemawork.go: checking a call's arguments and bounding that work;
-//     tasks.go: task-augmented calls; rounds.go: a child's requests to a
-//     2026-07-28 client, as input-required results and retries;
+//     and per-child in-flight slots; tasks.go: task-augmented calls;
+//     rounds.go: a child's requests to a 2026-07-28 client, as
+//     input-required results and retries;
 //   - inflight.go: each child session's calls in flight (request id ->
 //     upstream session, progress token, context), which progress, logging
 //     (logging.go) and a child's own requests (childrequests.go) find their
@@ -45,7 +44,9 @@
 //     the libraries (mcp-go, net/http), which write into mcpmux's.
 //
 // Packages below mux hold what needs none of its state: jsonwire reads and
-// edits JSON (and JSON-RPC ids) without decoding it.
+// edits JSON (and JSON-RPC ids) without decoding it; args decodes a call's
+// arguments, vets each tool's inputSchema and checks calls against it,
+// bounding that work.
 package mux
 
 import (

@@ -1,4 +1,4 @@
-package mux
+package args
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestDecodeArguments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, _, err := decodeArguments([]byte(c.args))
+			got, _, err := Decode([]byte(c.args))
 			if c.name == "number out of range" {
 				if err == nil {
 					t.Fatal("1e400 accepted")
@@ -60,7 +60,7 @@ func TestDecodeArguments(t *testing.T) {
 				if err == nil || err.Error() != c.err {
 					t.Fatalf("got %v\nwant %s", err, c.err)
 				}
-				if !errors.Is(err, errInvalidArguments) {
+				if !errors.Is(err, ErrInvalid) {
 					t.Fatalf("%v is not an invalid-arguments error", err)
 				}
 				return
@@ -88,7 +88,7 @@ func TestDecodeArgumentsCaseManyKeys(t *testing.T) {
 			keys[i] = fmt.Sprintf(`"k%d":%d`, i, i)
 		}
 		obj := "{" + strings.Join(keys, ",")
-		if _, _, err := decodeArguments([]byte(obj + "}")); err != nil {
+		if _, _, err := Decode([]byte(obj + "}")); err != nil {
 			t.Fatalf("%d distinct keys: %v", n, err)
 		}
 		for _, i := range []int{0, n / 2, n - 1} {
@@ -104,11 +104,11 @@ func TestDecodeArgumentsCaseManyKeys(t *testing.T) {
 // decodeArguments2 decodes obj as the value of "o" after another member,
 // so that the object is not the first the decoder sees.
 func decodeArguments2(obj string) error {
-	_, _, err := decodeArguments([]byte(`{"first":{"K0":1,"k1":2},"o":` + obj + `}`))
+	_, _, err := Decode([]byte(`{"first":{"K0":1,"k1":2},"o":` + obj + `}`))
 	return err
 }
 
-// FuzzArguments holds decodeArguments to a plain reading of the same JSON:
+// FuzzArguments holds Decode to a plain reading of the same JSON:
 // what it accepts json.Unmarshal decodes the same, with no object holding
 // two keys equal under Unicode simple case folding; what it refuses is
 // refused as invalid arguments, and a case-folded repeat within the depth
@@ -122,10 +122,10 @@ func FuzzArguments(f *testing.F) {
 		if len(raw) > 1<<16 {
 			return
 		}
-		got, _, err := decodeArguments(raw)
+		got, _, err := Decode(raw)
 		fold := foldRepeat(raw)
 		if err != nil {
-			if !errors.Is(err, errInvalidArguments) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%q refused with %v, not as invalid arguments", raw, err)
 			}
 			return
@@ -188,7 +188,7 @@ func foldRepeat(raw []byte) bool {
 }
 
 func TestDecodeArgumentsLevels(t *testing.T) {
-	_, levels, err := decodeArguments([]byte(`{"a":[1,2,{"b":3}],"c":"x"}`))
+	_, levels, err := Decode([]byte(`{"a":[1,2,{"b":3}],"c":"x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ var benchArgs = []byte(`{"query":"repo:mcpmux is:open","filter":{"labels":["bug"
 func BenchmarkDecodeArguments(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := decodeArguments(benchArgs); err != nil {
+		if _, _, err := Decode(benchArgs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,10 @@
-package mux
+// Package args checks a tool call's arguments. It decodes them (Decode,
+// Object), refusing what a child could read otherwise than mcpmux does;
+// vets a tool's inputSchema when the tool is listed (NewChecker, Memo):
+// its size, its depth, its patterns and the work validating against it
+// could take; and validates each call against it (Checker.Check) within
+// that work, no call waiting for another.
+package args
 
 import (
 	"bytes"
@@ -18,7 +24,7 @@ import (
 // bound (see schemaWork), the work of validating them.
 const maxArgumentDepth = 128
 
-// decodeArguments decodes a call's arguments, a JSON object, in one pass
+// Decode decodes a call's arguments, a JSON object, in one pass
 // that also refuses what json.Unmarshal would let through: a key that
 // appears twice in one object, at any depth (a child whose parser keeps the
 // first value would act on a value that was never validated), two keys of
@@ -29,23 +35,55 @@ const maxArgumentDepth = 128
 // nesting deeper than maxArgumentDepth. Values decode as json.Unmarshal
 // decodes them into an any. levels counts the values at each depth
 // (levels[0] is the object itself), for the validation budget.
-func decodeArguments(raw []byte) (args map[string]any, levels []int, err error) {
+func Decode(raw []byte) (args map[string]any, levels []int, err error) {
 	d := argDecoder{dec: json.NewDecoder(bytes.NewReader(raw))}
 	tok, err := d.dec.Token()
 	if err != nil {
 		return nil, nil, d.syntax(err)
 	}
 	if tok != json.Delim('{') {
-		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object", errInvalidArguments)
+		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalid)
 	}
 	v, err := d.value(tok, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, nil, fmt.Errorf("%w: arguments: more than one JSON value", errInvalidArguments)
+		return nil, nil, fmt.Errorf("%w: arguments: more than one JSON value", ErrInvalid)
 	}
 	return v.(map[string]any), d.levels, nil
+}
+
+// Object returns a call's arguments decoded, for validation, with
+// the count of their values at each depth, and as the JSON to forward.
+// Arguments given as JSON are forwarded byte for byte, so that no number
+// loses precision on the way.
+func Object(args any) (map[string]any, json.RawMessage, []int, error) {
+	var raw json.RawMessage
+	switch a := args.(type) {
+	case nil:
+		return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
+	case json.RawMessage:
+		if t := bytes.TrimSpace(a); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
+		}
+		raw = a
+	case map[string]any:
+		if a == nil {
+			return map[string]any{}, json.RawMessage(`{}`), []int{1}, nil
+		}
+		var err error
+		if raw, err = json.Marshal(a); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	default:
+		return nil, nil, nil, fmt.Errorf("%w: arguments must be a JSON object, not %T", ErrInvalid, args)
+	}
+	m, levels, err := Decode(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, raw, levels, nil
 }
 
 type argDecoder struct {
@@ -74,13 +112,13 @@ func (e *pathError) Error() string {
 	return fmt.Sprintf("arguments: %s at %s", e.what, p)
 }
 
-func (e *pathError) Unwrap() error { return errInvalidArguments }
+func (e *pathError) Unwrap() error { return ErrInvalid }
 
 // pointerEscaper escapes a key as a JSON pointer segment.
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func (d *argDecoder) syntax(err error) error {
-	return fmt.Errorf("%w: arguments are not valid JSON: %v", errInvalidArguments, err)
+	return fmt.Errorf("%w: arguments are not valid JSON: %v", ErrInvalid, err)
 }
 
 // value decodes the value that begins with tok, at depth.
@@ -94,7 +132,7 @@ func (d *argDecoder) value(tok json.Token, depth int) (any, error) {
 		return tok, nil
 	}
 	if depth >= maxArgumentDepth {
-		return nil, fmt.Errorf("%w: arguments: objects and arrays nested more than %d deep", errInvalidArguments, maxArgumentDepth)
+		return nil, fmt.Errorf("%w: arguments: objects and arrays nested more than %d deep", ErrInvalid, maxArgumentDepth)
 	}
 	switch delim {
 	case '{':

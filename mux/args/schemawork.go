@@ -1,4 +1,4 @@
-package mux
+package args
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ import (
 //     maxArgumentDepth, how many evaluations one argument value at depth j
 //     can take at most (perValue[j]); a schema for which any of these
 //     exceeds maxEvaluationsPerValue is refused;
-//   - when a tool is called, decodeArguments counts the values at each
+//   - when a tool is called, Decode counts the values at each
 //     depth, and a call whose sum of count × perValue exceeds
 //     maxValidationWork is refused before it is validated.
 //

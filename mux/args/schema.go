@@ -1,4 +1,4 @@
-package mux
+package args
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 )
 
-// argChecker checks one tool's arguments against its inputSchema.
+// Checker checks one tool's arguments against its inputSchema.
 //
 // A tool's schema is compiled when it is listed, to vet it, and that copy
 // is dropped: a compiled schema takes some 12 times its inputSchema's size,
@@ -26,13 +26,13 @@ import (
 // jsonschema v0.9.8 writes into a compiled schema while validating: every
 // evaluation of a schema with patternProperties replaces its map of
 // compiled patterns, and pattern caches its regexp on first use. So a
-// compiled copy validates one call at a time, and an argChecker keeps
+// compiled copy validates one call at a time, and a Checker keeps
 // copies rather than a lock: a call takes an idle copy, or compiles one
 // when every copy is in use, and puts it back when done. No call waits for
 // another, however heavy its arguments, while the spare copies of all
 // tools fit in spareSchemaBudget.
-type argChecker struct {
-	raw []byte // the inputSchema, never changed after newArgChecker
+type Checker struct {
+	raw []byte // the inputSchema, never changed after NewChecker
 	// idle is one compiled copy kept through garbage collections, so that a
 	// tool never called concurrently is compiled for calls once per catalog
 	// change; spare holds the copies compiled for concurrent calls, which
@@ -75,23 +75,23 @@ type schemaLimitError struct {
 func (e *schemaLimitError) Error() string { return e.err.Error() }
 func (e *schemaLimitError) Unwrap() error { return e.err }
 
-// schemaRefusal is the reason a tool whose schema newArgChecker refused is
+// SchemaRefusal is the reason a tool whose schema NewChecker refused is
 // left out.
-func schemaRefusal(err error) string {
+func SchemaRefusal(err error) string {
 	if le, ok := errors.AsType[*schemaLimitError](err); ok {
 		return le.reason
 	}
 	return "its inputSchema does not compile"
 }
 
-// newArgChecker vets an inputSchema by compiling it, on a compiler of its
+// NewChecker vets an inputSchema by compiling it, on a compiler of its
 // own: two tools whose schemas share an $id would otherwise get the first
 // one's schema. raw is kept, for the copies calls compile, and must not
 // change. It
 // refuses a schema larger than lim.MaxSchemaBytes or nested deeper than
 // lim.MaxSchemaDepth, and one that could take too much work to validate
 // against (see schemaWork).
-func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
+func NewChecker(raw []byte, lim config.Limits) (*Checker, error) {
 	if int64(len(raw)) > lim.MaxSchemaBytes {
 		return nil, &schemaLimitError{"its inputSchema is larger than max_schema_bytes",
 			fmt.Errorf("inputSchema is %d bytes, more than max_schema_bytes (%s)", len(raw), config.FormatSize(lim.MaxSchemaBytes))}
@@ -112,49 +112,61 @@ func newArgChecker(raw []byte, lim config.Limits) (*argChecker, error) {
 	if err != nil {
 		return nil, &schemaLimitError{"its inputSchema could take too much work to validate against", err}
 	}
-	return &argChecker{raw: raw, perValue: perValue}, nil
+	return &Checker{raw: raw, perValue: perValue}, nil
 }
 
-// schemaMemo holds what vetting found of the inputSchemas that passed it,
+// Memo holds what vetting found of the inputSchemas that passed it,
 // by their exact bytes, for one child's catalog: vetting is a function of
 // the bytes and the limits alone, and compiling is most of what building a
 // catalog costs. Tools listing the same schema share its bytes.
-type schemaMemo map[string]vettedSchema
+type Memo map[string]Vetted
 
-type vettedSchema struct {
+// Vetted is what vetting found of one inputSchema, which a checker needs:
+// its bytes and the work of validating a value at each depth.
+type Vetted struct {
 	raw      []byte
 	perValue []int64
 }
 
-// argChecker returns the checker of one tool's inputSchema raw (see
-// newArgChecker), vetting it only when neither prev (what the child's last
+// Checker returns a new checker of the vetted schema, which compiles its
+// own copies for calls.
+func (v Vetted) Checker() *Checker { return &Checker{raw: v.raw, perValue: v.perValue} }
+
+// Vetted is what vetting found of a's schema, to make new checkers of.
+func (a *Checker) Vetted() Vetted { return Vetted{raw: a.raw, perValue: a.perValue} }
+
+// Schema is the inputSchema a checks against, which must not be changed.
+func (a *Checker) Schema() []byte { return a.raw }
+
+// Checker returns the checker of one tool's inputSchema raw (see
+// NewChecker), vetting it only when neither prev (what the child's last
 // catalog vetted) nor next (this catalog, so far) has; next records it. A
 // refused schema is not recorded, so it is vetted, and its refusal logged,
 // each time. The checker is new either way: compiled copies for calls are
 // never carried from one catalog to the next.
-func (memo schemaMemo) argChecker(raw []byte, lim config.Limits, prev schemaMemo) (*argChecker, error) {
+func (memo Memo) Checker(raw []byte, lim config.Limits, prev Memo) (*Checker, error) {
 	v, ok := memo[string(raw)]
 	if !ok {
 		if v, ok = prev[string(raw)]; !ok {
-			a, err := newArgChecker(raw, lim)
+			a, err := NewChecker(raw, lim)
 			if err != nil {
 				return nil, err
 			}
-			v = vettedSchema{raw: a.raw, perValue: a.perValue}
+			v = a.Vetted()
 		}
 		memo[string(v.raw)] = v
 	}
-	return &argChecker{raw: v.raw, perValue: v.perValue}, nil
+	return v.Checker(), nil
 }
 
-// check returns nil when args fit, or an error naming each failing path.
-// levels is how many values args has at each depth (from decodeArguments);
+// Check returns nil when args fit, or an error naming each failing path.
+// levels is how many values args has at each depth (from Decode or Object);
 // arguments that could take more than maxValidationWork are refused
 // unvalidated.
-func (a *argChecker) check(args map[string]any, levels []int) error {
+func (a *Checker) Check(args map[string]any, levels []int) error {
 	if w := validationWork(a.perValue, levels); w > maxValidationWork {
 		return fmt.Errorf("%w: validating these arguments against the tool's inputSchema could take %s schema evaluations, more than the %d allowed; send fewer values",
-			errInvalidArguments, workString(w), maxValidationWork)
+			ErrInvalid, workString(w), maxValidationWork)
 	}
 	s, err := a.take()
 	if err != nil {
@@ -180,7 +192,7 @@ func (a *argChecker) check(args map[string]any, levels []int) error {
 
 // take returns a compiled copy no other call is using, or nil when there
 // is none and the budget for spare copies is spent.
-func (a *argChecker) take() (*jsonschema.Schema, error) {
+func (a *Checker) take() (*jsonschema.Schema, error) {
 	if s := a.idle.Swap(nil); s != nil {
 		return s, nil
 	}
@@ -204,10 +216,10 @@ func (a *argChecker) take() (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// compile compiles a copy of the schema for calls, as newArgChecker did to
+// compile compiles a copy of the schema for calls, as NewChecker did to
 // vet it. Compiling the same bytes with the same settings cannot fail unless
 // the library is not deterministic.
-func (a *argChecker) compile() (*jsonschema.Schema, error) {
+func (a *Checker) compile() (*jsonschema.Schema, error) {
 	s, err := compileSchema(newCompiler(), a.raw)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the tool's inputSchema for calls: %w", err)
@@ -218,7 +230,7 @@ func (a *argChecker) compile() (*jsonschema.Schema, error) {
 }
 
 // give returns a copy taken by take.
-func (a *argChecker) give(s *jsonschema.Schema) {
+func (a *Checker) give(s *jsonschema.Schema) {
 	if !a.idle.CompareAndSwap(nil, s) {
 		a.spare.Put(s)
 	}
@@ -309,12 +321,12 @@ func jsonDepth(raw []byte) int {
 	return deepest
 }
 
-// objectSchema checks that a tool's input or output schema has the shape
+// ObjectSchema checks that a tool's input or output schema has the shape
 // MCP requires, which strict clients enforce on the whole tools/list: one
 // tool they refuse would cost every tool. A schema that leaves out its
 // top-level "type" gets "type": "object", which arguments and structured
 // content always are anyway; the rest of the schema is left as it is.
-func objectSchema(raw json.RawMessage) (json.RawMessage, error) {
+func ObjectSchema(raw json.RawMessage) (json.RawMessage, error) {
 	// Keys are matched exactly, as clients do; a struct would also take
 	// "Type" for "type".
 	var top map[string]json.RawMessage
@@ -371,9 +383,9 @@ func compileSchema(c *jsonschema.Compiler, raw []byte) (*jsonschema.Schema, erro
 	return s, nil
 }
 
-// errInvalidArguments marks a validation failure; its text is written for
+// ErrInvalid marks a validation failure; its text is written for
 // the model and names each failing path.
-var errInvalidArguments = errors.New("invalid arguments")
+var ErrInvalid = errors.New("invalid arguments")
 
 // validateArgs checks args against a compiled schema and returns an error
 // whose message lists every leaf failure with its JSON pointer.
@@ -386,7 +398,7 @@ func validateArgs(s *jsonschema.Schema, args map[string]any) error {
 	if len(problems) == 0 {
 		problems = []string{"(root): does not match the schema"}
 	}
-	return fmt.Errorf("%w:\n- %s", errInvalidArguments, strings.Join(problems, "\n- "))
+	return fmt.Errorf("%w:\n- %s", ErrInvalid, strings.Join(problems, "\n- "))
 }
 
 // leafErrors renders the deepest failures of a result, one per path, in a

@@ -1,4 +1,4 @@
-package mux
+package args
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ func TestValidateArgs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := newArgChecker([]byte(c.schema), testLimits)
+			s, err := NewChecker([]byte(c.schema), testLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestValidateArgs(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, errInvalidArguments) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("got %v, want invalid arguments", err)
 			}
 			lines := strings.Split(err.Error(), "\n")[1:]
@@ -74,7 +74,7 @@ func TestSchemasNeverLeaveTheMachine(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"` + srv.URL + `/a.json"}}}`,
 		`{"$ref":"#/$defs/missing"}`,
 	} {
-		if _, err := newArgChecker([]byte(schema), testLimits); err == nil {
+		if _, err := NewChecker([]byte(schema), testLimits); err == nil {
 			t.Errorf("schema with an unresolvable $ref compiled: %s", schema)
 		}
 	}
@@ -82,18 +82,18 @@ func TestSchemasNeverLeaveTheMachine(t *testing.T) {
 		t.Errorf("compiling schemas fetched %d remote $refs", n)
 	}
 	ok := `{"$defs":{"q":{"type":"string"}},"type":"object","properties":{"query":{"$ref":"#/$defs/q"}}}`
-	if _, err := newArgChecker([]byte(ok), testLimits); err != nil {
+	if _, err := NewChecker([]byte(ok), testLimits); err != nil {
 		t.Errorf("local $ref refused: %v", err)
 	}
 }
 
 // Two tools whose schemas share an $id each keep their own schema.
 func TestSharedIDKeepsEachSchema(t *testing.T) {
-	a, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"string"}}}`), testLimits)
+	a, err := NewChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"string"}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newArgChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"integer"}}}`), testLimits)
+	b, err := NewChecker([]byte(`{"$id":"urn:x","type":"object","properties":{"n":{"type":"integer"}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ const writingSchema = `{
 // every one valid or invalid as it would be alone (run with -race: the
 // library writes into the compiled schema while validating).
 func TestConcurrentValidation(t *testing.T) {
-	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	a, err := NewChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestConcurrentValidation(t *testing.T) {
 				t.Errorf("valid %s refused: %v", valid, err)
 			}
 			err := checkJSON(a, invalid.args)
-			if !errors.Is(err, errInvalidArguments) || !strings.Contains(err.Error(), invalid.path) {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), invalid.path) {
 				t.Errorf("invalid %s: got %v, want a problem at %q", invalid.args, err, invalid.path)
 			}
 		})
@@ -157,7 +157,7 @@ func TestConcurrentValidation(t *testing.T) {
 // A listed tool holds no compiled schema until it is called; one whose
 // calls never overlap is then compiled for them once.
 func TestSequentialChecksCompileOnce(t *testing.T) {
-	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	a, err := NewChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestSpareBudgetSpent(t *testing.T) {
 	budget := spareSchemaBudget
 	spareSchemaBudget = 0
 	t.Cleanup(func() { spareSchemaBudget = budget })
-	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	a, err := NewChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestSpareBudgetSpent(t *testing.T) {
 			if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"def"}`, i)); err != nil {
 				t.Errorf("valid arguments refused: %v", err)
 			}
-			if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"D"}`, i)); !errors.Is(err, errInvalidArguments) {
+			if err := checkJSON(a, fmt.Sprintf(`{"id":"abc","x_%d":"D"}`, i)); !errors.Is(err, ErrInvalid) {
 				t.Errorf("invalid arguments: got %v", err)
 			}
 		})
@@ -205,12 +205,12 @@ func TestSpareBudgetSpent(t *testing.T) {
 // hold up a light call to the same tool: the light one is checked while the
 // heavy one holds its copy of the schema.
 func TestHeavyValidationDoesNotBlockLight(t *testing.T) {
-	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	a, err := NewChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	heavyArgs := `{"a":[` + strings.TrimSuffix(strings.Repeat(`1,`, maxValidationWork/3-1), ",") + `]}`
-	m, levels, err := decodeArguments([]byte(heavyArgs))
+	m, levels, err := Decode([]byte(heavyArgs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestHeavyValidationDoesNotBlockLight(t *testing.T) {
 		}
 	}
 	heavyDone := make(chan error, 1)
-	go func() { heavyDone <- a.check(m, levels) }()
+	go func() { heavyDone <- a.Check(m, levels) }()
 	<-heavyValidating
 
 	lightDone := make(chan error, 1)
@@ -269,16 +269,16 @@ func TestObjectSchema(t *testing.T) {
 		{`{"type":"object","properties":[]}`, "", true},
 	}
 	for _, c := range cases {
-		got, err := objectSchema(json.RawMessage(c.in))
+		got, err := ObjectSchema(json.RawMessage(c.in))
 		if (err != nil) != c.bad {
-			t.Errorf("objectSchema(%s) error = %v", c.in, err)
+			t.Errorf("ObjectSchema(%s) error = %v", c.in, err)
 			continue
 		}
 		if !c.bad && string(got) != c.want {
-			t.Errorf("objectSchema(%s) = %s, want %s", c.in, got, c.want)
+			t.Errorf("ObjectSchema(%s) = %s, want %s", c.in, got, c.want)
 		}
 		if !c.bad && !json.Valid(got) {
-			t.Errorf("objectSchema(%s) = %s: not JSON", c.in, got)
+			t.Errorf("ObjectSchema(%s) = %s: not JSON", c.in, got)
 		}
 	}
 }
@@ -287,12 +287,12 @@ func TestObjectSchema(t *testing.T) {
 var testLimits = config.Limits{MaxSchemaBytes: config.DefaultMaxSchemaBytes, MaxSchemaDepth: config.DefaultMaxSchemaDepth}
 
 // checkJSON checks arguments given as JSON, as a call does.
-func checkJSON(a *argChecker, args string) error {
-	m, levels, err := decodeArguments([]byte(args))
+func checkJSON(a *Checker, args string) error {
+	m, levels, err := Decode([]byte(args))
 	if err != nil {
 		return err
 	}
-	return a.check(m, levels)
+	return a.Check(m, levels)
 }
 
 // refChain is a schema whose root goes through n $defs, each applying the
@@ -321,19 +321,19 @@ func TestSchemaLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := newArgChecker([]byte(c.schema), small)
+			_, err := NewChecker([]byte(c.schema), small)
 			if c.reason == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
-			if got := schemaRefusal(err); got != c.reason {
+			if got := SchemaRefusal(err); got != c.reason {
 				t.Fatalf("refusal %q (%v), want %q", got, err, c.reason)
 			}
 		})
 	}
-	if got := schemaRefusal(errors.New("x")); got != "its inputSchema does not compile" {
+	if got := SchemaRefusal(errors.New("x")); got != "its inputSchema does not compile" {
 		t.Errorf("a compile error is refused as %q", got)
 	}
 }
@@ -373,7 +373,7 @@ func TestHostileSchemas(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := newArgChecker([]byte(c.schema), testLimits)
+			a, err := NewChecker([]byte(c.schema), testLimits)
 			if c.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), c.refused) {
 					t.Fatalf("got %v, want an error containing %q", err, c.refused)
@@ -403,7 +403,7 @@ func TestLibraryEndsOnSelfReference(t *testing.T) {
 }
 
 func TestValidationWork(t *testing.T) {
-	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	a, err := NewChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,11 +418,11 @@ func TestValidationWork(t *testing.T) {
 		t.Fatalf("1000 items refused: %v", err)
 	}
 	err = checkJSON(a, items(maxValidationWork/3+1))
-	if !errors.Is(err, errInvalidArguments) || !strings.Contains(err.Error(), "schema evaluations") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "schema evaluations") {
 		t.Fatalf("too much work: got %v", err)
 	}
 	// Values the schema never descends into cost nothing.
-	open, err := newArgChecker([]byte(`{"type":"object"}`), testLimits)
+	open, err := NewChecker([]byte(`{"type":"object"}`), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,19 +434,19 @@ func TestValidationWork(t *testing.T) {
 // BenchmarkEvaluation measures what one schema evaluation costs, the unit
 // of maxValidationWork.
 func BenchmarkEvaluation(b *testing.B) {
-	a, err := newArgChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
+	a, err := NewChecker([]byte(`{"type":"object","additionalProperties":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`), testLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
 	args := []byte(`{"a":[` + strings.TrimSuffix(strings.Repeat(`1,"x",`, 5000), ",") + `]}`)
-	m, levels, err := decodeArguments(args)
+	m, levels, err := Decode(args)
 	if err != nil {
 		b.Fatal(err)
 	}
 	work := validationWork(a.perValue, levels)
 	b.ResetTimer()
 	for b.Loop() {
-		if err := a.check(m, levels); err != nil {
+		if err := a.Check(m, levels); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -456,18 +456,18 @@ func BenchmarkEvaluation(b *testing.B) {
 // BenchmarkArgCheck measures one call's validation, calls to one tool
 // running in parallel, against a schema whose validation writes into it.
 func BenchmarkArgCheck(b *testing.B) {
-	a, err := newArgChecker([]byte(writingSchema), testLimits)
+	a, err := NewChecker([]byte(writingSchema), testLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, levels, err := decodeArguments([]byte(`{"id":"abc","x_1":"def","x_2":"ghi","n_1":3,"tags":["a@example.com","b@example.com"]}`))
+	m, levels, err := Decode([]byte(`{"id":"abc","x_1":"def","x_2":"ghi","n_1":3,"tags":["a@example.com","b@example.com"]}`))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := a.check(m, levels); err != nil {
+			if err := a.Check(m, levels); err != nil {
 				b.Error(err)
 				return
 			}

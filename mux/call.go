@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/args"
+	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -342,7 +343,7 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
 func (m *Mux) relayResult(t *tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
-	out, err := rewriteURIs(raw, resultToolCall, m.linkRewriter(t.child))
+	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(t.child))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
 			t.child.alias, t.name, err))), OutcomeToolError

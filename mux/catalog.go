@@ -16,6 +16,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/glob"
 	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -60,7 +61,7 @@ type entry struct {
 	// is its fallback, used when a server listed earlier exposes the same
 	// name. Both are nil for a prefixed child.
 	prefixed *entry
-	tmpl     *uriTemplate // templates of a child with prefix = false: routes bare URIs
+	tmpl     *naming.URITemplate // templates of a child with prefix = false: routes bare URIs
 	// pin is the digest of a tool's or prompt's definition, compared with
 	// its pin (pinning.go); zero when pinning is off.
 	pin pins.Sum
@@ -309,7 +310,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			seen[id] = true
 			if (k == kindTool || k == kindPrompt) && hide.Match(id) {
-				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+sanitize(id))
+				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+naming.Sanitize(id))
 				continue
 			}
 			e := &entry{kind: k, orig: id, child: c, def: r}
@@ -363,10 +364,10 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			if c.cfg.Prefix {
 				continue
 			}
-			e.prefixed = &entry{kind: k, name: exposeURI(c.alias, e.orig), orig: e.orig, child: c, def: e.def}
+			e.prefixed = &entry{kind: k, name: naming.ExposeURI(c.alias, e.orig), orig: e.orig, child: c, def: e.def}
 			if k == kindTemplate {
-				e.prefixed.name = exposeTemplate(c.alias, e.orig)
-				t, err := compileTemplate(e.orig)
+				e.prefixed.name = naming.ExposeTemplate(c.alias, e.orig)
+				t, err := naming.CompileTemplate(e.orig)
 				if err != nil {
 					c.log.Warn().Err(err).Str(kindWire[kindTemplate].logKey, e.orig).Msg("resource template cannot route reads: not an RFC 6570 template")
 				}
@@ -450,9 +451,9 @@ func (c *child) exposeURI(k kind, uri string) string {
 	case !c.cfg.Prefix:
 		return uri
 	case k == kindTemplate:
-		return exposeTemplate(c.alias, uri)
+		return naming.ExposeTemplate(c.alias, uri)
 	}
-	return exposeURI(c.alias, uri)
+	return naming.ExposeURI(c.alias, uri)
 }
 
 // rename puts the exposed name into the definition.

@@ -16,9 +16,9 @@
 //     may do; childanswers.go hands a stdio child's
 //     long answers straight to the call waiting for them; memory.go returns
 //     freed heap once catalogs are built; reason.go names why a child is down;
-//   - catalog.go, names.go, uris.go: the one registry of exposed tools,
-//     prompts, resources and templates, their names and URIs, the merged
-//     snapshot and its pre-encoded lists;
+//   - catalog.go, naming.go: the one registry of exposed tools, prompts,
+//     resources and templates, their names and URIs (package naming), the
+//     merged snapshot and its pre-encoded lists;
 //   - pinning.go: tools and prompts held when their definitions differ from
 //     their pins (package pins); rules.go: what a policy's [[rule]]s decide
 //     a caller sees and may call;
@@ -46,7 +46,8 @@
 // Packages below mux hold what needs none of its state: jsonwire reads and
 // edits JSON (and JSON-RPC ids) without decoding it; args decodes a call's
 // arguments, vets each tool's inputSchema and checks calls against it,
-// bounding that work.
+// bounding that work; naming makes the exposed names and URIs, and
+// rewrites the URIs in what a child sends.
 package mux
 
 import (

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/naming"
 )
 
 // refusalLab is a Mux on two real children: docs, with resources (one of
@@ -86,7 +87,7 @@ func TestUnknownURIsRefusedAlike(t *testing.T) {
 	}
 
 	for _, c := range []*testsupport.Conn{legacy, modern} {
-		uri := exposeURI("docs", "file:///données/a b.txt")
+		uri := naming.ExposeURI("docs", "file:///données/a b.txt")
 		res, rerr := rpc(c, string(mcp.MethodResourcesRead), uri)
 		if rerr != nil || !strings.Contains(string(res), `"text":"text of file:///données/a b.txt"`) || !strings.Contains(string(res), `"uri":"`+uri+`"`) {
 			t.Errorf("%s read %q: %s %v", c.ProtocolVersion(), uri, res, rerr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -20,7 +21,7 @@ var readersOfAll = map[string]string{"alice": "allow = [\"*\"]\nallow_resources 
 
 // asksURI is the exposed URI of alias's asks resource for tag and rounds.
 func asksURI(alias, tag, rounds string) string {
-	return exposeURI(alias, "traffic://asks/"+tag+"?rounds="+url.QueryEscape(rounds))
+	return naming.ExposeURI(alias, "traffic://asks/"+tag+"?rounds="+url.QueryEscape(rounds))
 }
 
 // allCaps is the _meta of a hand-made request of a client that declared

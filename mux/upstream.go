@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -410,7 +411,7 @@ func (m *Mux) getPrompt(ctx context.Context, e *entry, args map[string]string, b
 	if _, err := mcp.ParseGetPromptResult(&raw); err != nil {
 		return nil, fmt.Errorf("server %s answered prompts/get with %w: %v", e.child.alias, errMalformedResult, err)
 	}
-	if raw, err = rewriteURIs(raw, resultPromptGet, m.linkRewriter(e.child)); err != nil {
+	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(e.child)); err != nil {
 		return nil, fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
 	}
 	return relayPromptResult(raw), nil
@@ -470,7 +471,7 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 	if !c.cfg.Prefix {
 		return func(string) (string, bool) { return "", false }
 	}
-	return func(uri string) (string, bool) { return exposeURI(c.alias, uri), true }
+	return func(uri string) (string, bool) { return naming.ExposeURI(c.alias, uri), true }
 }
 
 // unmatchedURI is the resource mcp-go is asked for in place of a URI its
@@ -483,8 +484,8 @@ const (
 
 // catchAll is the expression mcp-go matches the catch-all template {+uri}
 // by, compiled apart so that matching takes no lock.
-var catchAll = func() *uriTemplate {
-	t, err := compileTemplate("{+uri}")
+var catchAll = func() *naming.URITemplate {
+	t, err := naming.CompileTemplate("{+uri}")
 	if err != nil {
 		panic(err)
 	}
@@ -549,7 +550,7 @@ func (m *Mux) readAt(ctx context.Context, c *child, uri, orig string, begun time
 	if _, err := mcp.ParseReadResourceResult(&raw); err != nil {
 		return nil, fmt.Errorf("server %s answered resources/read with %w: %v", c.alias, errMalformedResult, err)
 	}
-	raw, err = rewriteURIs(raw, resultResourceRead, func(u string) (string, bool) {
+	raw, err = naming.RewriteURIs(raw, naming.ResultResourceRead, func(u string) (string, bool) {
 		if u == orig {
 			return uri, uri != orig
 		}
@@ -570,7 +571,7 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 	if e, ok := cat.lookup(kindResource, uri); ok {
 		return e.child, e.orig, true
 	}
-	if alias, orig, ok := splitURI(uri); ok {
+	if alias, orig, ok := naming.SplitURI(uri); ok {
 		// Only a child that offers resources owns the URIs under its
 		// alias; one that offers none must not be asked (it would answer
 		// in its own words what is, to the caller, an unknown URI).

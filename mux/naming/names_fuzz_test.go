@@ -1,4 +1,4 @@
-package mux
+package naming
 
 import (
 	"maps"
@@ -28,21 +28,21 @@ func FuzzNames(f *testing.F) {
 		budget := least + int(maxLen)%(config.MaxMaxNameLength-least+1)
 		tools := strings.Split(list, "\n")
 
-		got := exposeNames(prefix, budget, tools)
+		got := ExposeNames(prefix, budget, tools)
 		checkNames(t, prefix, budget, tools, got)
 		for _, orig := range tools {
-			if sanitize(orig) == orig && len(prefix)+len(orig) <= budget && got[orig].name != prefix+orig {
-				t.Errorf("%q is valid and fits, but is exposed as %q", orig, got[orig].name)
+			if Sanitize(orig) == orig && len(prefix)+len(orig) <= budget && got[orig].Name != prefix+orig {
+				t.Errorf("%q is valid and fits, but is exposed as %q", orig, got[orig].Name)
 			}
 		}
-		if again := exposeNames(prefix, budget, tools); !maps.Equal(again, got) {
+		if again := ExposeNames(prefix, budget, tools); !maps.Equal(again, got) {
 			t.Errorf("a second run named differently:\n%v\n%v", got, again)
 		}
 		shuffled := slices.Clone(tools)
 		rand.New(rand.NewPCG(seed, seed>>32)).Shuffle(len(shuffled), func(i, j int) {
 			shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
 		})
-		if other := exposeNames(prefix, budget, shuffled); !maps.Equal(other, got) {
+		if other := ExposeNames(prefix, budget, shuffled); !maps.Equal(other, got) {
 			t.Errorf("order %q named differently from %q:\n%v\n%v", shuffled, tools, other, got)
 		}
 	})

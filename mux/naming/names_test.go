@@ -1,4 +1,4 @@
-package mux
+package naming
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// checkNames fails t unless got, the mapping exposeNames returned for
+// checkNames fails t unless got, the mapping ExposeNames returned for
 // origs, gives every orig a valid, distinct name with the prefix, within
 // maxLen.
-func checkNames(t *testing.T, prefix string, maxLen int, origs []string, got map[string]exposedName) {
+func checkNames(t *testing.T, prefix string, maxLen int, origs []string, got map[string]Exposed) {
 	t.Helper()
 	owner := map[string]string{}
 	for _, orig := range origs {
@@ -18,21 +18,21 @@ func checkNames(t *testing.T, prefix string, maxLen int, origs []string, got map
 		if !ok {
 			t.Fatalf("%q has no name", orig)
 		}
-		if len(n.name) > maxLen {
-			t.Errorf("%q -> %q: longer than %d", orig, n.name, maxLen)
+		if len(n.Name) > maxLen {
+			t.Errorf("%q -> %q: longer than %d", orig, n.Name, maxLen)
 		}
-		if !strings.HasPrefix(n.name, prefix) {
-			t.Errorf("%q -> %q: does not start with %q", orig, n.name, prefix)
+		if !strings.HasPrefix(n.Name, prefix) {
+			t.Errorf("%q -> %q: does not start with %q", orig, n.Name, prefix)
 		}
-		for i := range len(n.name) {
-			if !validNameByte(n.name[i]) {
-				t.Errorf("%q -> %q: has %q", orig, n.name, n.name[i])
+		for i := range len(n.Name) {
+			if !validNameByte(n.Name[i]) {
+				t.Errorf("%q -> %q: has %q", orig, n.Name, n.Name[i])
 			}
 		}
-		if prev, dup := owner[n.name]; dup && prev != orig {
-			t.Errorf("%q and %q both -> %q", prev, orig, n.name)
+		if prev, dup := owner[n.Name]; dup && prev != orig {
+			t.Errorf("%q and %q both -> %q", prev, orig, n.Name)
 		}
-		owner[n.name] = orig
+		owner[n.Name] = orig
 	}
 	if len(got) != len(owner) {
 		t.Errorf("%d names for %d distinct tools", len(got), len(owner))
@@ -61,7 +61,7 @@ func TestExposedNames(t *testing.T) {
 	// shortened is how a name too long for maxLen is cut under "docs__",
 	// with a hash of size digits.
 	shortened := func(maxLen int, name string, size int) string {
-		return "docs__" + sanitize(name)[:maxLen-6-1-size] + "_" + shortHash(name, size)
+		return "docs__" + Sanitize(name)[:maxLen-6-1-size] + "_" + shortHash(name, size)
 	}
 	// Another tool whose name is what long+"x" is shortened to: valid and
 	// within 24, so it keeps it, and long+"x" needs a longer hash.
@@ -122,14 +122,14 @@ func TestExposedNames(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := "docs" + c.sep
 			permutations(slices.Clone(c.tools), func(order []string) {
-				got := exposeNames(prefix, c.maxLen, order)
+				got := ExposeNames(prefix, c.maxLen, order)
 				checkNames(t, prefix, c.maxLen, order, got)
 				for orig, want := range c.want {
-					if got[orig].name != want {
-						t.Errorf("order %q: %q -> %q, want %q", order, orig, got[orig].name, want)
+					if got[orig].Name != want {
+						t.Errorf("order %q: %q -> %q, want %q", order, orig, got[orig].Name, want)
 					}
-					if collided := slices.Contains(c.collided, orig); got[orig].collided != collided {
-						t.Errorf("order %q: %q collided = %t, want %t", order, orig, got[orig].collided, collided)
+					if collided := slices.Contains(c.collided, orig); got[orig].Collided != collided {
+						t.Errorf("order %q: %q collided = %t, want %t", order, orig, got[orig].Collided, collided)
 					}
 				}
 			})
@@ -145,7 +145,7 @@ func TestExposedNamesCrowd(t *testing.T) {
 		tools = append(tools, "x"+string(r)+"y")
 	}
 	tools = append(tools, "x_y")
-	want := exposeNames("s__", 20, tools)
+	want := ExposeNames("s__", 20, tools)
 	checkNames(t, "s__", 20, tools, want)
 	for i := range 20 {
 		order := slices.Clone(tools)
@@ -154,12 +154,12 @@ func TestExposedNamesCrowd(t *testing.T) {
 		if i%2 == 1 {
 			slices.Reverse(order)
 		}
-		got := exposeNames("s__", 20, order)
+		got := ExposeNames("s__", 20, order)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("order %q: %v, want %v", order, got, want)
 		}
 	}
-	if want["x_y"].name != "s__x_y" {
-		t.Errorf("x_y -> %q", want["x_y"].name)
+	if want["x_y"].Name != "s__x_y" {
+		t.Errorf("x_y -> %q", want["x_y"].Name)
 	}
 }

@@ -1,4 +1,4 @@
-package mux
+package naming
 
 import (
 	"bytes"
@@ -26,13 +26,13 @@ func TestExposeURIRoundTrips(t *testing.T) {
 		{strings.Repeat("a", 32), "u:v", "mcpmux://" + strings.Repeat("a", 32) + "/u:v"},
 	}
 	for _, tt := range tests {
-		got := exposeURI(tt.alias, tt.uri)
+		got := ExposeURI(tt.alias, tt.uri)
 		if got != tt.exposed {
-			t.Errorf("exposeURI(%q, %q) = %q, want %q", tt.alias, tt.uri, got, tt.exposed)
+			t.Errorf("ExposeURI(%q, %q) = %q, want %q", tt.alias, tt.uri, got, tt.exposed)
 		}
-		alias, uri, ok := splitURI(got)
+		alias, uri, ok := SplitURI(got)
 		if !ok || alias != tt.alias || uri != tt.uri {
-			t.Errorf("splitURI(%q) = %q, %q, %v; want %q, %q, true", got, alias, uri, ok, tt.alias, tt.uri)
+			t.Errorf("SplitURI(%q) = %q, %q, %v; want %q, %q, true", got, alias, uri, ok, tt.alias, tt.uri)
 		}
 	}
 }
@@ -63,9 +63,9 @@ func TestSplitURI(t *testing.T) {
 		{"xmcpmux://fs/x", "", "", false},
 	}
 	for _, tt := range tests {
-		alias, uri, ok := splitURI(tt.exposed)
+		alias, uri, ok := SplitURI(tt.exposed)
 		if alias != tt.alias || uri != tt.uri || ok != tt.ok {
-			t.Errorf("splitURI(%q) = %q, %q, %v; want %q, %q, %v", tt.exposed, alias, uri, ok, tt.alias, tt.uri, tt.ok)
+			t.Errorf("SplitURI(%q) = %q, %q, %v; want %q, %q, %v", tt.exposed, alias, uri, ok, tt.alias, tt.uri, tt.ok)
 		}
 	}
 }
@@ -95,8 +95,8 @@ var childTemplates = []string{
 
 // TestExposeTemplate proves the template property: an exposed template
 // is a valid RFC 6570 template with the same variables, and its expansion
-// with any values is exposeURI(alias, the child's expansion), which the
-// exposed template matches and splitURI routes back.
+// with any values is ExposeURI(alias, the child's expansion), which the
+// exposed template matches and SplitURI routes back.
 func TestExposeTemplate(t *testing.T) {
 	for _, alias := range []string{"fs", "db-2"} {
 		for _, raw := range childTemplates {
@@ -104,17 +104,17 @@ func TestExposeTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("child template %q: %v", raw, err)
 			}
-			exposed, err := uritemplate.New(exposeTemplate(alias, raw))
+			exposed, err := uritemplate.New(ExposeTemplate(alias, raw))
 			if err != nil {
-				t.Errorf("exposeTemplate(%q, %q) = %q is not a valid template: %v", alias, raw, exposeTemplate(alias, raw), err)
+				t.Errorf("ExposeTemplate(%q, %q) = %q is not a valid template: %v", alias, raw, ExposeTemplate(alias, raw), err)
 				continue
 			}
 			if !reflect.DeepEqual(exposed.Varnames(), child.Varnames()) {
 				t.Errorf("%q: exposed variables %v, child's %v", raw, exposed.Varnames(), child.Varnames())
 			}
-			matcher, err := compileTemplate(exposeTemplate(alias, raw))
+			matcher, err := CompileTemplate(ExposeTemplate(alias, raw))
 			if err != nil {
-				t.Fatalf("compileTemplate: %v", err)
+				t.Fatalf("CompileTemplate: %v", err)
 			}
 			for _, v := range templateValues {
 				want, err := child.Expand(v)
@@ -125,14 +125,14 @@ func TestExposeTemplate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("exposed %q.Expand(%v): %v", raw, v, err)
 				}
-				if got != exposeURI(alias, want) {
-					t.Errorf("%q with %v: exposed expansion %q, want %q", raw, v, got, exposeURI(alias, want))
+				if got != ExposeURI(alias, want) {
+					t.Errorf("%q with %v: exposed expansion %q, want %q", raw, v, got, ExposeURI(alias, want))
 				}
 				if !matcher.Match(got) {
 					t.Errorf("exposed %q does not match its own expansion %q", matcher, got)
 				}
-				if a, u, ok := splitURI(got); !ok || a != alias || u != want {
-					t.Errorf("splitURI(%q) = %q, %q, %v; want %q, %q", got, a, u, ok, alias, want)
+				if a, u, ok := SplitURI(got); !ok || a != alias || u != want {
+					t.Errorf("SplitURI(%q) = %q, %q, %v; want %q, %q", got, a, u, ok, alias, want)
 				}
 			}
 		}
@@ -146,7 +146,7 @@ func TestExposeTemplateInvalid(t *testing.T) {
 		if _, err := uritemplate.New(raw); err == nil {
 			t.Fatalf("%q parses; the test wants an invalid one", raw)
 		}
-		if _, err := compileTemplate(exposeTemplate("fs", raw)); err == nil {
+		if _, err := CompileTemplate(ExposeTemplate("fs", raw)); err == nil {
 			t.Errorf("exposed %q compiles, but the child's template is invalid", raw)
 		}
 	}
@@ -177,9 +177,9 @@ func TestTemplateMatch(t *testing.T) {
 		{"test://static/resource/{id}", "test://static/resource/12\n", false},
 	}
 	for _, tt := range tests {
-		tmpl, err := compileTemplate(tt.tmpl)
+		tmpl, err := CompileTemplate(tt.tmpl)
 		if err != nil {
-			t.Fatalf("compileTemplate(%q): %v", tt.tmpl, err)
+			t.Fatalf("CompileTemplate(%q): %v", tt.tmpl, err)
 		}
 		if got := tmpl.Match(tt.uri); got != tt.want {
 			t.Errorf("%q.Match(%q) = %v, want %v", tt.tmpl, tt.uri, got, tt.want)
@@ -191,14 +191,14 @@ func TestTemplateMatch(t *testing.T) {
 }
 
 // TestCompileTemplateTooComplex: uritemplate panics building the matcher
-// of a template Go's regexp refuses; compileTemplate reports an error.
+// of a template Go's regexp refuses; CompileTemplate reports an error.
 func TestCompileTemplateTooComplex(t *testing.T) {
 	raw := "x:{" + strings.Repeat("a,", 1001) + "a}"
 	if _, err := uritemplate.New(raw); err != nil {
 		t.Fatalf("%q does not even parse: %v", raw[:20], err)
 	}
-	if _, err := compileTemplate(raw); err == nil || !strings.Contains(err.Error(), "too complex") {
-		t.Errorf("compileTemplate of 1002 variables in one expression: %v, want a too-complex error", err)
+	if _, err := CompileTemplate(raw); err == nil || !strings.Contains(err.Error(), "too complex") {
+		t.Errorf("CompileTemplate of 1002 variables in one expression: %v, want a too-complex error", err)
 	}
 }
 
@@ -208,24 +208,24 @@ func prefixFS(uri string) (string, bool) {
 	if strings.HasPrefix(uri, "https:") {
 		return "", false
 	}
-	return exposeURI("fs", uri), true
+	return ExposeURI("fs", uri), true
 }
 
 func TestRewriteURIs(t *testing.T) {
 	tests := []struct {
 		name string
-		kind resultKind
+		kind ResultKind
 		in   string
 		want string // "" when in comes back itself
 	}{
 		{
 			name: "tool text only",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"text","text":"see file:///a \u00e9 \"q\""}],"isError":false,"n":1.50E+3}`,
 		},
 		{
 			name: "tool resource link, type after uri, unknown fields and spacing kept",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in: "{ \"x-first\" : [1, {\"uri\":\"file:///no\"}],\n\t\"content\" : [ {\"uri\" : \"file:///a.txt\", \"name\":\"a\",\n" +
 				"  \"type\":\"resource_link\", \"annotations\":{\"x-k\":{}}, \"n\": -0.0e-0 } ],\"structuredContent\":{\"uri\":\"file:///s\"} }",
 			want: "{ \"x-first\" : [1, {\"uri\":\"file:///no\"}],\n\t\"content\" : [ {\"uri\" : \"mcpmux://fs/file:///a.txt\", \"name\":\"a\",\n" +
@@ -233,97 +233,97 @@ func TestRewriteURIs(t *testing.T) {
 		},
 		{
 			name: "tool embedded resource among other items",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"text","text":"t","uri":"file:///not-a-link"},{"type":"resource","resource":{"uri":"file:///b","mimeType":"text/plain","text":"{\"uri\":\"file:///inner\"}","_meta":{"k":1e400}}},{"type":"image","data":"AA==","uri":"file:///img"}],"_meta":{"content":[{"type":"resource_link","uri":"file:///meta"}]}}`,
 			want: `{"content":[{"type":"text","text":"t","uri":"file:///not-a-link"},{"type":"resource","resource":{"uri":"mcpmux://fs/file:///b","mimeType":"text/plain","text":"{\"uri\":\"file:///inner\"}","_meta":{"k":1e400}}},{"type":"image","data":"AA==","uri":"file:///img"}],"_meta":{"content":[{"type":"resource_link","uri":"file:///meta"}]}}`,
 		},
 		{
 			name: "escapes in the uri are decoded for rewrite and the result re-encoded",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"resource_link","uri":"file:\u002f\u002f/a\"b\\c\u00e9\ud83d\ude00"}]}`,
 			want: `{"content":[{"type":"resource_link","uri":"mcpmux://fs/file:///a\"b\\cé😀"}]}`,
 		},
 		{
 			name: "escaped keys and type are decoded",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"cont\u0065nt":[{"\u0074ype":"resource\u005flink","\u0075ri":"x:y"}]}`,
 			want: `{"cont\u0065nt":[{"\u0074ype":"resource\u005flink","\u0075ri":"mcpmux://fs/x:y"}]}`,
 		},
 		{
 			name: "query, fragment, spaces, unicode and HTML characters keep their spelling",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"resource_link","uri":"file:///a b/é?x=<1>&y#frag"}]}`,
 			want: `{"content":[{"type":"resource_link","uri":"mcpmux://fs/file:///a b/é?x=<1>&y#frag"}]}`,
 		},
 		{
 			name: "a child URI that is itself an mcpmux URI",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"resource_link","uri":"mcpmux://other/file:///x"}]}`,
 			want: `{"content":[{"type":"resource_link","uri":"mcpmux://fs/mcpmux://other/file:///x"}]}`,
 		},
 		{
 			name: "a URI the rewrite declines stays",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"resource_link","uri":"https://example.com/"}]}`,
 		},
 		{
 			name: "the wrong shapes are left alone",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":[{"type":"resource","resource":"file:///x"},{"type":"resource_link","uri":7},{"type":7,"uri":"file:///y"},{"type":"resource_link"},"str",null,[{"type":"resource_link","uri":"file:///z"}]]}`,
 		},
 		{
 			name: "content that is not an array",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `{"content":{"type":"resource_link","uri":"file:///x"}}`,
 		},
 		{
 			name: "not an object at all",
-			kind: resultToolCall,
+			kind: ResultToolCall,
 			in:   `[{"content":[{"type":"resource_link","uri":"file:///x"}]}]`,
 		},
 		{
 			name: "prompt messages",
-			kind: resultPromptGet,
+			kind: ResultPromptGet,
 			in:   ` {"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi"}},{"role":"assistant","content":{"type":"resource","resource":{"uri":"file:///p","text":"x"}}},{"role":"user","content":[{"type":"resource_link","uri":"file:///q"}]}]} `,
 			want: ` {"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi"}},{"role":"assistant","content":{"type":"resource","resource":{"uri":"mcpmux://fs/file:///p","text":"x"}}},{"role":"user","content":[{"type":"resource_link","uri":"mcpmux://fs/file:///q"}]}]} `,
 		},
 		{
 			name: "prompt content at the top is not a message",
-			kind: resultPromptGet,
+			kind: ResultPromptGet,
 			in:   `{"content":[{"type":"resource_link","uri":"file:///x"}]}`,
 		},
 		{
 			name: "resources/read contents",
-			kind: resultResourceRead,
+			kind: ResultResourceRead,
 			in:   `{"contents":[{"uri":"file:///a","text":"x"},{"blob":"AA==","uri":"file:///b","mimeType":"application/octet-stream"},{"uri":"https://x/"}],"_meta":{"x":true}}`,
 			want: `{"contents":[{"uri":"mcpmux://fs/file:///a","text":"x"},{"blob":"AA==","uri":"mcpmux://fs/file:///b","mimeType":"application/octet-stream"},{"uri":"https://x/"}],"_meta":{"x":true}}`,
 		},
 		{
 			name: "resources/list",
-			kind: resultResourceList,
+			kind: ResultResourceList,
 			in:   `{"resources":[{"uri":"test://static/resource/1","name":"Resource 1","annotations":{"audience":["user"],"x":null}}],"nextCursor":"abc"}`,
 			want: `{"resources":[{"uri":"mcpmux://fs/test://static/resource/1","name":"Resource 1","annotations":{"audience":["user"],"x":null}}],"nextCursor":"abc"}`,
 		},
 		{
 			name: "resources/list has no content items",
-			kind: resultResourceList,
+			kind: ResultResourceList,
 			in:   `{"content":[{"type":"resource_link","uri":"file:///x"}],"resources":[]}`,
 		},
 		{
 			name: "resources/templates/list",
-			kind: resultTemplateList,
+			kind: ResultTemplateList,
 			in:   `{"resourceTemplates":[{"uriTemplate":"test://static/resource/{id}","name":"t"},{"name":"u","uriTemplate":"file:///{+path}"}]}`,
 			want: `{"resourceTemplates":[{"uriTemplate":"mcpmux://fs/test://static/resource/{id}","name":"t"},{"name":"u","uriTemplate":"mcpmux://fs/file:///{+path}"}]}`,
 		},
 		{
 			name: "notifications/resources/updated",
-			kind: paramsResourceUpdated,
+			kind: ParamsResourceUpdated,
 			in:   `{"uri":"test://static/resource/3","_meta":{"uri":"no"}}`,
 			want: `{"uri":"mcpmux://fs/test://static/resource/3","_meta":{"uri":"no"}}`,
 		},
 		{
 			name: "empty containers and every literal",
-			kind: resultResourceRead,
+			kind: ResultResourceRead,
 			in:   `{"contents":[],"a":{},"b":[true,false,null,0,-1,2.5,1e-7,"",{}]}`,
 		},
 	}
@@ -333,9 +333,9 @@ func TestRewriteURIs(t *testing.T) {
 			if !json.Valid(in) {
 				t.Fatalf("test input is not JSON")
 			}
-			got, err := rewriteURIs(in, tt.kind, prefixFS)
+			got, err := RewriteURIs(in, tt.kind, prefixFS)
 			if err != nil {
-				t.Fatalf("rewriteURIs: %v", err)
+				t.Fatalf("RewriteURIs: %v", err)
 			}
 			if tt.want == "" {
 				if !sameBytes(got, in) {
@@ -346,7 +346,7 @@ func TestRewriteURIs(t *testing.T) {
 			}
 			checkAgainstReference(t, in, tt.kind, prefixFS, got)
 
-			same, err := rewriteURIs(in, tt.kind, func(u string) (string, bool) { return u, true })
+			same, err := RewriteURIs(in, tt.kind, func(u string) (string, bool) { return u, true })
 			if err != nil || !sameBytes(same, in) {
 				t.Errorf("identity rewrite: %v, %s", err, same)
 			}
@@ -359,9 +359,9 @@ func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// checkAgainstReference compares got, rewriteURIs' answer for in, with
+// checkAgainstReference compares got, RewriteURIs' answer for in, with
 // what decoding in fully and rewriting the decoded value gives.
-func checkAgainstReference(t *testing.T, in []byte, kind resultKind, rewrite func(string) (string, bool), got []byte) {
+func checkAgainstReference(t *testing.T, in []byte, kind ResultKind, rewrite func(string) (string, bool), got []byte) {
 	t.Helper()
 	want, err := decodeJSON(in)
 	if err != nil {
@@ -379,10 +379,10 @@ func checkAgainstReference(t *testing.T, in []byte, kind resultKind, rewrite fun
 	}
 	have, err := decodeJSON(got)
 	if err != nil {
-		t.Fatalf("rewriteURIs produced invalid JSON %q: %v", got, err)
+		t.Fatalf("RewriteURIs produced invalid JSON %q: %v", got, err)
 	}
 	if !reflect.DeepEqual(have, want) {
-		t.Errorf("rewriteURIs disagrees with the decoded reference:\n got %#v\nwant %#v", have, want)
+		t.Errorf("RewriteURIs disagrees with the decoded reference:\n got %#v\nwant %#v", have, want)
 	}
 }
 
@@ -394,9 +394,9 @@ func decodeJSON(b []byte) (any, error) {
 	return v, err
 }
 
-// referenceRewrite is rewriteURIs on a decoded value: slow, obvious, and
+// referenceRewrite is RewriteURIs on a decoded value: slow, obvious, and
 // the definition the scanner is held to.
-func referenceRewrite(v any, kind resultKind, rewrite func(string) (string, bool)) {
+func referenceRewrite(v any, kind ResultKind, rewrite func(string) (string, bool)) {
 	field := func(m map[string]any, key string) {
 		if s, ok := m[key].(string); ok {
 			if r, ok := rewrite(s); ok {
@@ -430,9 +430,9 @@ func referenceRewrite(v any, kind resultKind, rewrite func(string) (string, bool
 		return
 	}
 	switch kind {
-	case resultToolCall:
+	case ResultToolCall:
 		each(top["content"], item)
-	case resultPromptGet:
+	case ResultPromptGet:
 		each(top["messages"], func(msg any) {
 			if m, ok := msg.(map[string]any); ok {
 				if _, isList := m["content"].([]any); isList {
@@ -442,9 +442,9 @@ func referenceRewrite(v any, kind resultKind, rewrite func(string) (string, bool
 				}
 			}
 		})
-	case resultResourceRead, resultResourceList, resultTemplateList:
-		list, key := map[resultKind]string{resultResourceRead: "contents", resultResourceList: "resources", resultTemplateList: "resourceTemplates"}[kind], "uri"
-		if kind == resultTemplateList {
+	case ResultResourceRead, ResultResourceList, ResultTemplateList:
+		list, key := map[ResultKind]string{ResultResourceRead: "contents", ResultResourceList: "resources", ResultTemplateList: "resourceTemplates"}[kind], "uri"
+		if kind == ResultTemplateList {
 			key = "uriTemplate"
 		}
 		each(top[list], func(e any) {
@@ -452,7 +452,7 @@ func referenceRewrite(v any, kind resultKind, rewrite func(string) (string, bool
 				field(m, key)
 			}
 		})
-	case paramsResourceUpdated:
+	case ParamsResourceUpdated:
 		field(top, "uri")
 	}
 }
@@ -502,10 +502,10 @@ func TestRewriteURIsMalformed(t *testing.T) {
 		if json.Valid([]byte(in)) {
 			t.Fatalf("%q is valid JSON; the test wants malformed input", in)
 		}
-		for kind := resultToolCall; kind <= paramsResourceUpdated; kind++ {
-			got, err := rewriteURIs(json.RawMessage(in), kind, prefixFS)
-			if !errors.Is(err, errBadJSON) || got != nil {
-				t.Errorf("kind %d, %.40q: got %q, %v; want an errBadJSON error", kind, in, got, err)
+		for kind := ResultToolCall; kind <= ParamsResourceUpdated; kind++ {
+			got, err := RewriteURIs(json.RawMessage(in), kind, prefixFS)
+			if !errors.Is(err, ErrBadJSON) || got != nil {
+				t.Errorf("kind %d, %.40q: got %q, %v; want an ErrBadJSON error", kind, in, got, err)
 			}
 		}
 	}
@@ -520,7 +520,7 @@ func TestRewriteURIsDepth(t *testing.T) {
 		if !json.Valid([]byte(in)) {
 			t.Fatalf("json.Valid refuses %.20q", in)
 		}
-		if _, err := rewriteURIs(json.RawMessage(in), resultToolCall, prefixFS); err != nil {
+		if _, err := RewriteURIs(json.RawMessage(in), ResultToolCall, prefixFS); err != nil {
 			t.Errorf("%.20q...: %v", in, err)
 		}
 	}
@@ -571,7 +571,7 @@ func BenchmarkRewriteURIs(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := rewriteURIs(raw, resultToolCall, prefixFS); err != nil {
+				if _, err := RewriteURIs(raw, ResultToolCall, prefixFS); err != nil {
 					b.Fatal(err)
 				}
 			}

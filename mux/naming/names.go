@@ -1,4 +1,10 @@
-package mux
+// Package naming makes the names and URIs mcpmux exposes: a child's tool
+// and prompt names under its alias prefix, valid for every client, within
+// the length budget and distinct whatever the child lists (ExposeNames);
+// resource URIs and URI templates under mcpmux://<alias>/, and the way
+// back (ExposeURI, ExposeTemplate, SplitURI, URITemplate); and the rewrite
+// of the URIs in what a child sends (RewriteURIs).
+package naming
 
 import (
 	"crypto/sha256"
@@ -16,9 +22,9 @@ import (
 // guarantees room for it, one character and a '_' after every prefix.
 const hashLen = config.NameRoom - 2
 
-// sanitize replaces every character that OpenAI- and Anthropic-style
+// Sanitize replaces every character that OpenAI- and Anthropic-style
 // clients refuse in a tool name with '_'.
-func sanitize(name string) string {
+func Sanitize(name string) string {
 	var b strings.Builder
 	b.Grow(len(name))
 	for _, r := range name {
@@ -42,13 +48,13 @@ func shortHash(s string, n int) string {
 	return h[:n]
 }
 
-// exposedName is the name one child tool is offered under.
-type exposedName struct {
-	name     string
-	collided bool // a hash was appended because the rewritten name was ambiguous
+// Exposed is the name one child tool is offered under.
+type Exposed struct {
+	Name     string
+	Collided bool // a hash was appended because the rewritten name was ambiguous
 }
 
-// exposeNames maps each of one child's tool names (origs) to its exposed
+// ExposeNames maps each of one child's tool names (origs) to its exposed
 // name, prefix + name. Names from different aliases never meet, because the
 // prefix (alias and separator, the alias free of '_') is never shortened; so
 // collisions are settled per child.
@@ -71,8 +77,8 @@ type exposedName struct {
 // Every exposed name is valid ([A-Za-z0-9_-]) when prefix is, at most maxLen
 // bytes long (given maxLen-len(prefix) >= config.NameRoom), and distinct
 // origs get distinct names.
-func exposeNames(prefix string, maxLen int, origs []string) map[string]exposedName {
-	out := make(map[string]exposedName, len(origs))
+func ExposeNames(prefix string, maxLen int, origs []string) map[string]Exposed {
+	out := make(map[string]Exposed, len(origs))
 	taken := make(map[string]bool, len(origs))
 	form := map[string]string{} // rewritten orig -> its rewritten form
 	count := map[string]int{}   // rewritten form -> how many origs have it
@@ -80,12 +86,12 @@ func exposeNames(prefix string, maxLen int, origs []string) map[string]exposedNa
 		if _, done := out[orig]; done || form[orig] != "" {
 			continue
 		}
-		if sanitize(orig) == orig && len(prefix)+len(orig) <= maxLen {
-			out[orig] = exposedName{name: prefix + orig}
+		if Sanitize(orig) == orig && len(prefix)+len(orig) <= maxLen {
+			out[orig] = Exposed{Name: prefix + orig}
 			taken[prefix+orig] = true
 			continue
 		}
-		f := fit(prefix, maxLen, sanitize(orig), "")
+		f := fit(prefix, maxLen, Sanitize(orig), "")
 		form[orig] = f
 		count[f]++
 	}
@@ -95,18 +101,18 @@ func exposeNames(prefix string, maxLen int, origs []string) map[string]exposedNa
 			ambiguous = append(ambiguous, orig)
 			continue
 		}
-		out[orig] = exposedName{name: f}
+		out[orig] = Exposed{Name: f}
 	}
 	// Forms kept above are unique among themselves and not clean names, so
 	// they can be marked taken only now.
 	for _, n := range out {
-		taken[n.name] = true
+		taken[n.Name] = true
 	}
 	slices.Sort(ambiguous)
 	for _, orig := range ambiguous {
 		name := hashed(prefix, maxLen, orig, taken)
 		taken[name] = true
-		out[orig] = exposedName{name: name, collided: true}
+		out[orig] = Exposed{Name: name, Collided: true}
 	}
 	return out
 }
@@ -115,7 +121,7 @@ func exposeNames(prefix string, maxLen int, origs []string) map[string]exposedNa
 // that is not taken: the shortest hash of orig that is free and fits, or,
 // should every one be taken, a hash of orig and a counter.
 func hashed(prefix string, maxLen int, orig string, taken map[string]bool) string {
-	base := sanitize(orig)
+	base := Sanitize(orig)
 	longest := min(sha256.Size*2, maxLen-len(prefix)-1)
 	for size := hashLen; size <= longest; size += 4 {
 		if name := fit(prefix, maxLen, base, "_"+shortHash(orig, size)); !taken[name] {
@@ -141,36 +147,4 @@ func fit(prefix string, maxLen int, base, suffix string) string {
 	}
 	room := max(maxLen-len(prefix)-len(suffix), 0)
 	return prefix + base[:min(room, len(base))] + suffix
-}
-
-// nameEntries gives each of one child's tools or prompts (one kind) its
-// exposed name, as exposeNames decides, and logs the names that had to take
-// a hash. An entry of a child with prefix = false is named as the child
-// names it where that is a valid name, and gets its prefixed form as the
-// fallback for a name a server listed earlier also exposes.
-func (m *Mux) nameEntries(c *child, entries []*entry) {
-	origs := make([]string, len(entries))
-	for i, e := range entries {
-		origs[i] = e.orig
-	}
-	prefix := c.alias + m.cfg.Mux.Separator
-	names := exposeNames(prefix, m.cfg.Mux.MaxNameLength, origs)
-	var bare map[string]exposedName
-	if !c.cfg.Prefix {
-		bare = exposeNames("", m.cfg.Mux.MaxNameLength, origs)
-	}
-	for _, e := range entries {
-		n := names[e.orig]
-		if bare != nil {
-			fallback := *e
-			fallback.name = n.name
-			e.prefixed = &fallback
-			n = bare[e.orig]
-		}
-		if n.collided {
-			c.log.Warn().Str(kindWire[e.kind].logKey, e.orig).Str(kindWire[e.kind].label, n.name).
-				Msg("exposed name collided with another " + kindWire[e.kind].label + " of this server; a hash was appended")
-		}
-		e.name = n.name
-	}
 }

@@ -1,155 +1,50 @@
-package mux
-
-// The resource URI scheme. A prefixed child's resource URI u is exposed as
-// mcpmux://<alias>/u, u kept exactly as the child wrote it, so routing back
-// is a prefix strip and never depends on what u looks like. Aliases are
-// valid URI hosts (lower-case letters, digits, inner '-'), so exposed URIs
-// are valid URIs, distinct across children, and a template gains only a
-// literal prefix, so it stays an RFC 6570 template whose every expansion is
-// the exposed form of the child's expansion.
+package naming
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"unicode/utf8"
-
-	"github.com/mcpmux/mcpmux/config"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
-// uriScheme begins every exposed resource URI and template.
-const uriScheme = "mcpmux://"
-
-// exposeURI is the URI a prefixed child's resource uri is offered under.
-func exposeURI(alias, uri string) string {
-	return uriScheme + alias + "/" + uri
-}
-
-// exposeTemplate is the URI template a prefixed child's template tmpl is
-// offered under. The prefix is an RFC 6570 literal, so the result is a
-// valid template whenever tmpl is, and expanding it with any values gives
-// exposeURI(alias, the expansion of tmpl with the same values).
-func exposeTemplate(alias, tmpl string) string {
-	return exposeURI(alias, tmpl)
-}
-
-// splitURI is the inverse of exposeURI (and of exposeTemplate): it reports
-// the alias and the child's URI exactly, and ok false for anything not of
-// the form mcpmux://<alias>/<rest> with a valid alias. The scheme is
-// matched without regard to case, as RFC 3986 asks; the alias is not,
-// because no alias has upper-case letters.
-func splitURI(exposed string) (alias, uri string, ok bool) {
-	if len(exposed) < len(uriScheme) || !strings.EqualFold(exposed[:len(uriScheme)], uriScheme) {
-		return "", "", false
-	}
-	rest := exposed[len(uriScheme):]
-	i := strings.IndexByte(rest, '/')
-	if i < 0 || !validAlias(rest[:i]) {
-		return "", "", false
-	}
-	return rest[:i], rest[i+1:], true
-}
-
-// validAlias applies config's alias rule: 1 to config.MaxAliasLength
-// lower-case letters and digits in runs joined by single '-'.
-func validAlias(a string) bool {
-	if a == "" || len(a) > config.MaxAliasLength || a[0] == '-' || a[len(a)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		switch c := a[i]; {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && a[i-1] != '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// uriTemplate is a compiled RFC 6570 template. Match takes no lock, so one
-// compiled template may serve every call at once.
-type uriTemplate struct {
-	raw string
-	re  *regexp.Regexp
-}
-
-// compileTemplate parses s as an RFC 6570 template (level 4).
-func compileTemplate(s string) (*uriTemplate, error) {
-	t, err := uritemplate.New(s)
-	if err != nil {
-		return nil, fmt.Errorf("uri template %q: %w", s, err)
-	}
-	re, err := templateRegexp(t)
-	if err != nil {
-		return nil, fmt.Errorf("uri template %q: %w", s, err)
-	}
-	return &uriTemplate{raw: s, re: re}, nil
-}
-
-// templateRegexp is t's matching expression, the one mcp-go's server
-// routes resources/read by, so a bare URI reaches the child whose own
-// server would have accepted it. uritemplate compiles it with MustCompile,
-// which panics on what Go's regexp refuses (over 1000 variables in one
-// expression); that template is refused instead.
-func templateRegexp(t *uritemplate.Template) (re *regexp.Regexp, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("too complex to match: %v", r)
-		}
-	}()
-	return t.Regexp(), nil
-}
-
-// Match reports whether uri is an expansion of the template.
-func (t *uriTemplate) Match(uri string) bool {
-	return t.re.MatchString(uri)
-}
-
-// String is the template as written.
-func (t *uriTemplate) String() string { return t.raw }
-
-// resultKind says what a raw JSON value handed to rewriteURIs is, and so
+// ResultKind says what a raw JSON value handed to RewriteURIs is, and so
 // where the URIs naming a child's resources sit in it.
-type resultKind uint8
+type ResultKind uint8
 
 const (
 	// tools/call result: content[] items of type "resource_link" (.uri)
 	// and "resource" (.resource.uri).
-	resultToolCall resultKind = iota
+	ResultToolCall ResultKind = iota
 	// prompts/get result: messages[].content, one content item (an array
 	// of items is taken too), of the same two types.
-	resultPromptGet
+	ResultPromptGet
 	// resources/read result: contents[].uri.
-	resultResourceRead
+	ResultResourceRead
 	// resources/list result: resources[].uri.
-	resultResourceList
+	ResultResourceList
 	// resources/templates/list result: resourceTemplates[].uriTemplate;
 	// the rewrite given is a template rewrite.
-	resultTemplateList
+	ResultTemplateList
 	// notifications/resources/updated params: .uri.
-	paramsResourceUpdated
+	ParamsResourceUpdated
 )
 
-// errBadJSON is wrapped by every error rewriteURIs returns: the input was
+// ErrBadJSON is wrapped by every error RewriteURIs returns: the input was
 // not one well-formed JSON value.
-var errBadJSON = errors.New("malformed JSON")
+var ErrBadJSON = errors.New("malformed JSON")
 
-// rewriteURIs returns raw, a value of the given kind, with every URI that
+// RewriteURIs returns raw, a value of the given kind, with every URI that
 // names a child resource replaced by rewrite(uri) when rewrite reports
 // true. Everything else is kept byte for byte: key order, white space,
 // number spelling, escapes in untouched strings, fields at every level that
 // no spec defines. When nothing changes it returns raw itself. Where an
 // object repeats a key, the last occurrence counts, as in encoding/json.
-// rewriteURIs accepts exactly the inputs json.Valid accepts and reports an
-// error wrapping errBadJSON for any other; it reads raw once.
-func rewriteURIs(raw json.RawMessage, kind resultKind, rewrite func(uri string) (string, bool)) (json.RawMessage, error) {
+// RewriteURIs accepts exactly the inputs json.Valid accepts and reports an
+// error wrapping ErrBadJSON for any other; it reads raw once.
+func RewriteURIs(raw json.RawMessage, kind ResultKind, rewrite func(uri string) (string, bool)) (json.RawMessage, error) {
 	r := uriRewriter{in: raw, rewrite: rewrite}
 	err := r.document(kind)
 	if err != nil {
@@ -178,18 +73,18 @@ type uriRewriter struct {
 // end is 0 when no value was seen.
 type span struct{ start, end int }
 
-func (r *uriRewriter) document(kind resultKind) error {
+func (r *uriRewriter) document(kind ResultKind) error {
 	var err error
 	r.ws()
 	switch kind {
-	case resultToolCall:
+	case ResultToolCall:
 		err = r.object(func(key []byte) error {
 			if string(key) == "content" {
 				return r.array(r.contentItem)
 			}
 			return r.skip()
 		})
-	case resultPromptGet:
+	case ResultPromptGet:
 		err = r.object(func(key []byte) error {
 			if string(key) != "messages" {
 				return r.skip()
@@ -206,13 +101,13 @@ func (r *uriRewriter) document(kind resultKind) error {
 				})
 			})
 		})
-	case resultResourceRead:
+	case ResultResourceRead:
 		err = r.listField("contents", "uri")
-	case resultResourceList:
+	case ResultResourceList:
 		err = r.listField("resources", "uri")
-	case resultTemplateList:
+	case ResultTemplateList:
 		err = r.listField("resourceTemplates", "uriTemplate")
-	case paramsResourceUpdated:
+	case ParamsResourceUpdated:
 		err = r.object(func(key []byte) error {
 			if string(key) == "uri" {
 				return r.uriValue()
@@ -642,9 +537,9 @@ func (r *uriRewriter) syntaxError(where string) error {
 
 func (r *uriRewriter) syntaxErrorAt(at int, where string) error {
 	if at >= len(r.in) {
-		return fmt.Errorf("%w: unexpected end of input %s", errBadJSON, where)
+		return fmt.Errorf("%w: unexpected end of input %s", ErrBadJSON, where)
 	}
-	return fmt.Errorf("%w: unexpected %q at offset %d %s", errBadJSON, r.in[at], at, where)
+	return fmt.Errorf("%w: unexpected %q at offset %d %s", ErrBadJSON, r.in[at], at, where)
 }
 
 // appendJSONString appends s as a JSON string, escaping only what JSON

@@ -313,20 +313,35 @@ func (w *W) next(what string) incoming {
 func (w *W) sendAnyOrder(line string, methods ...string) *msg {
 	w.t.Helper()
 	p := w.begin(line)
+	return w.anyOrder(&p, methods)
+}
+
+// awaitAnyOrder reads until one message of each of methods has come, in
+// any order (see sendAnyOrder).
+func (w *W) awaitAnyOrder(methods ...string) {
+	w.t.Helper()
+	w.anyOrder(nil, methods)
+}
+
+// anyOrder reads until p's answer (when p is not nil) and one message of
+// each of methods have come, and records them in that order; it returns
+// p's answer.
+func (w *W) anyOrder(p *pending, methods []string) *msg {
+	w.t.Helper()
 	got := make([]*incoming, 1+len(methods))
+	if p == nil {
+		got[0] = &incoming{end: true} // nothing to wait for
+	}
 	var extra []incoming
-	ended := w.hx == nil // over HTTP the response must end too
+	early := false                   // a request awaited was recorded as it came
+	ended := p == nil || w.hx == nil // over HTTP the response must end too
 	for !ended || slices.Contains(got, nil) {
-		in := w.next("the answer to " + string(p.id) + " and " + strings.Join(methods, ", "))
+		in := w.next(strings.Join(methods, ", "))
 		if in.end {
 			ended = ended || in.label == p.label
 			continue
 		}
 		m := parseMsg(in.raw)
-		if m.isRequest() {
-			w.received(in.label, in.raw)
-			continue
-		}
 		i := -1
 		if got[0] == nil && in.label == p.label && m.answers(p.id) {
 			i = 0
@@ -336,20 +351,47 @@ func (w *W) sendAnyOrder(line string, methods ...string) *msg {
 				i = 1 + j
 			}
 		}
+		if m.isRequest() && w.replies[m.method] != "" {
+			// Answered at once, so recorded at once, its answer after it.
+			w.received(in.label, in.raw)
+			if i >= 0 {
+				got[i] = &incoming{end: true}
+				early = true
+			}
+			continue
+		}
 		if i < 0 {
 			extra = append(extra, in)
 			continue
 		}
 		got[i] = &in
 	}
-	w.note("the next %d messages come in any order", len(got))
+	got = slices.DeleteFunc(got, func(in *incoming) bool { return in.end })
+	if early {
+		w.note("the next %d messages and the requests just above come in any order", len(got))
+	} else {
+		w.note("the next %d messages come in any order", len(got))
+	}
 	for _, in := range got {
 		w.received(in.label, in.raw)
 	}
 	for _, in := range extra {
 		w.received(in.label, in.raw)
 	}
-	return parseMsg(got[0].raw)
+	if p == nil {
+		return nil
+	}
+	return w.answerOf(*p, got)
+}
+
+// answerOf returns p's answer among got.
+func (w *W) answerOf(p pending, got []*incoming) *msg {
+	for _, in := range got {
+		if m := parseMsg(in.raw); m.answers(p.id) {
+			return m
+		}
+	}
+	return nil
 }
 
 // notify sends line, a notification (or any message that gets no answer)

@@ -37,6 +37,9 @@ func trafficScripts() []script {
 			w.reqMeta("tools/call", `"progressToken":"p-1"`, callMembers("traffic__progress", `{"count":2,"tag":"a"}`))
 			w.reqMeta("tools/call", `"progressToken":7`, callMembers("traffic__progress", `{"count":1,"tag":"b"}`))
 			w.call("traffic__progress", `{"count":2,"tag":"c"}`)
+			// Not here: progress the child sends right after its answer
+			// (progress's late), which mcpmux sometimes drops and sometimes
+			// relays ahead of the answer.
 		}},
 		// A child's log message during a call: before the client sets a
 		// level, and after logging/setLevel (for 2026-07-28, also the level
@@ -94,6 +97,28 @@ func trafficScripts() []script {
 			w.call("traffic__ask", `{"what":"sampling"}`)
 			w.call("traffic__ask", `{"what":"elicitation"}`)
 			w.call("traffic__ask", `{"what":"roots"}`)
+		}},
+		// The client's notifications/roots/list_changed reaches every child:
+		// the traffic child then logs outside any call (a log message it was
+		// told to defer) and asks for roots outside any call, which over
+		// stdio mcpmux asks the client, and over HTTP answers from the
+		// config.
+		{name: "roots_changed", variants: legacyOnly, lab: trafficLab, run: func(w *W) {
+			w.withCaps(allClientCaps)
+			w.reply("roots/list", rootsAnswer)
+			w.init()
+			if w.hx != nil {
+				w.openGet()
+			} else {
+				w.await("roots/list")
+			}
+			w.call("traffic__log", `{"level":"error","text":"outside any call","deferred":true}`)
+			w.notify(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+			if w.hx != nil {
+				w.await("notifications/message")
+			} else {
+				w.awaitAnyOrder("notifications/message", "roots/list")
+			}
 		}},
 		// A client that did not declare the capabilities: the child is told
 		// it is missing.

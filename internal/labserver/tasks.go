@@ -5,15 +5,21 @@ package main
 // a task through its states at moments it chooses:
 //
 //	task_wait {tag}  (taskSupport required) runs until release {tag} is
-//	                 called, then answers the text "released TAG" with
-//	                 structuredContent {"tag": TAG}; a tasks/cancel of any
-//	                 task ends every task_wait still waiting (mcp-go tells
-//	                 a handler neither its task id nor of the cancel)
+//	                 called or a file release-TAG appears in LAB_STARTED_DIR
+//	                 (looked for every 10 ms: a test can then release it
+//	                 while it has no request in flight), then answers the
+//	                 text "released TAG" with structuredContent {"tag": TAG};
+//	                 a tasks/cancel of any task ends every task_wait still
+//	                 waiting (mcp-go tells a handler neither its task id
+//	                 nor of the cancel)
 //	release {tag}    releases task_wait TAG, whether it started yet or not
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -77,11 +83,23 @@ func registerTasks(s *server.MCPServer, g *gates) {
 		// Not the context: mcp-go ends it as soon as the task is created.
 		tag := req.GetString("tag", "")
 		released, cancelled := g.wait(tag)
-		select {
-		case <-released:
-			return mcp.NewToolResultStructured(map[string]any{"tag": tag}, "released "+tag), nil
-		case <-cancelled:
-			return nil, context.Canceled
+		var file string
+		if dir := os.Getenv("LAB_STARTED_DIR"); dir != "" {
+			file = filepath.Join(dir, "release-"+filepath.Base(tag))
+		}
+		look := time.NewTicker(10 * time.Millisecond)
+		defer look.Stop()
+		for {
+			select {
+			case <-released:
+				return mcp.NewToolResultStructured(map[string]any{"tag": tag}, "released "+tag), nil
+			case <-cancelled:
+				return nil, context.Canceled
+			case <-look.C:
+				if _, err := os.Stat(file); file != "" && err == nil {
+					return mcp.NewToolResultStructured(map[string]any{"tag": tag}, "released "+tag), nil
+				}
+			}
 		}
 	})
 	s.AddTool(mcp.NewTool("release",

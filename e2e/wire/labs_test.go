@@ -9,10 +9,16 @@ import (
 // labHidden are labserver's test-only tools, hidden in every lab.
 var labHidden = []string{"crash_for_test", "spawn_grandchild", "notify_changed"}
 
+// server is s passed GORACE from mcpmux's environment (see TestMain).
+func server(s ts.Server) ts.Server {
+	s.Extra += "\ninherit_env = [\"GORACE\"]"
+	return s
+}
+
 // fidelityServer is a labserver offering prompts, resources, templates and
 // completion (LAB_FIDELITY) besides its tools.
 func fidelityServer(alias string) ts.Server {
-	return ts.Server{Alias: alias, Env: map[string]string{"LAB_FIDELITY": "1"}, Hide: labHidden}
+	return server(ts.Server{Alias: alias, Env: map[string]string{"LAB_FIDELITY": "1"}, Hide: labHidden})
 }
 
 // readerPolicy is the policy of the catalog labs: docs' tools and prompts
@@ -46,7 +52,7 @@ func catalogLab(muxLines string) func(t *testing.T) *ts.Lab {
 // plainLab is one labserver, docs, that reader may use entirely.
 func plainLab(muxLines string) func(t *testing.T) *ts.Lab {
 	return func(t *testing.T) *ts.Lab {
-		lab := ts.NewLab(t, muxLines, ts.Server{Alias: "docs", Hide: labHidden})
+		lab := ts.NewLab(t, muxLines, server(ts.Server{Alias: "docs", Hide: labHidden}))
 		lab.WritePolicy(t, "reader", `allow = ["*"]`)
 		return lab
 	}

@@ -24,6 +24,7 @@ package wire
 
 import (
 	"flag"
+	"os"
 	"testing"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
@@ -31,4 +32,14 @@ import (
 
 var update = flag.Bool("update", false, "record the transcripts in testdata anew instead of comparing")
 
-func TestMain(m *testing.M) { testsupport.Main(m) }
+func TestMain(m *testing.M) {
+	// Under -race every binary the tests start (mcpmux, its supervisor, the
+	// children, which inherit it: see server) would sleep a second as it
+	// exits, so that reports of races found at the last moment get out;
+	// each script starts and stops several. A race found while they run is
+	// still reported at once.
+	if os.Getenv("GORACE") == "" {
+		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	testsupport.Main(m)
+}

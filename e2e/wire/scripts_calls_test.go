@@ -127,7 +127,7 @@ func (w *W) pages(method string) {
 // hostileLab is the hostile child, h, whose echo answers with its
 // arguments as they came.
 func hostileLab(t *testing.T) *ts.Lab {
-	lab := ts.NewLab(t, "", ts.Server{Alias: "h", Command: ts.HostileBinary(t)})
+	lab := ts.NewLab(t, "", server(ts.Server{Alias: "h", Command: ts.HostileBinary(t)}))
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	return lab
 }

@@ -11,7 +11,7 @@ import (
 
 // tasksLab is a labserver with tasks (LAB_TASKS) as "jobs".
 func tasksLab(t *testing.T) *ts.Lab {
-	lab := ts.NewLab(t, "", ts.Server{Alias: "jobs", Env: map[string]string{"LAB_TASKS": "1"}, Hide: labHidden})
+	lab := ts.NewLab(t, "", server(ts.Server{Alias: "jobs", Env: map[string]string{"LAB_TASKS": "1"}, Hide: labHidden}))
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	return lab
 }

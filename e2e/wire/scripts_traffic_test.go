@@ -11,7 +11,7 @@ import (
 // trafficLab is the traffic child (internal/trafficchild) as "traffic"
 // and a labserver as "docs" (for slow), both reader's entirely.
 func trafficLab(t *testing.T) *ts.Lab {
-	lab := ts.NewLab(t, "", ts.Server{Alias: "traffic", Command: ts.TrafficBinary(t)}, ts.Server{Alias: "docs", Hide: labHidden})
+	lab := ts.NewLab(t, "", server(ts.Server{Alias: "traffic", Command: ts.TrafficBinary(t)}), server(ts.Server{Alias: "docs", Hide: labHidden}))
 	lab.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"*\"]\n")
 	return lab
 }

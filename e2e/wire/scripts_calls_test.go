@@ -2,6 +2,8 @@ package wire
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,6 +98,31 @@ func callScripts() []script {
 				w.send(line)
 			}
 		}},
+		// A child's JSON-RPC error, and a line of garbage before its
+		// answer.
+		{name: "calls_child_errors", variants: allVariants, lab: hostileLab, run: func(w *W) {
+			w.init()
+			w.call("h__rpcerror", `{}`)
+			w.call("h__garbage", `{}`)
+			w.call("h__echo", `{"after":"garbage"}`)
+		}},
+		// A call past call_timeout; the session goes on.
+		{name: "calls_timeout", variants: allVariants, lab: plainLab(`call_timeout = "1s"`), run: func(w *W) {
+			w.init()
+			w.call("docs__slow", `{"ms":60000,"tag":"t1"}`)
+			w.call("docs__echo", `{"message":"after"}`)
+		}},
+		// A message over max_message_bytes (over HTTP, a body over it).
+		{name: "calls_oversized", variants: allVariants, lab: plainLab("\n[limits]\nmax_message_bytes = \"64KiB\""), run: func(w *W) {
+			w.init()
+			line := w.line("tools/call", w.params("", callMembers("docs__echo", fmt.Sprintf(`{"message":%q}`, strings.Repeat("z", 100<<10)))))
+			if w.hx != nil {
+				w.hx.inline("POST", line, nil)
+			} else {
+				w.send(line)
+			}
+			w.call("docs__echo", `{"message":"after"}`)
+		}},
 		// The rate limit: one call a second is far more than this script
 		// waits, so the second call is refused whatever the machine's speed.
 		{name: "calls_rate_limited", variants: allVariants, lab: plainLab("\n[limits]\nrate_limit = 0.001"), run: func(w *W) {
@@ -124,10 +151,18 @@ func (w *W) pages(method string) {
 	w.t.Fatalf("%s does not end", method)
 }
 
-// hostileLab is the hostile child, h, whose echo answers with its
-// arguments as they came.
+// hostileTools are the hostile child's tools these scripts call.
+const hostileTools = `[{"name":"echo","inputSchema":{"type":"object"}},{"name":"rpcerror","inputSchema":{"type":"object"}},{"name":"garbage","inputSchema":{"type":"object"}}]`
+
+// hostileLab is the hostile child, h: echo answers with its arguments as
+// they came, rpcerror with a JSON-RPC error, garbage with a line that is
+// not JSON before its answer.
 func hostileLab(t *testing.T) *ts.Lab {
-	lab := ts.NewLab(t, "", server(ts.Server{Alias: "h", Command: ts.HostileBinary(t)}))
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(tools, []byte(hostileTools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lab := ts.NewLab(t, "", server(ts.Server{Alias: "h", Command: ts.HostileBinary(t), Env: map[string]string{"HOSTILE_TOOLS": tools}}))
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	return lab
 }

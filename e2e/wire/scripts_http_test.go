@@ -1,5 +1,7 @@
 package wire
 
+import "fmt"
+
 // A policy edit that takes docs__echo away from reader.
 const withoutEcho = `allow = ["*"]
 deny = ["docs__echo"]`
@@ -75,6 +77,17 @@ allow_if = 'identity == "nobody"'
 `)
 			w.await("notifications/tools/list_changed")
 			w.hx.close(listen.label)
+		}},
+		// A 2026-07-28 client's subscriptions/listen over stdio: the updates
+		// of the resource it named come on it; it ends with the client's
+		// notifications/cancelled.
+		{name: "stdio_listen", variants: []variant{stdio2026}, lab: catalogLab(""), run: func(w *W) {
+			w.init()
+			listen := w.begin(w.line("subscriptions/listen", w.params("", `"notifications":{"resourcesListChanged":true,"resourceSubscriptions":["mcpmux://docs/file:///lab/readme.txt","mcpmux://tickets/file:///lab/readme.txt"]}`)))
+			w.await("notifications/subscriptions/acknowledged")
+			w.callAlso("docs__touch", `{"uri":"file:///lab/readme.txt"}`, "notifications/resources/updated")
+			w.notify(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s}}`, listen.id))
+			w.finish(listen)
 		}},
 		// The same over stdio, where a 2026-07-28 client listens too, and a
 		// 2025-11-25 session gets list_changed on stdout.

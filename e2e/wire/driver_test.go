@@ -56,7 +56,7 @@ type W struct {
 	lab     *ts.Lab
 	log     *ts.LogTap
 	tr      *transcript
-	ids     int    // the last id req used
+	ids     int    // the last id line gave a request
 	caps    string // the client capabilities, JSON
 	replies map[string]string
 
@@ -85,13 +85,13 @@ func runScript(t *testing.T, s script, v variant) {
 		w.log = h.Log
 		w.hx = newHTTPConn(w, h)
 	}
-	// The children's first start is over, and the sessions open then told,
-	// before the first line: what comes after does not depend on timing.
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("transcript so far:\n%s\nlog:\n%s", w.tr.text(), w.log.Text())
 		}
 	})
+	// The children's first start is over, and the sessions open then told,
+	// before the first line: what comes after does not depend on timing.
 	w.log.WaitFirstCatalog(t)
 	s.run(w)
 	w.end()

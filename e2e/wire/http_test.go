@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -38,6 +39,10 @@ type httpConn struct {
 	open    map[string]context.CancelFunc
 	gone    map[string]bool
 	answers map[string]*msg
+	// readers are the goroutines reading responses; stop, closed at
+	// cleanup, ends their hand-over.
+	readers sync.WaitGroup
+	stop    chan struct{}
 }
 
 type httpEventKind int
@@ -61,14 +66,24 @@ type httpEvent struct {
 
 func newHTTPConn(w *W, h *ts.HTTPMux) *httpConn {
 	c := &httpConn{w: w, url: h.URL(), client: &http.Client{}, events: make(chan httpEvent, 4096),
-		open: map[string]context.CancelFunc{}, gone: map[string]bool{}, answers: map[string]*msg{}}
+		open: map[string]context.CancelFunc{}, gone: map[string]bool{}, answers: map[string]*msg{}, stop: make(chan struct{})}
 	w.t.Cleanup(func() {
+		close(c.stop)
 		for _, cancel := range c.open {
 			cancel()
 		}
+		c.readers.Wait()
 		c.client.CloseIdleConnections()
 	})
 	return c
+}
+
+// hand gives the script's goroutine e, unless the run is over.
+func (c *httpConn) hand(e httpEvent) {
+	select {
+	case c.events <- e:
+	case <-c.stop:
+	}
 }
 
 // headers is what a request of the run carries besides its body: the
@@ -183,7 +198,7 @@ func (c *httpConn) start(method, body string, extra map[string]string) string {
 	}
 	req.Header = h
 	c.open[label] = cancel
-	go c.read(label, req)
+	c.readers.Go(func() { c.read(label, req) })
 	return label
 }
 
@@ -191,14 +206,14 @@ func (c *httpConn) start(method, body string, extra map[string]string) string {
 func (c *httpConn) read(label string, req *http.Request) {
 	resp, err := c.client.Do(req)
 	if err != nil {
-		c.events <- httpEvent{label: label, kind: evEnd, err: err}
+		c.hand(httpEvent{label: label, kind: evEnd, err: err})
 		return
 	}
 	defer resp.Body.Close()
-	c.events <- httpEvent{label: label, kind: evHead, status: resp.StatusCode, header: resp.Header}
+	c.hand(httpEvent{label: label, kind: evHead, status: resp.StatusCode, header: resp.Header})
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		err = readEvents(resp.Body, func(data []byte, sse string) {
-			c.events <- httpEvent{label: label, kind: evData, data: data, sse: sse}
+			c.hand(httpEvent{label: label, kind: evData, data: data, sse: sse})
 		})
 	} else {
 		var body []byte
@@ -206,12 +221,12 @@ func (c *httpConn) read(label string, req *http.Request) {
 		switch {
 		case len(body) == 0:
 		case json.Valid(body):
-			c.events <- httpEvent{label: label, kind: evData, data: bytes.TrimSuffix(body, []byte("\n"))}
+			c.hand(httpEvent{label: label, kind: evData, data: bytes.TrimSuffix(body, []byte("\n"))})
 		default:
-			c.events <- httpEvent{label: label, kind: evText, data: body}
+			c.hand(httpEvent{label: label, kind: evText, data: body})
 		}
 	}
-	c.events <- httpEvent{label: label, kind: evEnd, err: err}
+	c.hand(httpEvent{label: label, kind: evEnd, err: err})
 }
 
 // readEvents reads a text/event-stream, handing each event's data (lines

@@ -236,7 +236,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"tools", "-h"}, []string{"usage: mcpmux tools --config FILE --as NAME", "-claims JSON", "-json"}, []string{"-listen"}},
 		{[]string{"call", "--help"}, []string{"usage: mcpmux call --config FILE --as NAME", "-claims JSON", "TOOL"}, []string{"-json"}},
 		{[]string{"validate", "--help"}, []string{"usage: mcpmux validate --config FILE", "-config FILE"}, []string{"-as"}},
-		{[]string{"pins", "diff", "--help"}, []string{"usage: mcpmux pins diff --config FILE [NAME...]", "-config FILE"}, []string{"pins approve"}},
+		{[]string{"pins", "diff", "--help"}, []string{"usage: mcpmux pins diff --config FILE [--live] [NAME...]", "-config FILE", "-live"}, []string{"pins approve"}},
 		{[]string{"pins", "--help"}, []string{"mcpmux pins diff", "mcpmux pins approve"}, []string{"mcpmux tools"}},
 		{[]string{"help", "tools"}, []string{"usage: mcpmux tools --config FILE --as NAME"}, []string{"mcpmux serve"}},
 	} {

@@ -97,8 +97,13 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 			break
 		}
 		switch {
-		case req.Method == string(mcp.MethodListRoots):
+		case req.Method == string(mcp.MethodListRoots) && len(c.cfg.Roots) > 0:
 			return configuredRoots(req.ID, c)
+		case req.Method == string(mcp.MethodListRoots):
+			// An empty list would be taken for the client's answer, and
+			// kept (server-everything asks once per session); the child
+			// may ask again in a call, where a client can be asked.
+			return fail(mcp.INVALID_REQUEST, "%s outside any call: no client can be asked now, and [servers.%s] roots is not set", req.Method, c.alias)
 		case cs != nil && !answered:
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}

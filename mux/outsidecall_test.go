@@ -10,10 +10,12 @@ import (
 // TestRequestsOutsideCalls: the requests a child makes outside any call
 // (here on a notifications/roots/list_changed, which is no call) go, with a
 // stdio upstream, to its one client; over HTTP, roots/list is answered
-// from [servers.X] roots (ht has file:///data, st none) and sampling and
-// elicitation are refused saying why; a stdio client without a capability
-// gets the child an error naming it, but for roots/list, which is answered
-// from [servers.X] roots as over HTTP.
+// from [servers.X] roots where they are set (ht has file:///data) and
+// refused where not (st: an empty list would be kept as the client's), and
+// sampling and elicitation are refused saying why; a stdio client without
+// a capability gets the child an error naming it, but for roots/list,
+// which is answered from [servers.X] roots, empty or not: that client has
+// none.
 func TestRequestsOutsideCalls(t *testing.T) {
 	cases := []struct {
 		name string
@@ -34,7 +36,7 @@ func TestRequestsOutsideCalls(t *testing.T) {
 		{"http", true, withAnswers("alice"), map[string]map[string]string{
 			"st": {"sampling": "sampling/createMessage outside any call: over HTTP mcpmux cannot tell which client to ask",
 				"elicitation": "elicitation/create outside any call: over HTTP mcpmux cannot tell which client to ask",
-				"roots":       `{"roots":[]}`},
+				"roots":       "roots/list outside any call: no client can be asked now, and [servers.st] roots is not set"},
 			"ht": {"sampling": "sampling/createMessage outside any call: over HTTP mcpmux cannot tell which client to ask",
 				"elicitation": "elicitation/create outside any call: over HTTP mcpmux cannot tell which client to ask",
 				"roots":       `{"roots":[{"uri":"file:///data"}]}`},

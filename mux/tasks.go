@@ -204,7 +204,13 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 		if ct, ok := res.(*mcp.CreateTaskResult); ok {
 			if t := m.tasks.lookup(ct.Task.TaskId); t != nil {
 				t.mu.Lock()
+				// The ttl too: a task cancelled before its run began (it
+				// runs on a goroutine of mcp-go's) has its status told
+				// with it.
 				t.created = ct.Task.CreatedAt
+				if t.ttl == nil {
+					t.ttl = ct.Task.TTL
+				}
 				t.mu.Unlock()
 			}
 		}

@@ -32,7 +32,9 @@ package main
 //	verbatim           a result with fields no spec defines at every level
 //	odd_annotations    defined with an unknown annotation key
 //	bare               defined with no annotations at all
-//	touch {uri}        notifications/resources/updated for uri, when subscribed
+//	touch {uri}        notifications/resources/updated for uri, when subscribed;
+//	                   over stdio it answers once that notification is written,
+//	                   so that the client gets the two in that order
 //	toggle_prompt      adds or removes extra_prompt (prompts/list_changed)
 //	toggle_resource    adds or removes extra.txt (resources/list_changed)
 //
@@ -370,8 +372,10 @@ func registerFidelity(s *server.MCPServer, source string, subs *subscribed) {
 		if !subs.has(uri) {
 			return mcp.NewToolResultText("not subscribed: " + uri), nil
 		}
-		if err := s.SendNotificationToClient(ctx, string(mcp.MethodNotificationResourceUpdated),
-			map[string]any{"uri": uri, "x-lab-note": "kept"}); err != nil {
+		if err := updates.wait(func() error {
+			return s.SendNotificationToClient(ctx, string(mcp.MethodNotificationResourceUpdated),
+				map[string]any{"uri": uri, "x-lab-note": "kept"})
+		}); err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
 		return mcp.NewToolResultText("notified: " + uri), nil
@@ -409,6 +413,58 @@ func registerFidelity(s *server.MCPServer, source string, subs *subscribed) {
 	})
 }
 
+// updateCounter counts the notifications/resources/updated lines a stdio
+// server has written, so that touch answers only once its notification is
+// out: mcp-go's stdio server writes notifications from another goroutine
+// than answers, and would otherwise let the answer overtake it.
+type updateCounter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	cond    *sync.Cond
+	on      bool // serving stdio through Write
+	written int
+}
+
+// updates is stdout's counter; without stdio (over HTTP, where mcp-go
+// orders a request's stream itself) wait only sends.
+var updates = newUpdateCounter()
+
+func newUpdateCounter() *updateCounter {
+	u := &updateCounter{}
+	u.cond = sync.NewCond(&u.mu)
+	return u
+}
+
+func (u *updateCounter) Write(p []byte) (int, error) {
+	n, err := u.w.Write(p)
+	if bytes.Contains(p, []byte(`"method":"`+string(mcp.MethodNotificationResourceUpdated)+`"`)) {
+		u.mu.Lock()
+		u.written++
+		u.cond.Broadcast()
+		u.mu.Unlock()
+	}
+	return n, err
+}
+
+// wait runs send, which sends one notifications/resources/updated, and
+// once it has sent it, returns once one more notification of that method
+// has been written; it returns send's error.
+func (u *updateCounter) wait(send func() error) error {
+	u.mu.Lock()
+	target := u.written + 1
+	on := u.on
+	u.mu.Unlock()
+	if err := send(); err != nil || !on {
+		return err
+	}
+	u.mu.Lock()
+	for u.written < target {
+		u.cond.Wait()
+	}
+	u.mu.Unlock()
+	return nil
+}
+
 // serveStdio serves s on stdin and stdout, through rawWriter when raw is
 // set, until stdin ends or SIGTERM or SIGINT arrives (as server.ServeStdio
 // does).
@@ -423,5 +479,8 @@ func serveStdio(s *server.MCPServer, raw bool) error {
 	if raw {
 		out = rawWriter{os.Stdout}
 	}
-	return ss.Listen(ctx, os.Stdin, out)
+	updates.mu.Lock()
+	updates.w, updates.on = out, true
+	updates.mu.Unlock()
+	return ss.Listen(ctx, os.Stdin, updates)
 }

@@ -38,6 +38,7 @@
 //	LAB_REQUESTS       file every request received is appended to (fidelity.go)
 //	LAB_DEFS           JSON file of further tools and prompts, and reload_defs (defs.go)
 //	LAB_INSTRUCTIONS   the instructions its initialize answer carries
+//	LAB_TASKS=1        also declare tasks and offer task_wait and release (tasks.go)
 package main
 
 import (
@@ -119,6 +120,11 @@ func main() {
 	if defs != "" {
 		opts = append(opts, defsOptions()...)
 	}
+	var taskGates *gates
+	if os.Getenv("LAB_TASKS") == "1" {
+		taskGates = newGates()
+		opts = append(opts, tasksOptions(taskGates)...)
+	}
 	hooks := &server.Hooks{}
 	subs := &subscribed{uris: map[string]bool{}}
 	if fidelity {
@@ -135,6 +141,9 @@ func main() {
 	register(s, source)
 	if fidelity {
 		registerFidelity(s, source, subs)
+	}
+	if taskGates != nil {
+		registerTasks(s, taskGates)
 	}
 	if defs != "" {
 		if err := registerDefs(s, defs); err != nil {

@@ -2,6 +2,7 @@ package testsupport
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"os/exec"
@@ -37,21 +38,23 @@ type RawMux struct {
 	Cmd    *exec.Cmd
 	Log    *LogTap
 	in     io.WriteCloser
-	lines  chan []byte // stdout, one message a line
+	lines  chan []byte // stdout, one message a line; closed at its end
 	exited chan struct{}
 }
 
-// StartRawMux starts `mcpmux serve --config lab.Config`. It is stopped at
-// cleanup, and the test fails if any child it started outlives it.
-func StartRawMux(t testing.TB, lab *Lab) *RawMux {
+// StartRawMux starts `mcpmux serve --config lab.Config` with extra args
+// (say --identity NAME). It is stopped at cleanup, and the test fails if
+// any child it started outlives it.
+func StartRawMux(t testing.TB, lab *Lab, args ...string) *RawMux {
 	t.Helper()
 	bin, _ := Binaries(t)
-	cmd := exec.Command(bin, "serve", "--config", lab.Config)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", lab.Config}, args...)...)
 	in, stdout, stderr := startPiped(t, cmd)
 	r := &RawMux{Cmd: cmd, Log: newLogTap(stderr), in: in, lines: make(chan []byte, 1024), exited: make(chan struct{})}
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
+		defer close(r.lines)
 		br := bufio.NewReader(stdout)
 		for {
 			line, err := br.ReadBytes('\n')
@@ -109,7 +112,10 @@ func (r *RawMux) Next(t testing.TB) map[string]json.RawMessage {
 	timeout := time.After(Wait)
 	for {
 		select {
-		case line := <-r.lines:
+		case line, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("mcpmux closed its stdout; log:\n%s", r.Log.Text())
+			}
 			var msg map[string]json.RawMessage
 			if err := json.Unmarshal(line, &msg); err != nil {
 				t.Fatalf("mcpmux wrote %.300q: %v", line, err)
@@ -124,3 +130,20 @@ func (r *RawMux) Next(t testing.TB) map[string]json.RawMessage {
 		}
 	}
 }
+
+// NextLine returns the next line mcpmux writes on stdout, without its
+// newline, or false once stdout has ended; it fails the test if none comes
+// within Wait.
+func (r *RawMux) NextLine(t testing.TB) ([]byte, bool) {
+	t.Helper()
+	select {
+	case line, ok := <-r.lines:
+		return bytes.TrimSuffix(line, []byte("\n")), ok
+	case <-time.After(Wait):
+		t.Fatalf("mcpmux wrote nothing more; log:\n%s", r.Log.Text())
+		return nil, false
+	}
+}
+
+// CloseStdin closes mcpmux's stdin, as a client that is done does.
+func (r *RawMux) CloseStdin() { _ = r.in.Close() }

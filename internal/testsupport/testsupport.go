@@ -651,6 +651,17 @@ func (l *LogTap) Text() string {
 	return strings.Join(l.raw, "\n")
 }
 
+// WaitFirstCatalog waits until mcpmux has built its first merged catalog
+// and told the sessions open at that moment: it logs that it pinned the
+// catalog's tools and prompts on first sight after that. A client that
+// writes before may get a list_changed of each list for the first catalog,
+// before or after its initialize's answer. It needs pinning on (the
+// default) and a pin file that does not exist yet (a new lab).
+func (l *LogTap) WaitFirstCatalog(t testing.TB) {
+	t.Helper()
+	l.WaitLine(t, "the first catalog", Msg("tools and prompts pinned on first sight"))
+}
+
 // ChildPids returns the pid of every child process mcpmux reported ready.
 func (l *LogTap) ChildPids() []int {
 	var pids []int

@@ -137,11 +137,15 @@ func (c *Child) progress(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		})
 		return mcp.NewToolResultText("late " + tag), nil
 	}
+	sent := n
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		sent = 0 // nothing to wait for
+	}
 	c.flush.wait(func() {
 		for i := 1; i <= n; i++ {
 			send(i)
 		}
-	}, n)
+	}, sent)
 	return mcp.NewToolResultText("done " + tag), nil
 }
 

@@ -57,3 +57,50 @@ func announcement(msg []byte) (out []byte, ok bool) {
 	out = append(out, rest...)
 	return append(out, msg[params.End:]...), true
 }
+
+// sseData opens the data field of the one event mcp-go writes per Write
+// ("event: message\ndata: <message>\n\n", after an "id:" line with an
+// event store).
+var sseData = []byte("\ndata: ")
+
+// framedAnnouncement is announcement for one Write of mcp-go's streamable
+// HTTP transport: a JSON body (json.Encoder: the message and a newline) or
+// one server-sent event whose data is one line. An announcement of
+// mcp-go's comes back as nothing, not even an empty event.
+func framedAnnouncement(b []byte) ([]byte, bool) {
+	if !bytes.Contains(b, listChangedNeedle) && !bytes.Contains(b, taskStatusNeedle) {
+		return b, false
+	}
+	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) > 0 && first[0] == '{' {
+		out, ok := announcement(bytes.TrimRight(b, " \t\r\n"))
+		if ok && len(out) > 0 {
+			out = append(out, '\n')
+		}
+		return out, ok
+	}
+	var start int
+	if bytes.HasPrefix(b, sseData[1:]) {
+		start = len(sseData) - 1
+	} else if i := bytes.Index(b, sseData); i >= 0 {
+		start = i + len(sseData)
+	} else {
+		return b, false
+	}
+	end := bytes.IndexByte(b[start:], '\n')
+	if end < 0 {
+		end = len(b)
+	} else {
+		end += start
+	}
+	swapped, ok := announcement(b[start:end])
+	if !ok {
+		return b, false
+	}
+	if len(swapped) == 0 {
+		return nil, true
+	}
+	out := make([]byte, 0, start+len(swapped)+len(b)-end)
+	out = append(out, b[:start]...)
+	out = append(out, swapped...)
+	return append(out, b[end:]...), true
+}

@@ -27,7 +27,7 @@ func TestAnnouncements(t *testing.T) {
 			t.Errorf("%s: announcement(%s) = %q %t, want %q %t", c.name, c.in, got, handled, c.want, c.handled)
 		}
 		if c.handled {
-			if got, _ := swapRelayed([]byte(c.in)); string(got) != c.want {
+			if got, _ := announcement([]byte(c.in)); string(got) != c.want {
 				t.Errorf("%s: the stdio edge writes %q, want %q", c.name, got, c.want)
 			}
 			event := "event: message\ndata: " + c.in + "\n\n"
@@ -35,7 +35,7 @@ func TestAnnouncements(t *testing.T) {
 			if c.want != "" {
 				want = "event: message\ndata: " + c.want + "\n\n"
 			}
-			if got, _ := swapFramed([]byte(event)); string(got) != want {
+			if got, _ := framedAnnouncement([]byte(event)); string(got) != want {
 				t.Errorf("%s: the HTTP edge writes %q, want %q", c.name, got, want)
 			}
 		}

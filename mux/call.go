@@ -105,6 +105,12 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // and validation, so that a caller over its limit makes mcpmux do no work
 // for it.
 func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any) Result {
+	return m.callTool(ctx, &upCall{identity: identity}, name, arguments)
+}
+
+// callTool is CallTool for up, whose identity is the caller's.
+func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments any) Result {
+	identity := up.identity
 	begun := time.Now()
 	cat := m.catalog.Load()
 	t, ok := cat.lookup(kindTool, name)
@@ -147,7 +153,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any
 		}
 	}
 	m.inflight.Add(1)
-	res, outcome, child := m.forward(ctx, t, raw)
+	res, outcome, child := m.forward(ctx, up, t, raw)
 	result := Result{Decision: DecisionAllowed, Outcome: outcome}
 	if outcome == OutcomeRefused { // held since it was looked up (stillPinned)
 		result.Decision, rec.Decision = DecisionHeld, DecisionHeld
@@ -222,25 +228,25 @@ const (
 // It returns OutcomeRefused, and no answer, for a tool held by pinning
 // since it was looked up (stillPinned): the session it got lists another
 // definition.
-func (m *Mux) forward(ctx context.Context, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
+func (m *Mux) forward(ctx context.Context, up *upCall, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(ctx))
+	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(up))
 	defer cancel()
 	g := m.admit.gate(t.child)
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
 			return own(mcp.NewToolResultError(g.busyMessage(t.child.alias))), OutcomeBusy, 0
 		}
-		res, outcome := m.ctxEnded(ctx, t, stageQueued)
+		res, outcome := m.ctxEnded(ctx, up, t, stageQueued)
 		return own(res), outcome, 0
 	}
 	defer g.release()
 	m.observe.CallStarted(t.child.alias)
 	defer m.observe.CallFinished(t.child.alias)
 	sent := time.Now()
-	res, outcome = m.send(ctx, t, args)
+	res, outcome = m.send(ctx, up, t, args)
 	return res, outcome, time.Since(sent)
 }
 
@@ -276,7 +282,7 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 }
 
 // send is forward's part once the call has its slot.
-func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnswer, Outcome) {
+func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
 	for {
@@ -294,10 +300,10 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 			if errors.Is(err, ErrUnavailable) {
 				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
 			}
-			return ownEnded(m.ctxEnded(ctx, t, at))
+			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
 		at, sess := stageSent, st.sess
-		raw, isError, err := sess.callTool(ctx, t.orig, args)
+		raw, isError, err := sess.callTool(ctx, up, t.orig, args)
 		if errors.Is(err, errMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
@@ -316,7 +322,7 @@ func (m *Mux) send(ctx context.Context, t *tool, args json.RawMessage) (callAnsw
 			return own(mcp.NewToolResultError(text)), OutcomeToolError
 		}
 		if ctx.Err() != nil {
-			return ownEnded(m.ctxEnded(ctx, t, at))
+			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
 		if sess.failed(ctx, err) {
 			if (t.readOnly || neverDelivered(err)) && !retried {
@@ -370,7 +376,7 @@ func neverDelivered(err error) bool {
 
 // ctxEnded answers a call whose context ended at stage at: mcpmux
 // stopping, the call timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) ctxEnded(ctx context.Context, up *upCall, t *tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		if at < stageSent {
 			return mcp.NewToolResultError(fmt.Sprintf(
@@ -385,15 +391,15 @@ func (m *Mux) ctxEnded(ctx context.Context, t *tool, at stage) (*mcp.CallToolRes
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.name, m.taskTimeout(ctx), t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
+				t.name, m.taskTimeout(up), t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.name, m.taskTimeout(ctx), t.child.alias)), OutcomeTimeout
+				t.name, m.taskTimeout(up), t.child.alias)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.name, m.taskTimeout(ctx), t.child.alias)), OutcomeTimeout
+			t.name, m.taskTimeout(up), t.child.alias)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

@@ -65,6 +65,10 @@ type entry struct {
 	// pin is the digest of a tool's or prompt's definition, compared with
 	// its pin (pinning.go); zero when pinning is off.
 	pin pins.Sum
+	// headerTool is a tool whose parameters are annotated to travel in
+	// HTTP headers too (x-mcp-header), as mcp-go reads it, for checking a
+	// 2026-07-28 request's headers; nil for any other tool.
+	headerTool *mcp.Tool
 }
 
 // tool is the entry kind the call pipeline works with.
@@ -478,6 +482,7 @@ type checkedTool struct {
 	task         mcp.TaskSupport // as listed in execution.taskSupport
 	readOnlyHint bool
 	pin          pins.Sum // the pin digest of def (pinning.go)
+	headerTool   *mcp.Tool
 }
 
 // apply gives e what t found, and the task support and read-only marking
@@ -493,7 +498,7 @@ func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities
 	if t.def != nil {
 		e.def = t.def
 	}
-	e.pin = t.pin
+	e.pin, e.headerTool = t.pin, t.headerTool
 	// A new checker: compiled copies for calls are never carried over.
 	e.args = t.schema.Checker()
 	e.readOnly = readOnly
@@ -558,6 +563,7 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
 			return t, "invalid x-mcp-header annotations", err
 		}
+		t.headerTool = &typed
 	}
 	var ann struct {
 		ReadOnlyHint *bool `json:"readOnlyHint"`
@@ -720,23 +726,22 @@ func mergeCaps(into *mcp.ServerCapabilities, c mcp.ServerCapabilities) {
 	}
 }
 
-// registerWithServer tells mcp-go the names of the snapshot's tools and
-// prompts, so that its dispatch reaches the mux's handlers. What it lists
-// and answers comes from the snapshot, never from these.
+// registerWithServer tells mcp-go the tools of the snapshot that may run
+// as tasks, so that it creates the tasks of a 2025-11-25 client's
+// task-augmented calls of them and runs handleTask for each. Every other
+// request naming a tool mcpmux answers itself, from the snapshot.
 func (m *Mux) registerWithServer(cat *catalog) {
-	tools := make([]server.ServerTool, 0, len(cat.kinds[kindTool].list))
+	var tools []server.ServerTool
 	for _, e := range cat.kinds[kindTool].list {
+		if e.task == "" {
+			continue
+		}
 		tools = append(tools, server.ServerTool{
 			Tool:    mcp.Tool{Name: e.name, InputSchema: mcp.ToolInputSchema{Type: "object"}, Execution: execution(e.task)},
-			Handler: m.handleCall,
+			Handler: m.handleTask,
 		})
 	}
 	m.srv.SetTools(tools...)
-	prompts := make([]server.ServerPrompt, 0, len(cat.kinds[kindPrompt].list))
-	for _, e := range cat.kinds[kindPrompt].list {
-		prompts = append(prompts, server.ServerPrompt{Prompt: mcp.Prompt{Name: e.name}, Handler: m.handlePrompt})
-	}
-	m.srv.SetPrompts(prompts...)
 }
 
 // match reports whether uri is an expansion of the template entry e.

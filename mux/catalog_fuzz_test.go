@@ -223,7 +223,7 @@ func FuzzCallResult(f *testing.F) {
 			case <-ctx.Done():
 			}
 		}()
-		res, _, err := sess.callTool(ctx, "t", json.RawMessage(`{}`))
+		res, _, err := sess.callTool(ctx, nil, "t", json.RawMessage(`{}`))
 		if ctx.Err() != nil {
 			t.Fatalf("no answer to the call: %v", err)
 		}

@@ -400,7 +400,7 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		result, err := sess.rawRequest(ctx, kindWire[k].list, params)
+		result, err := sess.rawRequest(ctx, nil, kindWire[k].list, params)
 		if err != nil {
 			return nil, err
 		}

@@ -2,10 +2,11 @@ package mux
 
 // Requests a child makes of its client (sampling/createMessage,
 // elicitation/create, roots/list) are relayed to the client of the call
-// they belong to, through mcp-go's RequestSampling, RequestElicitation and
-// RequestRoots, and the answer goes back to the child.
+// they belong to, on that call's own stream (requestOut.ask), and the
+// client's answer goes back to the child, both as they were sent.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
 )
 
 // relayedCapabilities are the client capabilities mcpmux declares to a
@@ -78,22 +81,21 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	if err != nil {
 		return fail(mcp.INVALID_REQUEST, "mcpmux cannot tell which client %s is for: %v", req.Method, err)
 	}
-	var target context.Context
+	var to *attachment
 	switch {
 	case call != nil && call.round != nil:
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
 		return call.round.ask(ctx, c, req)
 	case call != nil:
-		target = m.askVia(ctx, call.own.ctx) // a task's run: tasks.go
-		// What the child sent before the request goes first; and mcpmux's
-		// writes to an HTTP response are then done before mcp-go's begin.
+		to = m.askVia(ctx, call) // a task's run: tasks.go
+		// What the child sent before the request goes first.
 		call.flush()
 	default:
 		// Outside any call: the stdio client is the one client there is,
 		// once it has its initialize answer.
-		cs, identity, answered := m.sessions.stdio()
-		if answered && seesAlias(m.policies.Current().For(identity), m.catalog.Load(), c.alias) {
-			target = m.srv.WithContext(WithIdentity(context.Background(), identity), cs)
+		u := m.sessions.stdio()
+		if u != nil && u.answered.Load() && seesAlias(m.policies.Current().For(u.identity), m.catalog.Load(), c.alias) {
+			to = &attachment{ctx: WithIdentity(context.Background(), u.identity), sess: u, out: u.out}
 			break
 		}
 		switch {
@@ -104,26 +106,33 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 			// kept (server-everything asks once per session); the child
 			// may ask again in a call, where a client can be asked.
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: no client can be asked now, and [servers.%s] roots is not set", req.Method, c.alias)
-		case cs != nil && !answered:
+		case u != nil && !u.answered.Load():
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
 	}
+	if missing := missingCapability(to, mcp.MCPMethod(req.Method)); missing != "" {
+		return refuseMissing(req, c, missing)
+	}
+	if to.out == nil {
+		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, errNoAsk)
+	}
+	params, err := childParams(req)
+	if err != nil {
+		return fail(mcp.INVALID_PARAMS, "%v", err)
+	}
 	// The request lasts while both the call and the child's wait for it do,
 	// and at most the call timeout.
-	rctx, cancel := context.WithTimeout(target, m.cfg.Mux.CallTimeout)
+	rctx, cancel := context.WithTimeout(to.ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	if missing := missingCapability(rctx, mcp.MCPMethod(req.Method)); missing != "" {
-		return refuseMissing(req, c, missing)
-	}
-	result, err := m.relayClientRequest(rctx, mcp.MCPMethod(req.Method), req.Params)
+	result, err := to.out.ask(rctx, req.Method, params)
+	var fe *frame.Error
 	switch {
-	case errors.Is(err, server.ErrServerInitiatedRequestUnsupported):
-		return fail(mcp.INVALID_REQUEST, "the client speaks protocol 2026-07-28, which has no requests from a server; mcpmux cannot relay %s to it", req.Method)
-	case errors.Is(err, errBadChildParams):
-		return fail(mcp.INVALID_PARAMS, "%v", err)
+	case errors.As(err, &fe):
+		// The client's own refusal goes to the child as it is.
+		return transport.NewJSONRPCErrorResponse(req.ID, fe.Code, fe.Message, rawData(fe.Data))
 	case err != nil:
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, err)
 	}
@@ -134,60 +143,31 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 // params mcpmux cannot read.
 var errBadChildParams = errors.New("malformed params")
 
-// relayClientRequest sends the request to the client of ctx's session and
-// returns its answer as JSON.
-func (m *Mux) relayClientRequest(ctx context.Context, method mcp.MCPMethod, params any) (json.RawMessage, error) {
-	raw, err := json.Marshal(params)
+// childParams are the params of a child's request as JSON: an object, or
+// nil for none.
+func childParams(req transport.JSONRPCRequest) (json.RawMessage, error) {
+	if req.Params == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(req.Params)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
 	}
-	var result any
-	switch method {
-	case mcp.MethodSamplingCreateMessage:
-		var p mcp.CreateMessageParams
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		if string(t) == "null" {
+			return nil, nil
 		}
-		for i := range p.Messages {
-			if p.Messages[i].Content, err = mcp.ParseSamplingContent(p.Messages[i].Content); err != nil {
-				return nil, fmt.Errorf("%w: message %d: %v", errBadChildParams, i, err)
-			}
-		}
-		result, err = m.srv.RequestSampling(ctx, mcp.CreateMessageRequest{
-			Request: mcp.Request{Method: string(method)}, CreateMessageParams: p})
-	case mcp.MethodElicitationCreate:
-		var p mcp.ElicitationParams
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
-		}
-		result, err = m.srv.RequestElicitation(ctx, mcp.ElicitationRequest{Request: mcp.Request{Method: string(method)}, Params: p})
-	default:
-		var roots *mcp.ListRootsResult
-		roots, err = m.srv.RequestRoots(ctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(method)}})
-		if err == nil && roots.Roots == nil {
-			roots.Roots = []mcp.Root{}
-		}
-		result = roots
+		return nil, fmt.Errorf("%w: params of %s must be an object", errBadChildParams, req.Method)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(result)
+	return raw, nil
 }
 
-// missingCapability names the capability the client of ctx lacks for a
-// request of method, or returns "". A 2026-07-28 request declares its
-// client's capabilities itself; an earlier client declared them in
-// initialize, and mcp-go keeps them on the session.
-func missingCapability(ctx context.Context, method mcp.MCPMethod) string {
-	var caps mcp.ClientCapabilities
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		if info.ClientCapabilities != nil {
-			caps = *info.ClientCapabilities
-		}
-	} else if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
-		caps = ci.GetClientCapabilities()
-	}
+// missingCapability names the capability the client of the request a
+// lacks for a request of method, or returns "". A 2026-07-28 request
+// declares its client's capabilities itself; an earlier client declared
+// them in initialize.
+func missingCapability(a *attachment, method mcp.MCPMethod) string {
+	caps := a.caps()
 	switch {
 	case method == mcp.MethodSamplingCreateMessage && caps.Sampling == nil:
 		return "sampling"
@@ -266,7 +246,7 @@ func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 // children first) then asks again, and gets the client's.
 func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
 	cs := server.ClientSessionFromContext(ctx)
-	if stdio, _, _ := m.sessions.stdio(); cs == nil || cs != stdio || missingCapability(ctx, mcp.MethodListRoots) != "" {
+	if u := m.sessions.stdio(); cs == nil || u == nil || u.mcpSession() != cs || u.clientCaps().Roots == nil {
 		return
 	}
 	m.rootsChanged(ctx, n)

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -54,6 +55,7 @@ type HTTPOptions struct {
 // still keeps, and mcp-go is made to forget every session the registry
 // ends.
 type HTTPUpstream struct {
+	m        *Mux // answers what the front end takes (httpfront.go)
 	srv      *server.StreamableHTTPServer
 	core     *server.MCPServer // takes back what a GET stream could not write
 	sessions *sessions
@@ -79,6 +81,7 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	log := m.log.With().Str("component", "http").Logger()
 	o.Limits = withDefaults(o.Limits)
 	h := &HTTPUpstream{
+		m:        m,
 		core:     m.srv,
 		sessions: &m.sessions,
 		log:      log,
@@ -134,6 +137,12 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		msg = b.joined()
+		if f := frame.Read(msg); f.Refused != nil {
+			h.refuseID(w, r, []byte("null"), f.Refused.Message)
+			return
+		} else if h.front(w, r, &f) {
+			return
+		}
 		switch id = readMsgID(msg); id.kind {
 		case idBadType:
 			h.refuseID(w, r, []byte("null"), badIDText)
@@ -148,7 +157,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
 	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
-	ctx := withRelaySlots(context.WithValue(r.Context(), httpRequestKey{}, true), &rec.slots)
+	ctx := context.WithValue(r.Context(), httpRequestKey{}, true)
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
@@ -218,7 +227,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer remove()
 			rec.stream = st
 			var writer sync.WaitGroup
-			writer.Go(func() { st.run(rec.writeStream, h.giveBack) })
+			writer.Go(func() { st.run(rec.writeStream, func(n ownNote) { h.giveBack(u, n) }) })
 			defer func() {
 				st.close()
 				writer.Wait()
@@ -242,7 +251,6 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg = jsonwire.WithValue(msg, id.at, stand)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(msg))
-		ctx = withDirectWriter(ctx, rec.writeEvent)
 	}
 	h.srv.ServeHTTP(rec, r.WithContext(ctx))
 	rec.finish()
@@ -258,9 +266,15 @@ func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byt
 	_, _ = w.Write(idRefusal(id, text))
 }
 
-// giveBack hands mcp-go a notification a GET stream could not write.
-func (h *HTTPUpstream) giveBack(n ownNote) {
-	if err := h.core.SendNotificationToClient(n.ctx, n.method, n.params); err != nil {
+// giveBack hands mcp-go a notification a GET stream of u could not write;
+// a request to the client it cannot take, and it is dropped (its asker
+// waits out its time).
+func (h *HTTPUpstream) giveBack(u *upstreamSession, n ownNote) {
+	cs := u.mcpSession()
+	if n.raw != nil || cs == nil {
+		return
+	}
+	if err := h.core.SendNotificationToClient(h.core.WithContext(context.Background(), cs), n.method, n.params); err != nil {
 		h.log.Debug().Err(err).Str("method", n.method).Msg("a notification the GET stream could not write was not queued")
 	}
 }
@@ -554,7 +568,6 @@ func (h *HTTPUpstream) sweep() {
 // as it likes.
 type recorder struct {
 	http.ResponseWriter
-	slots   relaySlots // the payloads of this request's placeholders (relay.go)
 	rc      *http.ResponseController
 	write   time.Duration
 	h       *HTTPUpstream
@@ -562,9 +575,7 @@ type recorder struct {
 	orphan  string           // an id mcp-go handed out that the registry does not hold
 
 	// header is what mcp-go sets, from its forwarder and its handler, under
-	// its own lock; it goes out with mcp-go's first WriteHeader. mcpmux's
-	// own first event sets the real writer's header instead, so that its
-	// goroutine never touches a map mcp-go's may be writing.
+	// its own lock; it goes out with mcp-go's first WriteHeader.
 	header http.Header
 	// stream is the GET stream this response is, if it is one; it opens
 	// to mcpmux's own notifications once mcp-go begins it.
@@ -574,14 +585,12 @@ type recorder struct {
 	standIn, clientID []byte
 
 	// mu serialises mcp-go's writes (from its forwarder and its handler)
-	// with mcpmux's own (writeEvent).
+	// with mcpmux's own to a GET stream (writeStream).
 	mu     sync.Mutex
 	status int
-	// events is set once the response is an event stream; own, once
-	// mcpmux made it one, so that mcp-go's answer must go as an event too;
-	// done, once the request's handler returned, after which nothing may
-	// be written.
-	events, own, done bool
+	// events is set once the response is an event stream; done, once the
+	// request's handler returned, after which nothing may be written.
+	events, done bool
 	// watchID and watch are what afterAnswer was given: watch runs once
 	// the answer under watchID is written.
 	watchID string
@@ -614,41 +623,6 @@ func (s *recorder) finish() {
 	s.done = true
 }
 
-// writeEvent writes one message of mcpmux's own (a JSON line) at once, as
-// an event of the response's stream: the notifications of a call, which
-// must precede its answer, and mcp-go writes its own from another goroutine
-// than its answer. The first turns a response not yet begun into an event
-// stream. It is the direct writer of a request's calls (withDirectWriter).
-func (s *recorder) writeEvent(line []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return
-	}
-	if s.status == 0 {
-		h := s.ResponseWriter.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		s.status, s.events, s.own = http.StatusOK, true, true
-		s.ResponseWriter.WriteHeader(http.StatusOK)
-	}
-	if !s.events {
-		return // the answer is being written as one JSON body: too late
-	}
-	s.extend()
-	_, _ = s.ResponseWriter.Write(sseEvent(line))
-	_ = s.rc.Flush()
-}
-
-// sseEvent frames one JSON message as a server-sent event, as mcp-go does.
-func sseEvent(msg []byte) []byte {
-	msg = bytes.TrimRight(msg, "\r\n")
-	out := make([]byte, 0, len(msg)+len("event: message\ndata: \n\n"))
-	out = append(out, "event: message\ndata: "...)
-	out = append(out, msg...)
-	return append(out, "\n\n"...)
-}
-
 // Header is the header mcp-go writes; see recorder.header.
 func (s *recorder) Header() http.Header { return s.header }
 
@@ -660,9 +634,7 @@ func (s *recorder) WriteHeader(code int) {
 
 func (s *recorder) writeHeader(code int) {
 	if s.status != 0 {
-		if !s.own {
-			s.ResponseWriter.WriteHeader(code)
-		}
+		s.ResponseWriter.WriteHeader(code)
 		return
 	}
 	s.status = code
@@ -760,9 +732,10 @@ func (s *recorder) restoreID(b []byte) []byte {
 	return jsonwire.WithValue(b, at, s.clientID)
 }
 
-// Write puts relayed results in their placeholders' place (swapFramed):
-// mcp-go writes each JSON body (json.Encoder) and each event
-// (writeSSEEvent) with one Write, and sets no Content-Length on them.
+// Write passes mcp-go's writes on, its own announcements dropped
+// (framedAnnouncement): mcp-go writes each JSON body (json.Encoder) and
+// each event (writeSSEEvent) with one Write, and sets no Content-Length on
+// them.
 func (s *recorder) Write(b []byte) (int, error) {
 	n, after, err := s.writeWatched(b)
 	if after != nil {
@@ -787,12 +760,11 @@ func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 	if s.standIn != nil {
 		msg = s.restoreID(b)
 	}
-	out, swapped := swapFramedFrom(msg, &s.slots)
-	swapped = swapped || len(msg) != len(b)
-	if s.own && len(out) > 0 && out[0] == '{' {
-		// mcp-go's answer as a JSON body, to a response mcpmux made a stream.
-		out, swapped = sseEvent(out), true
+	out, swapped := framedAnnouncement(msg)
+	if !swapped {
+		out = msg
 	}
+	swapped = swapped || len(msg) != len(b)
 	n, err := s.ResponseWriter.Write(out)
 	if swapped && err == nil {
 		n = len(b)

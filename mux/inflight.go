@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +32,9 @@ type inflight struct {
 // inCall is one request in flight on a child session for a client.
 type inCall struct {
 	key      string // the request id as canonical JSON, the table's key
-	cs       server.ClientSession
 	identity string
 	seq      uint64
+	task     *taskCall // the upstream task the call runs as; nil for none
 	// own is the upstream request the call was made for; round, when not
 	// nil, replaces it with the round's attached request.
 	own   attachment
@@ -47,16 +46,6 @@ type inCall struct {
 	idle    sync.Cond      // on mu: broadcast when writing turns false
 	ended   bool           // the call has its answer: notifications are dropped
 	wg      sync.WaitGroup // the writer goroutine
-}
-
-// attachment is an upstream request a call's notifications and requests
-// reach.
-type attachment struct {
-	ctx   context.Context   // the upstream request's: its session, era and deadline
-	token mcp.ProgressToken // the client's own; nil if it asked for none
-	// write is the edge's writer for the request (the stdio client's, or
-	// the HTTP response's); nil for a task, which outlives its request.
-	write func([]byte)
 }
 
 // attached returns the upstream request c's notifications and requests
@@ -86,96 +75,21 @@ func callFrom(ctx context.Context) *inCall {
 	return c
 }
 
-type clientMetaKey struct{}
-
-// withClientMeta returns ctx carrying a client request's _meta, for the
-// request mcpmux sends the child in its stead.
-func withClientMeta(ctx context.Context, meta *mcp.Meta) context.Context {
-	if meta == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, clientMetaKey{}, meta)
-}
-
-// clientMeta returns the _meta withClientMeta stored, or nil.
-func clientMeta(ctx context.Context) *mcp.Meta {
-	meta, _ := ctx.Value(clientMetaKey{}).(*mcp.Meta)
-	return meta
-}
-
-// clientToken returns the progress token of the client request of ctx, or
-// nil.
-func clientToken(ctx context.Context) mcp.ProgressToken {
-	if meta := clientMeta(ctx); meta != nil {
-		return meta.ProgressToken
-	}
-	return nil
-}
-
-// childMeta returns the _meta of the request sent to the child for the
-// client request of ctx, sent under id: the client's own entries, but for
-// the protocol's (io.modelcontextprotocol/..., which belong to one hop),
-// and, if the client asked for progress, id as the progress token. nil
-// when nothing is left.
-func childMeta(ctx context.Context, id mcp.RequestId) map[string]any {
-	meta := clientMeta(ctx)
-	if meta == nil {
-		return nil
-	}
-	out := map[string]any{}
-	for k, v := range meta.AdditionalFields {
-		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			out[k] = v
-		}
-	}
-	if meta.ProgressToken != nil {
-		out["progressToken"] = id
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-type directWriterKey struct{}
-
-// withDirectWriter returns ctx carrying the edge's writer for the calls of
-// one request: the stdio client's (answerWriter.writeOwn) or one HTTP
-// response's (recorder.writeEvent). It writes one whole message
-// synchronously, so that a call's notifications precede its answer.
-func withDirectWriter(ctx context.Context, write func([]byte)) context.Context {
-	return context.WithValue(ctx, directWriterKey{}, write)
-}
-
-// attachmentOf is the upstream request of ctx as its notifications reach
-// it: its context, the client's progress token and the edge's writer.
-func attachmentOf(ctx context.Context) *attachment {
-	a := &attachment{ctx: ctx, token: clientToken(ctx)}
-	a.write, _ = ctx.Value(directWriterKey{}).(func([]byte))
-	return a
-}
-
-// detached returns ctx's values without its end or the edge's writer, for
-// work that outlives the request (a task, a round): what it sends goes
-// another way than through that request's response.
-func detached(ctx context.Context) context.Context {
-	return context.WithValue(context.WithoutCancel(ctx), directWriterKey{}, (func([]byte))(nil))
-}
-
-// add registers the request id, about to be sent for the upstream request
-// of ctx, and returns its entry and ctx carrying it; nil and ctx unchanged
-// for a request of mcpmux's own (no upstream session in ctx).
-func (t *inflight) add(ctx context.Context, id mcp.RequestId) (*inCall, context.Context) {
-	cs := server.ClientSessionFromContext(ctx)
-	if cs == nil {
+// add registers the request id, about to be sent for up, and returns its
+// entry and ctx carrying it; nil and ctx unchanged for a request of
+// mcpmux's own (up nil, or attached to no upstream request).
+func (t *inflight) add(ctx context.Context, up *upCall, id mcp.RequestId) (*inCall, context.Context) {
+	if up == nil || up.to == nil && up.round == nil {
 		return nil, ctx
 	}
 	key, ok := idJSON(id)
 	if !ok {
 		return nil, ctx
 	}
-	c := &inCall{key: key, cs: cs, identity: IdentityFrom(ctx), seq: t.seq.Add(1),
-		own: *attachmentOf(ctx), round: roundFrom(ctx)}
+	c := &inCall{key: key, identity: up.identity, seq: t.seq.Add(1), round: up.round, task: up.task}
+	if up.to != nil {
+		c.own = *up.to
+	}
 	c.idle.L = &c.mu
 	if c.round != nil {
 		c.round.mu.Lock()
@@ -310,27 +224,30 @@ func notificationLine(method string, params map[string]any) ([]byte, error) {
 		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
 }
 
-// notifyCall sends a notification to the client of the upstream request c: through the edge's
-// writer at once, so that it is out before the call's answer (mcp-go writes
-// its own notifications from another goroutine than its answers); for a
-// task, which has no request left to answer, through mcp-go to the
-// session, waiting (with a growing pause, while the task lasts) when the
-// session's queue is full.
-func (m *Mux) notifyCall(c *attachment, method string, params map[string]any) {
-	if c.write != nil {
+// notifyCall sends a notification to the client of the upstream request
+// a: down its edge at once, so that it is out before the call's answer
+// (the edge writes its own answers from another goroutine); for a task,
+// which has no request left to answer, to its session outside any call,
+// waiting (with a growing pause, while the task lasts) when the session's
+// queue is full.
+func (m *Mux) notifyCall(a *attachment, method string, params map[string]any) {
+	if a.out != nil {
 		if line, err := notificationLine(method, params); err == nil {
-			c.write(append(line, '\n'))
+			a.out.notify(append(line, '\n'))
 		}
 		return
 	}
+	if a.sess == nil {
+		return
+	}
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := m.notifyClient(c.ctx, method, params)
+		err := m.notifySession(a.sess, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			return
 		}
 		t := time.NewTimer(pause)
 		select {
-		case <-c.ctx.Done():
+		case <-a.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:

@@ -48,23 +48,20 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		return
 	case call != nil:
 		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *attachment) bool { return m.logWanted(to.ctx, mcp.LoggingLevel(level)) })
+			func(to *attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) })
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
 	cat, set := m.catalog.Load(), m.policies.Current()
 	sees := map[string]bool{}
-	for cs, identity := range m.sessions.all() {
-		ok, known := sees[identity]
+	for _, u := range m.sessions.all() {
+		ok, known := sees[u.identity]
 		if !known {
-			ok = seesAlias(set.For(identity), cat, c.alias)
-			sees[identity] = ok
+			ok = seesAlias(set.For(u.identity), cat, c.alias)
+			sees[u.identity] = ok
 		}
-		if !ok {
-			continue
-		}
-		if ctx := m.srv.WithContext(context.Background(), cs); m.logWanted(ctx, mcp.LoggingLevel(level)) {
-			_ = m.notifyClient(ctx, string(mcp.MethodNotificationMessage), params)
+		if ok && logWanted(&attachment{sess: u}, mcp.LoggingLevel(level)) {
+			_ = m.notifySession(u, string(mcp.MethodNotificationMessage), params)
 		}
 	}
 }
@@ -87,26 +84,24 @@ func childLevel(level mcp.LoggingLevel) zerolog.Level {
 	return zerolog.InfoLevel
 }
 
-// logWanted reports whether the client of the request of ctx wants a log
+// logWanted reports whether the client of the request a wants a log
 // message at level: a 2026-07-28 request, if its _meta asked for that
 // level; a session that sent logging/setLevel, if that level admits it;
 // any other session, whatever the child chose to send, as it would get
 // it connected to the child directly (mcp-go's default for a session,
 // error, would drop a child's warning). A level the protocol does not
 // define is never wanted.
-func (m *Mux) logWanted(ctx context.Context, level mcp.LoggingLevel) bool {
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
+func logWanted(a *attachment, level mcp.LoggingLevel) bool {
+	if a.proto.Modern {
+		return a.proto.LogLevel != "" && level.ShouldSendTo(a.proto.LogLevel)
 	}
-	cs := server.ClientSessionFromContext(ctx)
-	l, ok := cs.(server.SessionWithLogging)
-	if !ok {
+	if a.sess == nil {
 		return false
 	}
-	if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
-		return level.ShouldSendTo(logLevels[0])
+	if l, set := a.sess.logLevel(); set {
+		return level.ShouldSendTo(l)
 	}
-	return level.ShouldSendTo(l.GetLogLevel())
+	return level.ShouldSendTo(logLevels[0])
 }
 
 // seesAlias reports whether policy p lets its identity see anything of the
@@ -145,15 +140,14 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 		return ""
 	}
 	best := len(logLevels)
-	for cs := range m.sessions.all() {
-		if _, set := m.sessions.leveled.Load(cs.SessionID()); !set {
+	for _, u := range m.sessions.all() {
+		l, set := u.logLevel()
+		if !set {
 			continue
 		}
-		if l, ok := cs.(server.SessionWithLogging); ok {
-			for i, lv := range logLevels {
-				if lv == l.GetLogLevel() && i < best {
-					best = i
-				}
+		for i, lv := range logLevels {
+			if lv == l && i < best {
+				best = i
 			}
 		}
 	}
@@ -165,9 +159,9 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 
 // afterSetLevel passes a client's logging/setLevel on to every ready child
 // that declared logging, and waits for them (each within the call timeout).
-func (m *Mux) afterSetLevel(ctx context.Context, _ any, _ *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
-	if cs := server.ClientSessionFromContext(ctx); cs != nil {
-		m.sessions.leveled.Store(cs.SessionID(), struct{}{})
+func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+	if u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx)); u != nil {
+		u.setLevel(req.Params.Level)
 	}
 	m.levelSet.Store(true)
 	ctx = context.WithoutCancel(ctx)

@@ -228,6 +228,7 @@ func (m *Mux) Close() {
 		return
 	}
 	m.cutCalls(ErrShuttingDown)
+	m.sessions.close()
 	m.subs.close()
 	m.tasks.close()
 	m.rounds.wait()

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
 )
 
 // Notifications mcpmux sends a session outside any call: tasks/status,
@@ -26,34 +28,51 @@ import (
 // before the session's queue counts as full, as mcp-go's does at 100.
 const streamQueue = 100
 
-// notifyClient sends the session of ctx a notification of mcpmux's own,
-// made outside any call. It never blocks: a session whose client does not
-// read what it is sent gets server.ErrNotificationChannelBlocked, as from
-// mcp-go's SendNotificationToClient, and so does one not initialized.
-func (m *Mux) notifyClient(ctx context.Context, method string, params map[string]any) error {
-	cs := server.ClientSessionFromContext(ctx)
-	if cs == nil || !cs.Initialized() {
-		return server.ErrNotificationNotInitialized
-	}
-	if u := m.sessions.lookup(cs.SessionID()); u != nil && u.kind == kindHTTP {
-		if taken, err := u.offer(ownNote{ctx: ctx, method: method, params: params}); taken {
+// notifySession sends u a notification of mcpmux's own, made outside any
+// call: the stdio client's at once, down its own edge; an HTTP session's
+// down its open GET stream, or mcp-go's queue of the session when none is
+// open; a listen stream's through mcp-go, which holds it. It never blocks:
+// a session whose client does not read what it is sent gets
+// server.ErrNotificationChannelBlocked, as from mcp-go's
+// SendNotificationToClient, and so does one not initialized.
+func (m *Mux) notifySession(u *upstreamSession, method string, params map[string]any) error {
+	n := ownNote{method: method, params: params}
+	switch {
+	case u.kind == kindStdio && u.out != nil:
+		line, err := n.line()
+		if err != nil {
+			return err
+		}
+		u.out.notify(line)
+		return nil
+	case u.kind == kindHTTP:
+		if taken, err := u.offer(n); taken {
 			return err
 		}
 	}
-	return m.srv.SendNotificationToClient(ctx, method, params)
+	cs := u.mcpSession()
+	if cs == nil || !cs.Initialized() {
+		return server.ErrNotificationNotInitialized
+	}
+	return m.srv.SendNotificationToClient(m.srv.WithContext(context.Background(), cs), method, params)
 }
 
-// ownNote is one notification of notifyClient, as given: a stream that
+// ownNote is one notification of notifySession, as given: a stream that
 // cannot write it hands it to mcp-go as it would have been.
 type ownNote struct {
-	ctx    context.Context
 	method string
 	params map[string]any
+	// raw, when set, is the message itself, a JSON-RPC line made ready
+	// (a request to the client): it goes to a stream, never to mcp-go.
+	raw []byte
 }
 
-// event is n as a server-sent event, without the mark mcp-go's channel
-// needs (announce.go).
-func (n ownNote) event() ([]byte, error) {
+// line is n as a JSON-RPC line, without the mark mcp-go's channel needs
+// (announce.go).
+func (n ownNote) line() ([]byte, error) {
+	if n.raw != nil {
+		return n.raw, nil
+	}
 	params := n.params
 	if _, marked := params[ownMark]; marked {
 		params = maps.Clone(params)
@@ -63,7 +82,16 @@ func (n ownNote) event() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sseEvent(line), nil
+	return append(line, '\n'), nil
+}
+
+// event is n as a server-sent event.
+func (n ownNote) event() ([]byte, error) {
+	line, err := n.line()
+	if err != nil {
+		return nil, err
+	}
+	return frame.Event(line), nil
 }
 
 // getStream is one listening GET stream of an HTTP session as mcpmux's own

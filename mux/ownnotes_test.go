@@ -17,18 +17,18 @@ import (
 
 // httpSession returns the one HTTP session m holds, once mcp-go has
 // registered it.
-func httpSession(t *testing.T, m *Mux) server.ClientSession {
+func httpSession(t *testing.T, m *Mux) *upstreamSession {
 	t.Helper()
-	var cs server.ClientSession
+	var u *upstreamSession
 	testsupport.WaitFor(t, "the HTTP session", func() bool {
-		for s := range m.sessions.all() {
-			if s.Initialized() {
-				cs = s
+		for _, s := range m.sessions.all() {
+			if cs := s.mcpSession(); cs != nil && cs.Initialized() {
+				u = s
 			}
 		}
-		return cs != nil
+		return u != nil
 	})
-	return cs
+	return u
 }
 
 // awaitGETStream waits until c's GET stream is open to mcpmux's own
@@ -44,10 +44,10 @@ func awaitGETStream(t *testing.T, m *Mux, c *testsupport.Conn) {
 
 // sendOwn sends what mcpmux sends outside any call, retrying while the
 // session's queue is full.
-func sendOwn(t *testing.T, m *Mux, ctx context.Context, method string, params map[string]any) {
+func sendOwn(t *testing.T, m *Mux, u *upstreamSession, method string, params map[string]any) {
 	t.Helper()
 	for {
-		err := m.notifyClient(ctx, method, params)
+		err := m.notifySession(u, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			if err != nil {
 				t.Fatalf("%s: %v", method, err)
@@ -71,12 +71,12 @@ func TestOwnNotificationsSurviveEndingPOSTs(t *testing.T) {
 	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
 	c := testsupport.ConnectHTTP(t, url, testsupport.HTTPClient{Version: mcp.ProtocolVersion20251125, Listen: true})
 	notes := testsupport.RecordNotes(c.Client)
-	ctx := m.srv.WithContext(context.Background(), httpSession(t, m))
+	u := httpSession(t, m)
 	isURI := func(uri string) func(mcp.JSONRPCNotification) bool {
 		return func(n mcp.JSONRPCNotification) bool { return n.Params.AdditionalFields["uri"] == uri }
 	}
 	update := func(uri string) {
-		sendOwn(t, m, ctx, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": uri})
+		sendOwn(t, m, u, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": uri})
 	}
 	// With no POST in flight only the GET stream reads the queue: this one
 	// arrives once the stream is open.

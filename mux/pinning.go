@@ -14,14 +14,10 @@ package mux
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/pins"
@@ -34,16 +30,6 @@ const DecisionHeld Decision = "held"
 // errHeldSince is a request for a tool or prompt held by pinning since it
 // was looked up (stillPinned).
 var errHeldSince = errors.New("held by pinning since it was looked up")
-
-// promptHeldSince is the error of a prompts/get of name held since it was
-// looked up: the code and text mcp-go answers an unknown prompt with. It
-// wraps errHeldSince, not server.ErrPromptNotFound, so that the refusal
-// hook, which audits prompts/get refused as not found, does not audit it a
-// second time.
-func promptHeldSince(name string) error {
-	return &relayedError{details: mcp.JSONRPCErrorDetails{Code: mcp.INVALID_PARAMS,
-		Message: fmt.Sprintf("prompt '%s' not found: %s", name, server.ErrPromptNotFound)}, wrapped: errHeldSince}
-}
 
 // stillPinned reports whether a request for e, looked up in the catalog
 // published last, may go to the session whose catalog is listed: under

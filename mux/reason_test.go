@@ -32,8 +32,8 @@ type rpcRequest struct {
 	Method string          `json:"method"`
 }
 
-// answer writes a JSON-RPC result for id.
-func answer(w http.ResponseWriter, id json.RawMessage, result string) {
+// writeAnswer writes a JSON-RPC result for id.
+func writeAnswer(w http.ResponseWriter, id json.RawMessage, result string) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
 }
@@ -61,13 +61,13 @@ func remoteChild(t *testing.T, other func(w http.ResponseWriter, r *http.Request
 		case req.ID == nil:
 			w.WriteHeader(http.StatusAccepted)
 		case req.Method == "initialize":
-			answer(w, req.ID, initResult)
+			writeAnswer(w, req.ID, initResult)
 		case other != nil:
 			other(w, r, req)
 		case req.Method == "ping":
-			answer(w, req.ID, `{}`)
+			writeAnswer(w, req.ID, `{}`)
 		default:
-			answer(w, req.ID, `{"tools":[]}`)
+			writeAnswer(w, req.ID, `{"tools":[]}`)
 		}
 	})
 }
@@ -200,7 +200,7 @@ func TestStartFailureReasons(t *testing.T) {
 		{name: "bad page", want: ReasonToolsListFailed, wantPrefix: "server x: tools/list: decode page 1: ",
 			server: func(t *testing.T) string {
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
-					answer(w, req.ID, `"SECRET"`)
+					writeAnswer(w, req.ID, `"SECRET"`)
 				}) + `"`
 			}},
 		{name: "too many pages", want: ReasonToolsListFailed, limits: "max_catalog_pages = 2",
@@ -208,14 +208,14 @@ func TestStartFailureReasons(t *testing.T) {
 			server: func(t *testing.T) string {
 				var pages atomic.Int32
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
-					answer(w, req.ID, fmt.Sprintf(`{"tools":[],"nextCursor":"c%d"}`, pages.Add(1)))
+					writeAnswer(w, req.ID, fmt.Sprintf(`{"tools":[],"nextCursor":"c%d"}`, pages.Add(1)))
 				}) + `"`
 			}},
 		{name: "answer too large", want: ReasonMessageTooLarge, limits: `max_message_bytes = "4KiB"`,
 			wantPrefix: "server x: tools/list: its answer to tools/list exceeded max_message_bytes (4KiB)",
 			server: func(t *testing.T) string {
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
-					answer(w, req.ID, `{"tools":[],"pad":"`+strings.Repeat("x", 8<<10)+`"}`)
+					writeAnswer(w, req.ID, `{"tools":[],"pad":"`+strings.Repeat("x", 8<<10)+`"}`)
 				}) + `"`
 			}},
 	} {
@@ -261,7 +261,7 @@ func TestRestartReasons(t *testing.T) {
 					http.Error(w, "SECRET", http.StatusInternalServerError)
 					return
 				}
-				answer(w, req.ID, `{"tools":[]}`)
+				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
 			lose: func(t *testing.T, sess *session) { <-sess.lost }},
 		{name: "hung up", want: ReasonConnectionLost, why: "request failed: ",
@@ -270,10 +270,10 @@ func TestRestartReasons(t *testing.T) {
 					hangUp(w, false)
 					return
 				}
-				answer(w, req.ID, `{"tools":[]}`)
+				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
 			lose: func(t *testing.T, sess *session) {
-				_, err := sess.rawRequest(context.Background(), "tools/list", nil)
+				_, err := sess.rawRequest(context.Background(), nil, "tools/list", nil)
 				if err == nil || !sess.failed(context.Background(), err) {
 					t.Fatalf("the request after the hang-up: %v", err)
 				}
@@ -284,12 +284,12 @@ func TestRestartReasons(t *testing.T) {
 					<-r.Context().Done()
 					return
 				}
-				answer(w, req.ID, `{"tools":[]}`)
+				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
 			lose: func(t *testing.T, sess *session) {
 				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 				defer cancel()
-				_, err := sess.rawRequest(ctx, "tools/list", nil)
+				_, err := sess.rawRequest(ctx, nil, "tools/list", nil)
 				if err == nil || !sess.failed(ctx, err) {
 					t.Fatalf("the request that ran out of time: %v", err)
 				}

@@ -27,12 +27,12 @@ package mux
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -187,15 +187,7 @@ func standIn(n int64) []byte {
 // idRefusal is the edge's -32600 answer under id (its JSON, as written)
 // saying text, with the newline that ends a message.
 func idRefusal(id []byte, text string) []byte {
-	t, _ := json.Marshal(text)
-	msg := make([]byte, 0, 64+len(id)+len(t))
-	msg = append(msg, answerHead...)
-	msg = append(msg, id...)
-	msg = append(msg, `,"error":{"code":`...)
-	msg = strconv.AppendInt(msg, mcp.INVALID_REQUEST, 10)
-	msg = append(msg, `,"message":`...)
-	msg = append(msg, t...)
-	return append(msg, "}}\n"...)
+	return frame.ErrorAnswer(id, &frame.Error{Code: mcp.INVALID_REQUEST, Message: text})
 }
 
 // cancelTarget returns where the id a client's notifications/cancelled

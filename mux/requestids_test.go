@@ -69,7 +69,7 @@ func TestStdioRequestIDs(t *testing.T) {
 	l := startCallLab(t, "", "")
 	for _, slow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
-			s := openSessionAs(t, l.m, "reader", slow)
+			s := openSessionAs(t, l.m, "reader")
 			defer s.close()
 			for _, c := range idCases {
 				if c.refused != "" {
@@ -170,7 +170,7 @@ func TestStdioDuplicateIDInFlight(t *testing.T) {
 	l := startCallLab(t, "", "")
 	for _, slow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
-			s := openSessionAs(t, l.m, "reader", slow)
+			s := openSessionAs(t, l.m, "reader")
 			defer s.close()
 			for i, c := range []struct{ first, again string }{
 				{"7", "7"},
@@ -214,7 +214,7 @@ func TestStdioDuplicateIDInFlight(t *testing.T) {
 // exactly reaches that request.
 func TestStdioCancelCarriedID(t *testing.T) {
 	l := startCallLab(t, "", "")
-	s := openSessionAs(t, l.m, "reader", true)
+	s := openSessionAs(t, l.m, "reader")
 	defer s.close()
 	const big = "123456789012345678901234567890"
 	s.send(`{"jsonrpc":"2.0","id":` + big + `,"method":"tools/call","params":{"name":"lab__hold","arguments":{"tag":"cut"}}}`)

@@ -33,7 +33,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 )
 
@@ -99,7 +98,7 @@ type round struct {
 	identity string
 	method   mcp.MCPMethod // the kind of request
 	name     string        // the exposed tool or prompt name, or the exposed URI
-	// ctx is the child call's: the first request's values, not its end;
+	// ctx is the child call's: the first request's caller, not its end;
 	// end ends it, and with it the round.
 	ctx  context.Context
 	end  context.CancelCauseFunc
@@ -109,11 +108,11 @@ type round struct {
 	wake   chan struct{} // cap 1: a child request joined pending
 
 	mu      sync.Mutex
-	up      *attachment     // the upstream request waiting now; nil between rounds
-	last    context.Context // the latest upstream request's: its capabilities count
-	call    *inCall         // the child call's in-flight entry (the latest attempt)
-	token   string          // the requestState handed out last; "" once taken
-	pending []*childAsk     // child requests not yet handed to the client
+	up      *attachment // the upstream request waiting now; nil between rounds
+	last    *attachment // the latest upstream request: its capabilities count
+	call    *inCall     // the child call's in-flight entry (the latest attempt)
+	token   string      // the requestState handed out last; "" once taken
+	pending []*childAsk // child requests not yet handed to the client
 	asked   map[string]*childAsk
 	keys    int
 	heldKey string // the key of roundTable.held this round counts under; "" if none
@@ -132,26 +131,17 @@ type askReply struct {
 	err    string // the child gets an error saying this when not ""
 }
 
-type roundKey struct{}
-
-// roundFrom returns the round the child call of ctx belongs to, or nil.
-func roundFrom(ctx context.Context) *round {
-	r, _ := ctx.Value(roundKey{}).(*round)
-	return r
-}
-
 // roundWork is the work of a request at its child, run detached from the
-// request: it returns the handler's answer (a *mcp.CallToolResult, a
-// *mcp.GetPromptResult or []mcp.ResourceContents) and writes the request's
+// request, as the call up: it returns the request's answer and writes its
 // one audit line.
-type roundWork func(ctx context.Context) (any, error)
+type roundWork func(ctx context.Context, up *upCall) answer
 
 // roundAnswer is what an upstream request of a round is answered with:
 // inputRequired when not nil, else value or err. err is errUnknownState or
 // errRetryRefused when the retry named no round it may resume.
 type roundAnswer struct {
 	inputRequired json.RawMessage
-	value         any
+	value         answer
 	err           error
 }
 
@@ -172,9 +162,9 @@ func unknownState(method mcp.MCPMethod) string {
 // is false for a request that takes no round (the handler answers it as
 // any other), and for a refused retry that names no round of the caller's
 // (refused like any request for the name).
-func (m *Mux) inRound(ctx context.Context, method mcp.MCPMethod, name string, mrt mcp.MultiRoundTripParams, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
-	if mrt.RequestState != "" && server.IsModernRequest(ctx) {
-		r := m.rounds.take(mrt.RequestState, IdentityFrom(ctx), method, name)
+func (m *Mux) inRound(ctx context.Context, req *upRequest, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
+	if state := req.p.RequestState; state != "" && req.modern() {
+		r := m.rounds.take(state, IdentityFrom(ctx), method, name)
 		ok := allowed()
 		switch {
 		case !ok && r == nil:
@@ -187,14 +177,14 @@ func (m *Mux) inRound(ctx context.Context, method mcp.MCPMethod, name string, mr
 			return roundAnswer{err: errUnknownState}, true
 		}
 		// Attached first: what the child sends once answered is this retry's.
-		r.attach(ctx)
-		r.answerAsks(mrt.InputResponses)
+		r.attach(req.attachment(ctx))
+		r.answerAsks(req.p.InputResponses)
 		return m.awaitRound(ctx, r), true
 	}
-	if !wantsRound(ctx) || !allowed() {
+	if !wantsRound(req) || !allowed() {
 		return roundAnswer{}, false
 	}
-	r := m.startRound(ctx, method, name, work)
+	r := m.startRound(ctx, req, method, name, work)
 	if r == nil {
 		return roundAnswer{}, false
 	}
@@ -223,12 +213,9 @@ func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, nam
 // request of a client that declared sampling, elicitation or roots. Any
 // other client's request runs as today, and a child's request during it is
 // relayed (earlier clients) or refused as undeclared.
-func wantsRound(ctx context.Context) bool {
-	info := server.RequestProtocolInfoFromContext(ctx)
-	if info == nil || !info.Modern || info.ClientCapabilities == nil {
-		return false
-	}
-	return declaresRounds(info.ClientCapabilities)
+func wantsRound(req *upRequest) bool {
+	p := req.meta.Protocol
+	return p.Modern && p.Caps != nil && declaresRounds(p.Caps)
 }
 
 // declaresRounds reports whether a 2026-07-28 client with capabilities c
@@ -244,7 +231,7 @@ func declaresRounds(c *mcp.ClientCapabilities) bool {
 // waiting, call_timeout passes since now, its answer waits resultHold for
 // a retry, or mcpmux stops. It returns nil once Mux.Close has begun: the
 // request then runs as one without rounds, and is cut as any other.
-func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string, work roundWork) *round {
+func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMethod, name string, work roundWork) *round {
 	if !m.rounds.enter() {
 		return nil
 	}
@@ -252,11 +239,11 @@ func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
-	timed, stopTimer := context.WithTimeout(detached(ctx), m.cfg.Mux.CallTimeout)
+	timed, stopTimer := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Mux.CallTimeout)
 	rctx, cancel := context.WithCancelCause(timed)
 	stopCut := m.cuts.add(m.cut, cancel)
 	r.end = cancel // the AfterFunc below stops the timer and the cut
-	r.ctx = context.WithValue(rctx, roundKey{}, r)
+	r.ctx = rctx
 	// However the round ends, its state is forgotten and its child requests
 	// answered (ask watches ctx).
 	context.AfterFunc(r.ctx, func() {
@@ -273,11 +260,11 @@ func (m *Mux) startRound(ctx context.Context, method mcp.MCPMethod, name string,
 		stopTimer()
 		stopCut()
 	})
-	r.attach(ctx)
+	r.attach(req.attachment(ctx))
+	up := &upCall{identity: r.identity, round: r, meta: req.meta}
 	go func() {
 		defer r.rt.finished()
-		v, err := work(r.ctx)
-		r.answer = roundAnswer{value: v, err: err}
+		r.answer = roundAnswer{value: work(r.ctx, up)}
 		close(r.done)
 		// Answered between rounds: the answer waits a while for the retry,
 		// not all of call_timeout.
@@ -373,21 +360,6 @@ func (rt *roundTable) unhold(key string) {
 	}
 }
 
-// refuseRetry ends the round a retry (method, for the exposed name, under
-// state) that mcp-go's filter refused names, if the caller may resume it;
-// it reports whether there was one. A retry does not count against the
-// rate limit (it is the same call), but the policy is checked again.
-func (m *Mux) refuseRetry(ctx context.Context, method mcp.MCPMethod, name, state string) bool {
-	if state == "" || !server.IsModernRequest(ctx) {
-		return false
-	}
-	r := m.rounds.take(state, IdentityFrom(ctx), method, name)
-	if r != nil {
-		r.end(errRetryRefused)
-	}
-	return r != nil
-}
-
 // take removes and returns the round waiting under token if it belongs to
 // identity, the kind of request and the exposed name; nil otherwise,
 // leaving another's round alone.
@@ -438,11 +410,10 @@ func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
 	}
 }
 
-// attach makes ctx's request the one the round's notifications reach.
-func (r *round) attach(ctx context.Context) {
-	a := attachmentOf(ctx)
+// attach makes a the request the round's notifications reach.
+func (r *round) attach(a *attachment) {
 	r.mu.Lock()
-	r.up, r.last = a, ctx
+	r.up, r.last = a, a
 	r.mu.Unlock()
 }
 
@@ -523,16 +494,17 @@ func inputRequired(keys []string, asks []*childAsk, token string) json.RawMessag
 
 // answerAsks hands each request of the last input-required result its
 // response, as the client sent it; one without a response gets an error.
-func (r *round) answerAsks(responses mcp.InputResponses) {
+func (r *round) answerAsks(raw []byte) {
+	var responses map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &responses) // an object, or none (ReadParams)
 	r.mu.Lock()
 	asked := r.asked
 	r.asked = nil
 	r.mu.Unlock()
 	for key, a := range asked {
 		rep := askReply{err: fmt.Sprintf("the client's retry carried no response to %s (inputResponses key %q)", a.method, key)}
-		if resp, ok := responses[key]; ok {
-			raw, err := resp.MarshalJSON()
-			if t := bytes.TrimSpace(raw); err != nil || len(t) == 0 || t[0] != '{' {
+		if raw, ok := responses[key]; ok {
+			if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 				rep.err = fmt.Sprintf("the client answered %s with something other than a JSON object", a.method)
 			} else {
 				rep = askReply{result: raw}

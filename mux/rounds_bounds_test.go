@@ -162,9 +162,9 @@ func TestRoundHoldGivenBack(t *testing.T) {
 func TestRoundAnswerNotRetried(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "1h"`})
 	l.m.rounds.holdFor = time.Millisecond
-	answer := make(chan struct{})
-	r := l.m.startRound(WithIdentity(context.Background(), "alice"), mcp.MethodToolsCall, "st__asks",
-		func(context.Context) (any, error) { <-answer; return "done", nil })
+	done := make(chan struct{})
+	r := l.m.startRound(WithIdentity(context.Background(), "alice"), &upRequest{method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
+		func(context.Context, *upCall) answer { <-done; return answer{} })
 	r.mu.Lock()
 	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})
 	r.mu.Unlock()
@@ -173,7 +173,7 @@ func TestRoundAnswerNotRetried(t *testing.T) {
 	}
 	state := ""
 	l.m.rounds.byToken.Range(func(k, _ any) bool { state = k.(string); return false })
-	close(answer)
+	close(done)
 	testsupport.WaitFor(t, "the unclaimed answer's round to end", func() bool {
 		return roundOf(l.m, state) == nil && errors.Is(context.Cause(r.ctx), errNotRetried)
 	})

@@ -128,7 +128,9 @@ func TestRuleHidesTool(t *testing.T) {
 	dev := WithCaller(context.Background(), "reader", map[string]any{"team": "dev"})
 	none := WithIdentity(context.Background(), "reader")
 
-	listed := func(ctx context.Context) string { return string(m.listPayload(ctx, kindTool, "")) }
+	listed := func(ctx context.Context) string {
+		return string(m.serveList(ctx, &upRequest{method: string(mcp.MethodToolsList)}).result)
+	}
 	if l := listed(ops); !strings.Contains(l, `"lab__write"`) || !strings.Contains(l, `"lab__read"`) {
 		t.Fatalf("ops sees %s", l)
 	}
@@ -143,7 +145,7 @@ func TestRuleHidesTool(t *testing.T) {
 		if r.Decision != DecisionRule || r.Tool != nil || r.Rule == nil || r.Rule.Rule.Index != 2 {
 			t.Fatalf("call by %v: %+v", ClaimsFrom(ctx), r)
 		}
-		if a := toolAnswer(r, "lab__write"); !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
+		if a, _ := toolAnswer(r, "lab__write").own.(*mcp.CallToolResult); a == nil || !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
 			t.Fatalf("told %+v; want unknown tool", a)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // missedPings in a row mark a remote child's session lost.
@@ -117,16 +118,16 @@ func (s *session) failed(ctx context.Context, err error) bool {
 }
 
 // rawRequest sends a request and returns its raw result. A request made
-// for a client (ctx holds its upstream session) is in the in-flight table
-// while it lasts; with params a map, the client's _meta goes with it, its
-// progress token, if it gave one, replaced by mcpmux's request id.
-func (s *session) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
+// for a client (up, nil for one of mcpmux's own) is in the in-flight table
+// while it lasts, and the client's _meta goes with it, its progress
+// token, if it gave one, replaced by mcpmux's request id.
+func (s *session) rawRequest(ctx context.Context, up *upCall, method string, params map[string]any) (json.RawMessage, error) {
 	id := s.nextID()
-	call, ctx := s.inflight.add(ctx, id)
+	call, ctx := s.inflight.add(ctx, up, id)
 	defer s.inflight.remove(call)
-	if p, ok := params.(map[string]any); ok && call != nil {
-		if meta := childMeta(ctx, id); meta != nil {
-			p["_meta"] = meta
+	if call != nil {
+		if meta := childMeta(up, id); meta != nil {
+			params["_meta"] = meta
 		}
 	}
 	raw, err := s.send(ctx, id, method, params)
@@ -136,29 +137,44 @@ func (s *session) rawRequest(ctx context.Context, method string, params any) (js
 	return raw, err
 }
 
+// childMeta is the _meta of the request sent under id to the child for
+// up: the client's own members but the protocol's, and, if the client
+// asked for progress, id as the progress token; nil when nothing is left.
+func childMeta(up *upCall, id mcp.RequestId) json.RawMessage {
+	key, _ := idJSON(id)
+	if meta := up.meta.ForChild([]byte(key)); meta != nil {
+		return meta
+	}
+	return nil
+}
+
 // nextID returns an id for a request of mcpmux's own. String ids keep them
 // apart from the numeric ones of the client's handshake and pings.
 func (s *session) nextID() mcp.RequestId {
 	return mcp.NewRequestId("mcpmux-" + strconv.FormatUint(s.ids.Add(1), 10))
 }
 
-// callTool sends tools/call under an id of mcpmux's own, so that a call
-// given up on is cancelled on every transport (mcp-go's client sends
+// callTool sends tools/call for up under an id of mcpmux's own, so that a
+// call given up on is cancelled on every transport (mcp-go's client sends
 // notifications/cancelled over stdio only), and returns the raw result.
 // args is sent as it is. An answer over max_message_bytes is an error
-// wrapping errMessageTooLarge; isError is the result's own. While the call lasts it is in the in-flight
-// table; the client's _meta goes with it, its progress token, if it gave
-// one, replaced by the id,
-// and the progress that came before the answer is written upstream before
+// wrapping errMessageTooLarge; isError is the result's own. While the
+// call lasts it is in the in-flight table; the client's _meta goes with
+// it, its progress token, if it gave one, replaced by the id, and the
+// progress that came before the answer is written upstream before
 // callTool returns.
-func (s *session) callTool(ctx context.Context, name string, args json.RawMessage) (raw json.RawMessage, isError bool, err error) {
+func (s *session) callTool(ctx context.Context, up *upCall, name string, args json.RawMessage) (raw json.RawMessage, isError bool, err error) {
 	id := s.nextID()
-	call, ctx := s.inflight.add(ctx, id)
+	call, ctx := s.inflight.add(ctx, up, id)
 	defer s.inflight.remove(call)
-	tc := taskCallFrom(ctx)
+	var tc *taskCall
+	if up != nil {
+		tc = up.task
+	}
 	params := mcp.CallToolParams{Name: name, Arguments: args, Task: tc.taskParams()}
-	if meta := childMeta(ctx, id); call != nil && meta != nil {
-		params.Meta = mcp.NewMetaFromMap(meta)
+	var meta json.RawMessage
+	if call != nil {
+		meta = childMeta(up, id)
 	}
 	sendCtx := ctx
 	if s.sse {
@@ -173,9 +189,9 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 	}
 	var result json.RawMessage
 	if tc != nil { // a task: its result comes from tasks/result (tasks.go)
-		result, err = s.callTask(sendCtx, id, tc, params)
+		result, err = s.callTask(sendCtx, id, tc, callParams{params, meta})
 	} else {
-		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), params)
+		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
 	}
 	if err != nil {
 		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
@@ -189,6 +205,21 @@ func (s *session) callTool(ctx context.Context, name string, args json.RawMessag
 		return nil, false, err
 	}
 	return result, isError, nil
+}
+
+// callParams are the params of a tools/call to a child: the call's, and
+// the client's _meta as it goes on (nil for none), as written.
+type callParams struct {
+	mcp.CallToolParams
+	meta json.RawMessage
+}
+
+func (p callParams) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(p.CallToolParams)
+	if err != nil || p.meta == nil {
+		return b, err
+	}
+	return jsonwire.WithField(b, "_meta", p.meta)
 }
 
 // errMalformedResult is wrapped by the error for a result a client could

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -32,8 +33,9 @@ const (
 // ServeStdio serves one client over in and out as identity until in ends or
 // ctx is done. A client may close its stdin right after its last request
 // (a script piping into mcpmux): every request read is still answered before
-// ServeStdio returns. Plain tools/call requests are answered at the edge
-// without mcp-go (stdiofast.go); what they write is what mcp-go would.
+// ServeStdio returns. The requests mcpmux answers itself go to the pipeline
+// from the edge's reader (stdioFront); the rest go on to mcp-go's stdio
+// server, reading what the reader passes on.
 func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
 	s := server.NewStdioServer(m.srv)
 	s.SetErrorLogger(StdLogger(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
@@ -44,30 +46,22 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
 		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
 	w := drain.writer(out) // first: the reader answers oversized messages through it
+	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls)}
+	front.u = m.sessions.openStdio(identity, stdioOut{front})
+	defer m.sessions.closeStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
-	// already be in it for list_changed to find the session.
-	// Progress for a call is written through w at once (inflight.go), so
-	// that it comes before the call's answer.
-	ctx = withRelaySlots(withDirectWriter(WithIdentity(ctx, identity), drain.out.writeOwn), drain.out.slots)
-	ctx = withAnswerWatch(ctx, drain.out)
+	// already be in it for the session to be found.
+	ctx = withAnswerWatch(WithIdentity(ctx, identity), drain.out)
+	front.base, front.stop = context.WithCancel(ctx)
+	defer front.close()
 	r := drain.reader(in)
-	if ctx.Value(slowPathOnlyKey{}) == nil {
-		fast := newFastPath(m, drain)
-		fast.taken, _ = ctx.Value(fastPathCountKey{}).(*atomic.Int64)
-		s.SetContextFunc(fast.listening)
-		r.fast = fast
-		defer fast.close()
-	}
+	r.front = front
 	return s.Listen(ctx, r, w)
 }
 
-// slowPathOnlyKey marks a context whose stdio session answers every
-// tools/call through mcp-go: tests compare the two paths.
-type slowPathOnlyKey struct{}
-
-// fastPathCountKey holds an *atomic.Int64 that counts the calls a stdio
-// session's fast path takes, for tests.
-type fastPathCountKey struct{}
+// stdioCalls bounds the requests the stdio front end runs at once; more
+// wait for a turn, and beyond stdioQueue waiting the reader waits too.
+const stdioCalls = 2 * stdioWorkers
 
 func (m *Mux) maxStartupTimeout() time.Duration {
 	var d time.Duration
@@ -125,7 +119,7 @@ func (h *halfClose) reader(r io.Reader) *requestReader {
 }
 
 func (h *halfClose) writer(w io.Writer) io.Writer {
-	h.out = &answerWriter{h: h, w: w, slots: &relaySlots{}}
+	h.out = &answerWriter{h: h, w: w}
 	return h.out
 }
 
@@ -303,9 +297,9 @@ type requestReader struct {
 	err  error  // the error after line
 	// drained is set once the end of the input waited for the answers.
 	drained bool
-	// fast answers the plain tools/call lines it takes, which mcp-go then
-	// never sees; nil hands every line on.
-	fast *fastPath
+	// front answers the requests it takes, which mcp-go then never sees;
+	// nil hands every line on.
+	front *stdioFront
 }
 
 func (rr *requestReader) Read(p []byte) (int, error) {
@@ -315,8 +309,8 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 				rr.drained = true
 				rr.h.waitIdle()
 			}
-			if rr.fast != nil {
-				rr.fast.end() // as mcp-go cancels its requests once this error is read
+			if rr.front != nil {
+				rr.front.end() // as mcp-go cancels its requests once this error is read
 			}
 			return 0, rr.err
 		}
@@ -334,15 +328,53 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 }
 
 // admit does what the edge does with line, one message from the client,
-// and returns what to hand mcp-go of it: nothing for a request refused for
-// its id (it is answered here) or one the fast path takes, the line with
-// a stand-in id for a carried one (requestids.go), the line itself for
-// anything else. Requests mcp-go answers are counted.
+// and returns what to hand mcp-go of it: nothing for a message the edge
+// refuses (it is answered here), a request mcpmux answers itself (the
+// front end takes it) or a client's answer to one of mcpmux's requests;
+// the line with a stand-in id for a request mcp-go answers whose id it
+// would not write back as it came (requestids.go); the line itself for
+// anything else. Requests are counted, whoever answers them.
 func (rr *requestReader) admit(line []byte) []byte {
-	h := rr.h
-	if h.askedAny.Load() && h.answersAsked(line) {
-		return line // not a request, whatever requestID makes of it
+	if rr.front != nil && rr.frontAdmit(line) {
+		return nil
 	}
+	return rr.handOn(line)
+}
+
+// frontAdmit does what the front end does with line; handled is false
+// for a line that goes on to mcp-go.
+func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
+	h, front := rr.h, rr.front
+	f := frame.Read(line)
+	switch {
+	case f.Refused != nil:
+		if f.Kind != frame.Notification {
+			h.refuse([]byte("null"), f.Refused.Message)
+		}
+		return true
+	case f.Kind == frame.Response:
+		return front.u.asks.answered(&f)
+	case f.Kind != frame.Request || !mayTake(f.Method):
+		return false
+	}
+	// The call outlives the reader's buffer: it reads its own copy.
+	f = frame.Read(bytes.Clone(line))
+	serve := front.serving(&f)
+	if serve == nil {
+		return false
+	}
+	dup, _ := idDupKey(f.ID)
+	if !h.expect(dup, dup, nil) {
+		h.refuse(f.ID, dupIDText)
+		return true
+	}
+	front.run(dup, serve)
+	return true
+}
+
+// handOn is admit for a message mcp-go answers.
+func (rr *requestReader) handOn(line []byte) []byte {
+	h := rr.h
 	v := readMsgID(line)
 	switch v.kind {
 	case idBadType:
@@ -386,9 +418,6 @@ func (rr *requestReader) admit(line []byte) []byte {
 			h.refuse(written, dupIDText)
 			return nil
 		}
-		if rr.fast != nil && rr.fast.take(handed, id) {
-			return nil
-		}
 		return handed
 	}
 	if at, ok := cancelTarget(line); ok {
@@ -397,81 +426,11 @@ func (rr *requestReader) admit(line []byte) []byte {
 			line = jsonwire.WithValue(line, at, standIn)
 		}
 		h.cancelled(key)
-		if rr.fast != nil {
-			rr.fast.cancelled(key)
+		if rr.front != nil {
+			rr.front.cancelled(key)
 		}
 	}
 	return line
-}
-
-// askedOut records msg, a message mcp-go writes that is no answer, if it
-// is a request to the client.
-func (h *halfClose) askedOut(msg []byte) {
-	top, ok := jsonwire.Members(msg)
-	if !ok {
-		return
-	}
-	var id []byte
-	method := false
-	for _, m := range top.Members {
-		switch m.Key {
-		case "id":
-			id = msg[m.Start:m.End]
-		case "method":
-			method = true
-		}
-	}
-	key, ok := jsonwire.AnswerIDKey(id)
-	if !method || !ok {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.asked == nil {
-		h.asked = map[string]int{}
-	}
-	h.asked[key]++
-	h.askedAny.Store(true)
-}
-
-// answersAsked reports whether line is the client's answer (an id, a
-// result or an error object, no method) to a request askedOut recorded,
-// and records that it was answered.
-func (h *halfClose) answersAsked(line []byte) bool {
-	if !jsonwire.Valid(line) {
-		return false
-	}
-	top, ok := jsonwire.Members(line)
-	if !ok {
-		return false
-	}
-	var id []byte
-	answer := false
-	for _, m := range top.Members {
-		v := line[m.Start:m.End]
-		switch {
-		case strings.EqualFold(m.Key, "method"):
-			return false
-		case strings.EqualFold(m.Key, "id"):
-			id = v
-		case strings.EqualFold(m.Key, "result"), strings.EqualFold(m.Key, "error"):
-			answer = answer || v[0] == '{'
-		}
-	}
-	key, ok := jsonwire.AnswerIDKey(id)
-	if !answer || !ok {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.asked[key] == 0 {
-		return false
-	}
-	if h.asked[key]--; h.asked[key] == 0 {
-		delete(h.asked, key)
-		h.askedAny.Store(len(h.asked) > 0)
-	}
-	return true
 }
 
 // oversizedHead is how much of an oversized line is kept to find its id.
@@ -630,17 +589,15 @@ func wireString(v []byte) (s []byte, ok bool) {
 	return []byte(d), true
 }
 
-// answerWriter passes mcp-go's messages through, counting the answers among
-// them and putting relayed results in their placeholders' place
-// (swapRelayedFrom, with the payloads parked in slots). mcp-go writes each
-// message with one Write (writeResponse's Fprintf, and one Write for each
-// request it sends); mu keeps mcpmux's own messages from landing inside one
-// of them.
+// answerWriter writes the stdio client's output: mcp-go's messages, passed
+// through (its announcements dropped) and counted, and mcpmux's own, the
+// answers of the front end's requests among them. mcp-go writes each
+// message with one Write (writeResponse's Fprintf); mu keeps mcpmux's own
+// messages from landing inside one of them.
 type answerWriter struct {
-	h     *halfClose
-	mu    sync.Mutex
-	w     io.Writer
-	slots *relaySlots
+	h  *halfClose
+	mu sync.Mutex
+	w  io.Writer
 
 	watchMu sync.Mutex
 	watch   map[string]func() // run once the answer under the id is written (afterAnswer)
@@ -681,14 +638,18 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 			msg = jsonwire.WithValue(p, at, orig) // the client's id, for mcp-go's stand-in
 		}
 	}
-	out, swapped := swapRelayedFrom(msg, aw.slots) // a dropped answer's payload leaves its slot too
+	// mcp-go's announcements of its own go; mcpmux's pass without their
+	// mark (announce.go).
+	out, swapped := announcement(msg)
+	if !swapped {
+		out = msg
+	}
 	swapped = swapped || len(msg) != len(p)
 	var n int
 	var err error
 	if isAnswer {
 		n, err = aw.answer(id, out)
 	} else {
-		aw.h.askedOut(p)
 		aw.mu.Lock()
 		n, err = aw.w.Write(out)
 		aw.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -44,9 +45,14 @@ type edgeRef struct {
 	key     string
 }
 
-// refEdge reads line as the edge must; ok is false for an id the reference
-// cannot compare exactly (a number with a huge exponent).
-func refEdge(line []byte) (r edgeRef, ok bool) {
+// refEdge reads line as the edge must, with a front end (front) or
+// without; ok is false for an id the reference cannot compare exactly (a
+// number with a huge exponent). The front end refuses, under a null id, a
+// message whose members decoders would read differently (package frame).
+func refEdge(line []byte, front bool) (r edgeRef, ok bool) {
+	if f := frame.Read(line); front && f.Refused != nil && f.Kind != frame.Notification {
+		return edgeRef{refused: true}, true
+	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`
@@ -135,7 +141,7 @@ func FuzzFraming(f *testing.F) {
 			if refID, refOK := requestIDAsMCPGo(line); id != refID || ok != refOK {
 				t.Fatalf("requestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
 			}
-			ref, ok := refEdge(line)
+			ref, ok := refEdge(line, false)
 			if !ok {
 				return // an id the reference cannot compare
 			}
@@ -280,7 +286,7 @@ func FuzzStdioFrames(f *testing.F) {
 					cancelled[id]++
 				}
 			}
-			ref, ok := refEdge(line)
+			ref, ok := refEdge(line, true)
 			if !ok {
 				return // an id the reference cannot compare
 			}

@@ -358,7 +358,7 @@ func TestClientMetaReachesTheChild(t *testing.T) {
 // than the test waits).
 func TestStdioClientErrorAnswerIsNotWaitedFor(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "10m"`})
-	s := openSessionWith(t, l.m, "alice", false,
+	s := openSessionWith(t, l.m, "alice",
 		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	s.send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"st__ask","arguments":{"what":"sampling"}}}`)

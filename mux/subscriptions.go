@@ -1,14 +1,11 @@
 package mux
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -20,7 +17,7 @@ import (
 // unsubscribed when it loses its last.
 type subscriptions struct {
 	mu      sync.Mutex // subscribing and updates only; never taken by a call
-	byChild map[subKey]map[server.ClientSession]string
+	byChild map[subKey]map[*upstreamSession]string
 	// changing serialises, per resource, the change of its subscribers
 	// with the request that tells the child, so that a subscribe and an
 	// unsubscribe of the last subscriber cannot cross on their way.
@@ -94,28 +91,28 @@ func (s *subscriptions) lock(k subKey) func() {
 	}
 }
 
-// add records that cs subscribed to the child resource k as exposed.
-func (s *subscriptions) add(k subKey, cs server.ClientSession, exposed string) {
+// add records that u subscribed to the child resource k as exposed.
+func (s *subscriptions) add(k subKey, u *upstreamSession, exposed string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
-		s.byChild = map[subKey]map[server.ClientSession]string{}
+		s.byChild = map[subKey]map[*upstreamSession]string{}
 	}
 	if s.byChild[k] == nil {
-		s.byChild[k] = map[server.ClientSession]string{}
+		s.byChild[k] = map[*upstreamSession]string{}
 	}
-	s.byChild[k][cs] = exposed
+	s.byChild[k][u] = exposed
 }
 
-// remove forgets cs's subscription to k. It reports whether cs was
+// remove forgets u's subscription to k. It reports whether u was
 // subscribed, and whether k is left with no subscriber.
-func (s *subscriptions) remove(k subKey, cs server.ClientSession) (was, last bool) {
+func (s *subscriptions) remove(k subKey, u *upstreamSession) (was, last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, was = s.byChild[k][cs]; !was {
+	if _, was = s.byChild[k][u]; !was {
 		return false, false
 	}
-	delete(s.byChild[k], cs)
+	delete(s.byChild[k], u)
 	if len(s.byChild[k]) == 0 {
 		delete(s.byChild, k)
 		return true, true
@@ -124,23 +121,23 @@ func (s *subscriptions) remove(k subKey, cs server.ClientSession) (was, last boo
 }
 
 // of returns the sessions subscribed to k, each with the URI it used.
-func (s *subscriptions) of(k subKey) map[server.ClientSession]string {
+func (s *subscriptions) of(k subKey) map[*upstreamSession]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[server.ClientSession]string, len(s.byChild[k]))
-	for cs, u := range s.byChild[k] {
-		out[cs] = u
+	out := make(map[*upstreamSession]string, len(s.byChild[k]))
+	for u, exposed := range s.byChild[k] {
+		out[u] = exposed
 	}
 	return out
 }
 
-// sessionKeys returns the resources cs is subscribed to.
-func (s *subscriptions) sessionKeys(cs server.ClientSession) []subKey {
+// sessionKeys returns the resources u is subscribed to.
+func (s *subscriptions) sessionKeys(u *upstreamSession) []subKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []subKey
 	for k, subs := range s.byChild {
-		if _, ok := subs[cs]; ok {
+		if _, ok := subs[u]; ok {
 			out = append(out, k)
 		}
 	}
@@ -161,33 +158,33 @@ func (s *subscriptions) uris(alias string) []string {
 	return out
 }
 
-// subscribe subscribes cs to the resource orig of c, exposed as uri: at the
+// subscribe subscribes u to the resource orig of c, exposed as uri: at the
 // child if it is the resource's first subscriber.
-func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, cs server.ClientSession) error {
+func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, u *upstreamSession) error {
 	k := subKey{c.alias, orig}
 	defer m.subs.lock(k)()
 	if len(m.subs.of(k)) == 0 {
-		if _, err := m.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+		if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
 			return err
 		}
 	}
-	m.subs.add(k, cs, uri)
+	m.subs.add(k, u, uri)
 	return nil
 }
 
-// unsubscribe ends cs's subscription to k: at the child if it was the
+// unsubscribe ends u's subscription to k: at the child if it was the
 // resource's last subscriber. It is best effort: the child's refusal is
 // logged.
-func (m *Mux) unsubscribe(ctx context.Context, k subKey, cs server.ClientSession) {
+func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstreamSession) {
 	defer m.subs.lock(k)()
-	if was, last := m.subs.remove(k, cs); !was || !last {
+	if was, last := m.subs.remove(k, u); !was || !last {
 		return
 	}
 	c := m.child(k.alias)
 	if c == nil {
 		return
 	}
-	if _, err := m.request(ctx, c, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
+	if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
 		c.log.Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
 	}
 }
@@ -197,67 +194,32 @@ func (m *Mux) unsubscribe(ctx context.Context, k subKey, cs server.ClientSession
 // sweeper, a DELETE, shutdown) never waits for a child. It is told once of
 // each session, by mcp-go's unregistering or a listen stream's end; a
 // session with no subscription costs a look-up.
-func (m *Mux) dropSubscriptions(cs server.ClientSession) {
-	keys := m.subs.sessionKeys(cs)
+func (m *Mux) dropSubscriptions(u *upstreamSession) {
+	keys := m.subs.sessionKeys(u)
 	if len(keys) == 0 {
 		return
 	}
 	m.subs.goDrop(func(ctx context.Context) {
 		for _, k := range keys {
 			kctx, cancel := context.WithTimeout(ctx, time.Second)
-			m.unsubscribe(kctx, k, cs)
+			m.unsubscribe(kctx, k, u)
 			cancel()
 		}
 	})
-}
-
-// gateRequest runs before mcp-go handles any request. It takes
-// resources/subscribe and resources/unsubscribe to the owning child first:
-// mcp-go then only records them on the session. A refusal becomes the
-// request's error.
-func (m *Mux) gateRequest(ctx context.Context, _ any, message any) error {
-	raw, ok := message.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(`resources/`)) {
-		return nil
-	}
-	var req struct {
-		Method string `json:"method"`
-		Params struct {
-			URI string `json:"uri"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(raw, &req) != nil {
-		return nil // mcp-go answers what it cannot parse
-	}
-	subscribe := req.Method == string(mcp.MethodResourcesSubscribe)
-	if !subscribe && req.Method != string(mcp.MethodResourcesUnsubscribe) {
-		return nil
-	}
-	cs := server.ClientSessionFromContext(ctx)
-	uri := req.Params.URI
-	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || cs == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
-		return resourceNotFound(ctx, uri)
-	}
-	if !subscribe {
-		m.unsubscribe(ctx, subKey{c.alias, orig}, cs)
-		return nil
-	}
-	return m.subscribe(ctx, c, orig, uri, cs)
 }
 
 // listenSubscriptions subscribes a 2026-07-28 listener to the resources its
 // subscriptions/listen names (it has no resources/subscribe): each at its
 // child, where the caller may read it. What cannot be subscribed is logged
 // and left out; the stream itself stays.
-func (m *Mux) listenSubscriptions(ctx context.Context, cs server.ClientSession, uris []string) {
+func (m *Mux) listenSubscriptions(ctx context.Context, u *upstreamSession, uris []string) {
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	for _, uri := range uris {
 		c, orig, ok := m.routeURI(cat, uri)
 		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
 			continue
 		}
-		if err := m.subscribe(ctx, c, orig, uri, cs); err != nil {
+		if err := m.subscribe(ctx, c, orig, uri, u); err != nil {
 			c.log.Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
 		}
 	}
@@ -268,15 +230,14 @@ func (m *Mux) listenSubscriptions(ctx context.Context, cs server.ClientSession, 
 // It runs on the child's read goroutine and never blocks.
 func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 	orig, _ := n.Params.AdditionalFields["uri"].(string)
-	for cs, exposed := range m.subs.of(subKey{c.alias, orig}) {
+	for u, exposed := range m.subs.of(subKey{c.alias, orig}) {
 		params := map[string]any{}
 		for k, v := range n.Params.AdditionalFields {
 			params[k] = v
 		}
 		params["uri"] = exposed
-		ctx := m.srv.WithContext(context.Background(), cs)
-		if err := m.notifyClient(ctx, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
-			m.log.Warn().Err(err).Str("session", cs.SessionID()).Msg("could not send resources/updated")
+		if err := m.notifySession(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
+			m.log.Warn().Err(err).Str("session", u.id).Msg("could not send resources/updated")
 		}
 	}
 }
@@ -285,7 +246,7 @@ func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 // hold to its resources.
 func (c *child) resubscribe(ctx context.Context, sess *session) {
 	for _, uri := range c.deps.subs.uris(c.alias) {
-		if _, err := sess.rawRequest(ctx, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
+		if _, err := sess.rawRequest(ctx, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
 			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
 		}
 	}

@@ -41,26 +41,31 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // upTask is one task mcp-go hosts for a call of the mux's.
 type upTask struct {
-	id        string
-	call      *taskCall // set under mu once the run starts
-	cs        server.ClientSession
-	sessionID string
-	// ctx has the values of the tools/call's context (session, identity,
-	// writer) but not its end; cancel ends it.
+	id   string
+	call *taskCall // set under mu once the run starts
+	sess *upstreamSession
+	// ctx has the caller of the tools/call's context but not its end;
+	// cancel ends it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// done is closed once the run has ended; raw is then the child's
+	// result, as it sent it, when the task completed with one (tasks/result
+	// is answered with it, serveTaskResult), nil otherwise.
+	done chan struct{}
+	raw  json.RawMessage
 
 	mu      sync.Mutex
-	ttl     *int64          // as the client asked
-	waiting context.Context // the latest tasks/result of the client's; nil before one
-	asked   chan struct{}   // closed, and replaced, when a tasks/result comes
-	created string          // the task's createdAt as mcp-go answered it
-	expiry  *time.Timer     // forgets the task once mcp-go has; nil without a ttl
+	ttl     *int64        // as the client asked
+	waiting *attachment   // the latest tasks/result of the client's; nil before one
+	asked   chan struct{} // closed, and replaced, when a tasks/result comes
+	created string        // the task's createdAt as mcp-go answered it
+	expiry  *time.Timer   // forgets the task once mcp-go has; nil without a ttl
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -91,7 +96,7 @@ var errSessionGone = errors.New("the session that created the task ended")
 // taskHooks are the hooks that tie mcp-go's tasks to the mux's runs.
 func (m *Mux) taskHooks() *server.TaskHooks {
 	h := &server.TaskHooks{}
-	h.AddOnTaskCreated(m.tasks.created)
+	h.AddOnTaskCreated(m.taskCreated)
 	h.AddOnTaskCancelled(func(_ context.Context, tm server.TaskMetrics) {
 		if t := m.tasks.lookup(tm.TaskID); t != nil {
 			t.cancel(errTaskCancelled)
@@ -101,20 +106,20 @@ func (m *Mux) taskHooks() *server.TaskHooks {
 	return h
 }
 
-// created records a task mcp-go made for a tools/call. It runs under
+// taskCreated records a task mcp-go made for a tools/call. It runs under
 // mcp-go's task lock, before the handler starts.
-func (tt *taskTable) created(ctx context.Context, tm server.TaskMetrics) {
-	cs := server.ClientSessionFromContext(ctx)
+func (m *Mux) taskCreated(ctx context.Context, tm server.TaskMetrics) {
+	u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
 	info := server.RequestProtocolInfoFromContext(ctx)
-	if cs == nil || info == nil {
+	if u == nil || info == nil {
 		return
 	}
-	t := &upTask{id: tm.TaskID, cs: cs, sessionID: tm.SessionID}
-	// The task outlives the request that made it: what it sends goes
-	// through mcp-go to the session, never through that request's writer.
-	t.ctx, t.cancel = context.WithCancelCause(detached(ctx))
-	tt.starting.Store(info, t)
-	tt.owned.Store(t.id, t)
+	t := &upTask{id: tm.TaskID, sess: u, done: make(chan struct{})}
+	// The task outlives the request that made it: what it sends goes to
+	// the session, never down that request's response.
+	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	m.tasks.starting.Store(info, t)
+	m.tasks.owned.Store(t.id, t)
 }
 
 // begin returns the task mcp-go created for the tools/call whose handler
@@ -140,9 +145,9 @@ func (tt *taskTable) lookup(id string) *upTask {
 
 // dropSession ends the runs of a session's tasks and forgets them: nobody
 // can ask for them any more.
-func (tt *taskTable) dropSession(cs server.ClientSession) {
+func (tt *taskTable) dropSession(u *upstreamSession) {
 	tt.owned.Range(func(k, v any) bool {
-		if t := v.(*upTask); t.cs == cs {
+		if t := v.(*upTask); t.sess == u {
 			t.forget(errSessionGone)
 			tt.owned.Delete(k)
 		}
@@ -173,33 +178,28 @@ func (tt *taskTable) expire(t *upTask, ttl *int64) {
 	t.mu.Unlock()
 }
 
-// visibleTo reports whether the session of ctx may see the task id: only
-// the session that created it, and no 2026-07-28 request.
-func (tt *taskTable) visibleTo(ctx context.Context, id string) bool {
-	t := tt.lookup(id)
-	cs := server.ClientSessionFromContext(ctx)
-	return t != nil && cs != nil && !server.IsModernRequest(ctx) && t.sessionID != "" && cs.SessionID() == t.sessionID
+// visibleTo returns the task id if session u, in a request not of
+// 2026-07-28 (modern false), may see it: only the session that created it
+// may, and no 2026-07-28 request; nil otherwise.
+func (tt *taskTable) visibleTo(u *upstreamSession, modern bool, id string) *upTask {
+	if t := tt.lookup(id); t != nil && u != nil && !modern && t.sess == u {
+		return t
+	}
+	return nil
 }
 
-// guardTask makes mcp-go answer "task not found" for a task the caller may
-// not see, exactly as for one that does not exist.
+// guardTask makes mcp-go answer "task not found" for a task the caller of
+// ctx (a request mcp-go handles) may not see, exactly as for one that does
+// not exist.
 func (m *Mux) guardTask(ctx context.Context, id *string) {
-	if !m.tasks.visibleTo(ctx, *id) {
+	u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
+	if m.tasks.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
 		*id = ""
 	}
 }
 
 // addTaskHooks adds the request hooks of tasks to h.
 func (m *Mux) addTaskHooks(h *server.Hooks) {
-	h.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
-		// mcp-go would keep a 2026-07-28 request's task in no session, where
-		// every session could see it, and that era cannot fetch its result
-		// (tasks/result is gone): the call runs as a plain call, and a
-		// task-required tool is refused by mcp-go.
-		if req.Params.Task != nil && server.IsModernRequest(ctx) {
-			req.Params.Task = nil
-		}
-	})
 	h.AddAfterCallTool(func(_ context.Context, _ any, _ *mcp.CallToolRequest, res any) {
 		if ct, ok := res.(*mcp.CreateTaskResult); ok {
 			if t := m.tasks.lookup(ct.Task.TaskId); t != nil {
@@ -221,11 +221,10 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 			m.withChildStatus(ctx, []*mcp.Task{&res.Task})
 		}
 	})
+	// A tasks/result reaches mcp-go only once its task's run is over and
+	// has no result of the child's to answer with (serveTaskResult).
 	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
 		m.guardTask(ctx, &req.Params.TaskId)
-		if t := m.tasks.lookup(req.Params.TaskId); t != nil {
-			t.resultAsked(ctx)
-		}
 	})
 	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
 		m.guardTask(ctx, &req.Params.TaskId)
@@ -235,8 +234,9 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 			return
 		}
 		mine := res.Tasks[:0]
+		u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
 		for _, t := range res.Tasks {
-			if m.tasks.visibleTo(ctx, t.TaskId) {
+			if m.tasks.visibleTo(u, server.IsModernRequest(ctx), t.TaskId) != nil {
 				mine = append(mine, t)
 			}
 		}
@@ -315,31 +315,32 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 }
 
 // resultAsked notes that the client waits for t's result in the request
-// of ctx, whose response stream can carry the child's requests.
-func (t *upTask) resultAsked(ctx context.Context) {
+// a, whose response stream can carry the child's requests.
+func (t *upTask) resultAsked(a *attachment) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.waiting = ctx
+	t.waiting = a
 	if t.asked != nil {
 		close(t.asked)
 		t.asked = nil
 	}
 }
 
-// askVia returns the context under which a request the child makes
-// during call (the context of a call of the mux's) is sent to its client.
-// For a task's run, where the tools/call that began it has long been
-// answered, that is the client's tasks/result waiting for the task, as
-// 2025-11-25 has it (input_required tells the client to send one): its
-// response stream carries the request. When none is waiting and the
-// client has no listening GET stream either (where mcp-go would send it),
-// the request waits for a tasks/result, until child (the child's wait for
-// its answer) or the run ends or the call timeout passes; then it goes
-// under call as it would have.
-func (m *Mux) askVia(child, call context.Context) context.Context {
-	tc := taskCallFrom(call)
+// askVia returns the upstream request a request the child makes during
+// call (ctx is the child's wait for the answer) is sent to the client
+// down. For a task's run, where the tools/call that began it has long
+// been answered, that is the client's tasks/result waiting for the task,
+// as 2025-11-25 has it (input_required tells the client to send one): its
+// response stream carries the request. When none is waiting, it is the
+// session's own way outside any request (the stdio client; an HTTP
+// session's listening GET stream) if it has one; otherwise the request
+// waits for a tasks/result, until the child's wait or the run ends or the
+// call timeout passes, and then goes the session's way, which may not
+// reach the client.
+func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
+	tc := call.task
 	if tc == nil || tc.task == nil {
-		return call
+		return &call.own
 	}
 	t := tc.task
 	var timeout <-chan time.Time
@@ -351,11 +352,11 @@ func (m *Mux) askVia(child, call context.Context) context.Context {
 		}
 		asked := t.asked
 		t.mu.Unlock()
-		if w != nil && w.Err() == nil {
+		if w != nil && w.ctx.Err() == nil {
 			return w
 		}
-		if m.listening(t.sessionID) {
-			return call
+		if out := t.sess.sessionOut(); out != nil {
+			return &attachment{ctx: call.own.ctx, sess: t.sess, out: out}
 		}
 		if timeout == nil {
 			timer := time.NewTimer(m.cfg.Mux.CallTimeout)
@@ -364,22 +365,14 @@ func (m *Mux) askVia(child, call context.Context) context.Context {
 		}
 		select {
 		case <-asked:
-		case <-child.Done():
-			return call
-		case <-call.Done():
-			return call
+		case <-ctx.Done():
+			return &call.own
+		case <-call.own.ctx.Done():
+			return &call.own
 		case <-timeout:
-			return call
+			return &call.own
 		}
 	}
-}
-
-// listening reports whether mcp-go can send a request of its own to the
-// session id outside any request of the client's: a stdio session, or an
-// HTTP session with a listening GET stream open.
-func (m *Mux) listening(id string) bool {
-	u := m.sessions.lookup(id)
-	return u == nil || u.streamOpen()
 }
 
 // taskStatus tells the owner of a task that it ended, as mcp-go would have
@@ -409,9 +402,8 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	if ttl != nil {
 		params["ttl"] = *ttl
 	}
-	ctx := m.srv.WithContext(context.Background(), t.cs)
-	if err := m.notifyClient(ctx, mcp.MethodNotificationTasksStatus, params); err != nil {
-		m.log.Debug().Err(err).Str("session", t.sessionID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
+	if err := m.notifySession(t.sess, mcp.MethodNotificationTasksStatus, params); err != nil {
+		m.log.Debug().Err(err).Str("session", t.sess.id).Msg("could not send " + mcp.MethodNotificationTasksStatus)
 	}
 }
 
@@ -463,14 +455,6 @@ func (ct *childTask) status(ctx context.Context) (mcp.Task, error) {
 	return st, nil
 }
 
-type taskCallKey struct{}
-
-// taskCallFrom returns the task call of ctx, or nil.
-func taskCallFrom(ctx context.Context) *taskCall {
-	tc, _ := ctx.Value(taskCallKey{}).(*taskCall)
-	return tc
-}
-
 // taskParams is the augmentation of a tools/call sent for tc; nil for a
 // plain call.
 func (tc *taskCall) taskParams() *mcp.TaskParams {
@@ -480,11 +464,26 @@ func (tc *taskCall) taskParams() *mcp.TaskParams {
 	return tc.params
 }
 
+// handleTask is the handler mcp-go runs, on a goroutine of its own, for
+// the task it created for a task-augmented tools/call (the only tools it
+// knows of are those that may run as tasks).
+func (m *Mux) handleTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	t := m.tasks.begin(ctx)
+	if t == nil || req.Params.Task == nil {
+		// mcp-go runs a tool's handler without a task only for a call
+		// mcpmux answers itself, which never reaches it.
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
+	}
+	return m.runTask(t, req)
+}
+
 // runTask runs a call as the upstream task t until it ends, and returns
 // what mcp-go keeps as the task's outcome: a result (completed), or an
 // error (failed) for a call whose child task failed, or that was
-// interrupted, timed out or cut off by shutdown.
-func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// interrupted, timed out or cut off by shutdown. A result of the child's
+// is also kept as it came (t.raw), for tasks/result.
+func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
+	defer close(t.done)
 	defer t.cancel(nil)
 	t.mu.Lock()
 	t.ttl = req.Params.Task.TTL
@@ -495,8 +494,13 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 	t.mu.Lock()
 	t.call = tc
 	t.mu.Unlock()
-	ctx := context.WithValue(t.ctx, taskCallKey{}, tc)
-	r := m.CallTool(withClientMeta(ctx, req.Params.Meta), IdentityFrom(ctx), req.Params.Name, callArguments(req))
+	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
+	up := &upCall{identity: IdentityFrom(t.ctx), to: &attachment{ctx: t.ctx, token: meta.Token, sess: t.sess}, task: tc, meta: meta}
+	args := any(req.Params.Arguments)
+	if len(req.Params.RawArguments) > 0 {
+		args = req.Params.RawArguments
+	}
+	r := m.callTool(t.ctx, up, req.Params.Name, args)
 	switch {
 	case r.Outcome == OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
@@ -504,8 +508,29 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (*mcp.CallToolResult, 
 		return nil, tc.failed
 	case r.Outcome == OutcomeInterrupted || r.Outcome == OutcomeTimeout:
 		return nil, errors.New(resultText(r.Tool))
+	case r.Raw != nil:
+		t.raw = r.Raw
+		res, perr := mcp.ParseCallToolResult(&r.Raw)
+		if perr != nil { // checked when it arrived; cannot happen
+			return mcp.NewToolResultError(perr.Error()), nil
+		}
+		return res, nil
+	case r.Tool == nil:
+		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
-	return toolAnswer(r, req.Params.Name), nil
+	return r.Tool, nil
+}
+
+// rawMeta is a request's _meta as mcp-go decoded it, as JSON; nil for none.
+func rawMeta(meta *mcp.Meta) []byte {
+	if meta == nil {
+		return nil
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // resultText is the text of one of mcpmux's own results.
@@ -520,9 +545,9 @@ func resultText(r *mcp.CallToolResult) string {
 
 // taskTimeout is how long a call may take: the call timeout, or for a
 // call run as a task the ttl its client asked for, when that is longer.
-func (m *Mux) taskTimeout(ctx context.Context) time.Duration {
+func (m *Mux) taskTimeout(up *upCall) time.Duration {
 	d := m.cfg.Mux.CallTimeout
-	if tc := taskCallFrom(ctx); tc != nil && tc.params.TTL != nil {
+	if tc := up.task; tc != nil && tc.params.TTL != nil {
 		d = max(d, time.Duration(*tc.params.TTL)*time.Millisecond)
 	}
 	return d
@@ -536,7 +561,7 @@ const childTaskPoll = time.Second
 // child creates to its end. The creation is waited for even when ctx ends
 // meanwhile (up to ctx's deadline, or createWait), so that the child's task
 // is known and can be cancelled.
-func (s *session) callTask(ctx context.Context, id mcp.RequestId, tc *taskCall, params mcp.CallToolParams) (json.RawMessage, error) {
+func (s *session) callTask(ctx context.Context, id mcp.RequestId, tc *taskCall, params callParams) (json.RawMessage, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(createWait)
@@ -673,4 +698,57 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 		}
 	}
 	return res
+}
+
+// taskResultOf returns the task a tasks/result f of session u asks for,
+// if mcpmux answers it itself: a task of u's own. Another's task, or a
+// 2026-07-28 request, goes to mcp-go, which answers it as unknown.
+func (m *Mux) taskResultOf(u *upstreamSession, f *frame.Frame) *upTask {
+	if f.Kind != frame.Request || f.Method != string(mcp.MethodTasksResult) || u == nil {
+		return nil
+	}
+	p, err := frame.ReadParams(f.Method, f.Params)
+	if err != nil {
+		return nil
+	}
+	meta, err := frame.ReadMeta(p.Meta)
+	if err != nil || meta.Protocol.Modern {
+		return nil
+	}
+	var params struct {
+		TaskID string `json:"taskId"`
+	}
+	if json.Unmarshal(f.Params, &params) != nil {
+		return nil
+	}
+	return m.tasks.visibleTo(u, false, params.TaskID)
+}
+
+// serveTaskResult answers f, a tasks/result of session u for its task t,
+// whose edge is out: the client's request waits for the task's end, its
+// stream carrying what the child asks meanwhile (askVia), and is answered
+// with the child's result as the child sent it, marked as the task's. A
+// task that ended otherwise (it failed, was cancelled, or mcpmux answered
+// its call itself), and a request that ends first, are answered by
+// mcp-go's store, which holds the task's outcome.
+func (m *Mux) serveTaskResult(ctx context.Context, u *upstreamSession, out requestOut, f *frame.Frame, t *upTask) []byte {
+	t.resultAsked(&attachment{ctx: ctx, sess: u, out: out})
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+	}
+	if t.raw != nil && ctx.Err() == nil {
+		id, _ := json.Marshal(t.id)
+		member := append([]byte(`"`+mcp.RelatedTaskMetaKey+`":{"taskId":`), id...)
+		return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
+	}
+	resp := m.srv.HandleMessage(m.srv.WithContext(ctx, u.mcpSession()), f.Raw)
+	b, err := json.Marshal(resp)
+	if err == nil {
+		b, err = jsonwire.WithField(b, "id", f.ID) // as the client wrote it
+	}
+	if err != nil {
+		return frame.ErrorAnswer(f.ID, &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()})
+	}
+	return append(b, '\n')
 }

@@ -1,13 +1,16 @@
 package mux
 
 import (
+	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -63,6 +66,21 @@ type upstreamSession struct {
 	mu      sync.Mutex           // this session's alone: never shared by others' calls
 	cs      server.ClientSession // what mcp-go registered for it; nil before
 	streams []*getStream         // listening GET streams in the order they opened, ended with the session
+	// out is the stdio client's edge, which carries what mcpmux sends the
+	// session outside any call; nil for any other session.
+	out requestOut
+	// asks are mcpmux's requests to the client waiting for its answers;
+	// calls, an HTTP session's requests mcpmux answers itself, in flight.
+	asks  asks
+	calls callTable
+	// level is the log level the session asked for with logging/setLevel;
+	// until it asks (levelSet false) it gets every log message.
+	level    mcp.LoggingLevel
+	levelSet bool
+	// ending are what must happen once the session ends (onEnd), run
+	// once, by the registry's own goroutine (sessions.endings).
+	ending   []func()
+	registry *sessions // which runs them; nil runs them at once
 	// ids holds the ids of the session's HTTP requests in flight, by their
 	// dup form (msgID.dup), each with the stand-in mcp-go was handed for it
 	// (nil for none).
@@ -193,7 +211,55 @@ func (u *upstreamSession) endLocked() bool {
 		s.cancel()
 	}
 	u.streams = nil
+	if len(u.ending) > 0 {
+		if u.registry != nil {
+			u.registry.hand(u)
+		} else {
+			go u.runEnding()
+		}
+	}
 	return true
+}
+
+// runEnding runs what onEnd registered.
+func (u *upstreamSession) runEnding() {
+	u.mu.Lock()
+	fs := u.ending
+	u.ending = nil
+	u.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// mcpSession is the session mcp-go registered for u, or nil.
+func (u *upstreamSession) mcpSession() server.ClientSession {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.cs
+}
+
+// clientCaps are the capabilities the client declared in initialize,
+// which mcp-go keeps on its session.
+func (u *upstreamSession) clientCaps() mcp.ClientCapabilities {
+	if ci, ok := u.mcpSession().(server.SessionWithClientInfo); ok {
+		return ci.GetClientCapabilities()
+	}
+	return mcp.ClientCapabilities{}
+}
+
+// setLevel records the log level the session asked for.
+func (u *upstreamSession) setLevel(l mcp.LoggingLevel) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.level, u.levelSet = l, true
+}
+
+// logLevel is the log level the session asked for, and whether it asked.
+func (u *upstreamSession) logLevel() (mcp.LoggingLevel, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.level, u.levelSet
 }
 
 // sessions is the registry of upstream sessions; the zero value is ready
@@ -202,17 +268,70 @@ type sessions struct {
 	maxTotal, maxPerIdentity int               // 0: no cap
 	forget                   func(id string)   // ends an id in mcp-go; set with HTTP
 	observe                  func(string, int) // Observer.Session; set by newServer
+	// ended is what happens once any session ends, for what the Mux keeps
+	// per session (subscriptions, tasks); set by newServer.
+	ended func(*upstreamSession)
 
 	mu          sync.Mutex // opening and closing; never calls
 	total       int        // HTTP sessions admitted, open or being opened
 	perIdentity map[string]int
-	listeners   map[server.ClientSession]*upstreamSession // what list_changed reaches
+	// byMCP holds the sessions mcp-go registered (and the listen streams)
+	// by mcp-go's session: what its hooks name.
+	byMCP map[server.ClientSession]*upstreamSession
+	// stdioSess is the stdio client's, while ServeStdio serves it.
+	stdioSess *upstreamSession
 
 	byID sync.Map // id -> *upstreamSession, HTTP sessions handed out
-	// leveled holds the ids of the sessions that sent logging/setLevel
-	// (logging.go), until they end: mcp-go may unregister an HTTP session
-	// that goes on (a GET stream that registered it ends).
-	leveled sync.Map // id -> struct{}
+
+	// endings carries the sessions that ended with something to do
+	// (onEnd) to the goroutine that does it, which close stops.
+	endMu     sync.Mutex
+	endClosed bool
+	endings   chan *upstreamSession
+	endWG     sync.WaitGroup
+}
+
+// hand hands u, a session that ended with something left to do (onEnd),
+// to the registry's goroutine that does it, starting it. Once close has
+// begun nothing is done: what the Mux keeps of sessions is dropped as a
+// whole as it stops.
+func (s *sessions) hand(u *upstreamSession) {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if s.endClosed {
+		return
+	}
+	if s.endings == nil {
+		s.endings = make(chan *upstreamSession, 64)
+		s.endWG.Go(func() {
+			for u := range s.endings {
+				u.runEnding()
+			}
+		})
+	}
+	s.endings <- u
+}
+
+// close stops the goroutine that runs what ended sessions left to do,
+// once it has done it.
+func (s *sessions) close() {
+	s.endMu.Lock()
+	s.endClosed = true
+	if s.endings != nil {
+		close(s.endings)
+	}
+	s.endMu.Unlock()
+	s.endWG.Wait()
+}
+
+// newSession is a session of identity of kind, whose end hooks the
+// registry runs.
+func (s *sessions) newSession(identity string, kind sessionKind) *upstreamSession {
+	u := &upstreamSession{identity: identity, kind: kind, registry: s}
+	if s.ended != nil {
+		u.ending = append(u.ending, func() { s.ended(u) })
+	}
+	return u
 }
 
 // configure sets what HTTP needs: the caps and the way to end an id in
@@ -242,7 +361,7 @@ func (s *sessions) admit(identity string) (*upstreamSession, error) {
 	}
 	s.total++
 	s.perIdentity[identity]++
-	return &upstreamSession{identity: identity, kind: kindHTTP}, nil
+	return s.newSession(identity, kindHTTP), nil
 }
 
 // open hands the reservation u out under id.
@@ -261,9 +380,7 @@ func (s *sessions) release(u *upstreamSession) {
 	s.uncount(u)
 }
 
-// uncount frees u's slot and stops its notifications. What else the
-// session held (subscriptions, tasks) goes when mcp-go unregisters it,
-// which every way of ending one leads to (see HTTPUpstream.forget).
+// uncount frees u's slot and stops its notifications.
 func (s *sessions) uncount(u *upstreamSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -274,7 +391,7 @@ func (s *sessions) uncount(u *upstreamSession) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.cs != nil {
-		delete(s.listeners, u.cs)
+		delete(s.byMCP, u.cs)
 	}
 }
 
@@ -306,12 +423,40 @@ func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
 		return false
 	}
 	s.byID.CompareAndDelete(id, u)
-	s.leveled.Delete(id)
 	s.uncount(u)
 	if s.observe != nil {
 		s.observe(u.identity, -1)
 	}
 	return true
+}
+
+// openStdio opens the stdio client's session, of identity, whose edge out
+// carries what mcpmux sends it outside any call.
+func (s *sessions) openStdio(identity string, out requestOut) *upstreamSession {
+	u := s.newSession(identity, kindStdio)
+	u.out = out
+	s.mu.Lock()
+	s.stdioSess = u
+	s.mu.Unlock()
+	if s.observe != nil {
+		s.observe(identity, 1)
+	}
+	return u
+}
+
+// closeStdio ends u, the stdio client's session.
+func (s *sessions) closeStdio(u *upstreamSession) {
+	s.mu.Lock()
+	if s.stdioSess == u {
+		s.stdioSess = nil
+	}
+	if cs := u.mcpSession(); cs != nil && s.byMCP[cs] == u {
+		delete(s.byMCP, cs)
+	}
+	s.mu.Unlock()
+	if u.end() && s.observe != nil {
+		s.observe(u.identity, -1)
+	}
 }
 
 // registered is told of every session mcp-go registers. viaHTTP says it
@@ -320,9 +465,13 @@ func (s *sessions) remove(id string, end func(*upstreamSession) bool) bool {
 // (answered); mcp-go registers an HTTP one after writing that answer.
 func (s *sessions) registered(cs server.ClientSession, identity string, viaHTTP bool) {
 	if !viaHTTP {
-		s.addLocal(cs, identity, kindStdio)
-		if s.observe != nil {
-			s.observe(identity, 1)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if u := s.stdioSess; u != nil && u.identity == identity {
+			u.mu.Lock()
+			u.cs = cs
+			u.mu.Unlock()
+			s.listen(cs, u)
 		}
 		return
 	}
@@ -335,6 +484,14 @@ func (s *sessions) registered(cs server.ClientSession, identity string, viaHTTP 
 	}
 }
 
+// listen records u under cs, mcp-go's session of it; under s.mu.
+func (s *sessions) listen(cs server.ClientSession, u *upstreamSession) {
+	if s.byMCP == nil {
+		s.byMCP = map[server.ClientSession]*upstreamSession{}
+	}
+	s.byMCP[cs] = u
+}
+
 // answered records that the initialize answer of cs, a session of
 // identity, has been written: it receives mcpmux's notifications from now
 // on. An HTTP session is one from then too, before mcp-go registers it.
@@ -345,7 +502,7 @@ func (s *sessions) answered(cs server.ClientSession, identity string, viaHTTP bo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if u := s.listeners[cs]; u != nil && u.kind == kindStdio {
+	if u := s.byMCP[cs]; u != nil && u.kind == kindStdio {
 		u.answered.Store(true)
 	}
 }
@@ -367,52 +524,76 @@ func (s *sessions) listenHTTP(cs server.ClientSession, identity string) bool {
 	}
 	u.cs = cs
 	u.answered.Store(true)
-	if s.listeners == nil {
-		s.listeners = map[server.ClientSession]*upstreamSession{}
-	}
-	s.listeners[cs] = u
+	s.listen(cs, u)
 	return true
 }
 
-// addLocal records a session that has no id of mcpmux's: stdio, or a
-// 2026-07-28 listen stream.
-func (s *sessions) addLocal(cs server.ClientSession, identity string, kind sessionKind) {
+// openListen records a 2026-07-28 subscriptions/listen stream of identity,
+// whose mcp-go session is cs; it has no handshake, and receives from the
+// start.
+func (s *sessions) openListen(cs server.ClientSession, identity string) *upstreamSession {
+	u := s.newSession(identity, kindListen)
+	u.cs = cs
+	u.answered.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.listeners == nil {
-		s.listeners = map[server.ClientSession]*upstreamSession{}
-	}
-	u := &upstreamSession{identity: identity, kind: kind, cs: cs}
-	// A listen stream has no handshake: it receives from the start.
-	u.answered.Store(kind == kindListen)
-	s.listeners[cs] = u
+	s.listen(cs, u)
+	return u
 }
 
-// unregistered is told of a session mcp-go unregistered, or a listen stream
-// that ended. An HTTP session stays open (only its notifications stop
-// until it is registered again); a stdio session closes.
-func (s *sessions) unregistered(cs server.ClientSession) {
+// closeListen ends the listen stream whose mcp-go session is cs, if it is
+// one.
+func (s *sessions) closeListen(cs server.ClientSession) {
 	s.mu.Lock()
-	u, ok := s.listeners[cs]
-	if ok {
-		delete(s.listeners, cs)
-	}
-	s.mu.Unlock()
-	if !ok {
+	u := s.byMCP[cs]
+	if u == nil || u.kind != kindListen {
+		s.mu.Unlock()
 		return
 	}
-	switch u.kind {
-	case kindHTTP:
+	delete(s.byMCP, cs)
+	s.mu.Unlock()
+	u.end()
+}
+
+// ofMCP returns the session mcp-go's session cs is of, or nil.
+func (s *sessions) ofMCP(cs server.ClientSession) *upstreamSession {
+	if cs == nil {
+		return nil
+	}
+	s.mu.Lock()
+	u := s.byMCP[cs]
+	if u == nil && s.stdioSess != nil && s.stdioSess.mcpSession() == cs {
+		u = s.stdioSess
+	}
+	s.mu.Unlock()
+	if u != nil {
+		return u
+	}
+	// mcp-go hands an HTTP session's requests a session of its own that
+	// only shares the id.
+	if id := cs.SessionID(); id != "" {
+		return s.lookup(id)
+	}
+	return nil
+}
+
+// unregistered is told of a session mcp-go unregistered. An HTTP session
+// stays open (only its notifications through mcp-go stop until it is
+// registered again: a GET stream that registered it ended); a stdio
+// session is ended by ServeStdio.
+func (s *sessions) unregistered(cs server.ClientSession) {
+	s.mu.Lock()
+	u, ok := s.byMCP[cs]
+	if ok && u.kind == kindHTTP {
+		delete(s.byMCP, cs)
+	}
+	s.mu.Unlock()
+	if ok && u.kind == kindHTTP {
 		u.mu.Lock()
 		if u.cs == cs {
 			u.cs = nil
 		}
 		u.mu.Unlock()
-	case kindStdio:
-		s.leveled.Delete(cs.SessionID())
-		if s.observe != nil {
-			s.observe(u.identity, -1)
-		}
 	}
 }
 
@@ -459,31 +640,30 @@ func (m idManager) Terminate(id string) (isNotAllowed bool, err error) {
 	return false, nil
 }
 
-// all returns every session that receives notifications, with its
-// identity: those whose initialize answer is out.
-func (s *sessions) all() map[server.ClientSession]string {
+// all returns every session that receives notifications: those whose
+// initialize answer is out.
+func (s *sessions) all() []*upstreamSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[server.ClientSession]string, len(s.listeners))
-	for cs, u := range s.listeners {
+	out := make([]*upstreamSession, 0, len(s.byMCP)+1)
+	seen := false
+	for _, u := range s.byMCP {
 		if u.answered.Load() {
-			out[cs] = u.identity
+			out = append(out, u)
+			seen = seen || u == s.stdioSess
 		}
+	}
+	if u := s.stdioSess; u != nil && !seen && u.answered.Load() {
+		out = append(out, u)
 	}
 	return out
 }
 
-// stdio returns the stdio client's session, its identity and whether its
-// initialize answer is out, or nil if mcpmux serves none.
-func (s *sessions) stdio() (cs server.ClientSession, identity string, answered bool) {
+// stdio returns the stdio client's session, or nil if mcpmux serves none.
+func (s *sessions) stdio() *upstreamSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for cs, u := range s.listeners {
-		if u.kind == kindStdio {
-			return cs, u.identity, u.answered.Load()
-		}
-	}
-	return nil, "", false
+	return s.stdioSess
 }
 
 // streamOpen reports whether one of u's GET streams is open to mcpmux's
@@ -500,4 +680,34 @@ func (u *upstreamSession) streamOpen() bool {
 		}
 	}
 	return false
+}
+
+// sessionOut is how what mcpmux sends u outside any request reaches its
+// client, requests included: the stdio client's edge, an HTTP session's
+// open listening GET stream; nil when there is none (an HTTP session with
+// no stream open, a listen stream, which carries notifications only).
+func (u *upstreamSession) sessionOut() requestOut {
+	switch {
+	case u.kind == kindStdio:
+		return u.out
+	case u.kind == kindHTTP && u.streamOpen():
+		return streamOut{u}
+	}
+	return nil
+}
+
+// streamOut carries what mcpmux sends an HTTP session down its open GET
+// streams.
+type streamOut struct{ u *upstreamSession }
+
+func (s streamOut) notify(line []byte) { _, _ = s.u.offer(ownNote{raw: line}) }
+
+func (s streamOut) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return s.u.asks.ask(ctx, func(line []byte) error {
+		taken, err := s.u.offer(ownNote{raw: line})
+		if !taken {
+			return errNoAsk
+		}
+		return err
+	}, method, params)
 }

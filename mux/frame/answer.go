@@ -17,9 +17,13 @@ type Error struct {
 	Message string
 	// Data is the error's data as JSON; nil for none.
 	Data json.RawMessage
+	// Cause is what the error stands for, for errors.Is; it is not sent.
+	Cause error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf is an Error of code with a formatted message.
 func Errorf(code int, format string, args ...any) *Error {
@@ -94,6 +98,29 @@ var cacheable = map[string]bool{
 	string(mcp.MethodServerDiscover): true,
 }
 
+// DecorateOwn gives res, a result of mcpmux's own answering a 2026-07-28
+// request of method, what the protocol requires of it and it lacks, as
+// Decorate does for a result as bytes; encoding/json then writes _meta
+// first, as mcp-go writes its own results.
+func (d Decoration) DecorateOwn(res mcp.ResultMetadata, method string) {
+	if res.GetResultType() == "" {
+		res.SetResultType(mcp.ResultTypeComplete)
+	}
+	if meta := res.EnsureResultMeta(); meta.ServerInfo() == nil {
+		meta.SetServerInfo(d.Server)
+	}
+	if c, ok := res.(mcp.CacheHintSetter); ok && cacheable[method] {
+		if t, ok := res.(interface{ TTL() (int64, bool) }); !ok || !hasTTL(t) {
+			c.SetCacheHints(0, mcp.CacheScopePrivate)
+		}
+	}
+}
+
+func hasTTL(t interface{ TTL() (int64, bool) }) bool {
+	_, ok := t.TTL()
+	return ok
+}
+
 // Decorate returns result, the JSON object answering a 2026-07-28 request
 // of method, with what the protocol requires of it and it lacks:
 // resultType ("complete"), and for a list or a read ttlMs (0) and
@@ -118,23 +145,46 @@ func (d Decoration) Decorate(result []byte, method string) []byte {
 	}
 	info, _ := json.Marshal(d.Server)
 	server := append([]byte(`"`+mcp.MetaKeyServerInfo+`":`), info...)
-	out := make([]byte, 0, len(result)+len(server)+64)
+	if meta := obj.Last("_meta"); meta != nil {
+		if m, ok := jsonwire.Members(result[meta.Start:meta.End]); ok && m.Last(mcp.MetaKeyServerInfo) != nil {
+			server = nil // the result's own stands
+		}
+	}
+	return withMembers(result, obj, top, server)
+}
+
+// WithMetaMember returns result, a JSON object, with member (a
+// "key":value span) as the last member of its _meta, or of a _meta added
+// last; a _meta that is not an object gets none. Every byte of result
+// stays as it was. A result that is not an object comes back as it is.
+func WithMetaMember(result, member []byte) []byte {
+	obj, ok := jsonwire.Members(result)
+	if !ok {
+		return result
+	}
+	return withMembers(result, obj, nil, member)
+}
+
+// withMembers is result (whose members are obj) with the members top
+// after its own and meta (nil: none) in its _meta, as Decorate places
+// them.
+func withMembers(result []byte, obj jsonwire.Object, top [][]byte, meta []byte) []byte {
+	out := make([]byte, 0, len(result)+len(meta)+64)
 	rest := result[:obj.Close]
-	meta := obj.Last("_meta")
-	if meta != nil {
-		metaObj, isObject := jsonwire.Members(result[meta.Start:meta.End])
-		if isObject && metaObj.Last(mcp.MetaKeyServerInfo) == nil {
-			at := meta.Start + metaObj.Close
+	if m := obj.Last("_meta"); m != nil {
+		metaObj, isObject := jsonwire.Members(result[m.Start:m.End])
+		if isObject && meta != nil {
+			at := m.Start + metaObj.Close
 			out = append(out, result[:at]...)
-			out = appendMembers(out, len(metaObj.Members) > 0, [][]byte{server})
+			out = appendMembers(out, len(metaObj.Members) > 0, [][]byte{meta})
 			rest = result[at:obj.Close]
 		}
-		server = nil
+		meta = nil
 	}
 	out = append(out, rest...)
 	out = appendMembers(out, len(obj.Members) > 0, top)
-	if server != nil {
-		out = appendMembers(out, len(obj.Members) > 0 || len(top) > 0, [][]byte{append(append([]byte(`"_meta":{`), server...), '}')})
+	if meta != nil {
+		out = appendMembers(out, len(obj.Members) > 0 || len(top) > 0, [][]byte{append(append([]byte(`"_meta":{`), meta...), '}')})
 	}
 	return append(out, result[obj.Close:]...)
 }

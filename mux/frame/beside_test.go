@@ -270,6 +270,13 @@ func TestDecorationAsMcpGoWritesIt(t *testing.T) {
 			if got, want := decoded(t, d.Decorate(plain, "tools/call")), decoded(t, resultOf(t, modern)); !reflect.DeepEqual(got, want) {
 				t.Errorf("decorated %v\nmcp-go's  %v", got, want)
 			}
+			// A result of mcpmux's own, decorated as a value: the very bytes.
+			var own mcp.CallToolResult
+			mustUnmarshal(t, plain, &own)
+			d.DecorateOwn(&own, "tools/call")
+			if got, _ := json.Marshal(&own); string(got) != string(resultOf(t, modern)) {
+				t.Errorf("decorated own %s\nmcp-go's      %s", got, resultOf(t, modern))
+			}
 		})
 	}
 	// The lists: mcp-go's own, in both eras.

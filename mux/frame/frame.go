@@ -46,6 +46,8 @@ const (
 // Frame is one message from a client as mcpmux reads it. Its byte fields
 // are slices of the message it was read from.
 type Frame struct {
+	// Raw is the message as it was read.
+	Raw  []byte
 	Kind Kind
 	// ID is the id as the client wrote it (a request's or a response's);
 	// nil for a notification.
@@ -85,11 +87,12 @@ func Read(msg []byte) (f Frame) {
 		return f
 	}
 	var version, method []byte
-	var hasID, hasMethod bool
+	var hasID, hasMethod, idLike bool
 	ambiguous := ""
 	for i := range top.Members {
 		m := &top.Members[i]
 		v := msg[m.Start:m.End]
+		idLike = idLike || strings.EqualFold(m.Key, "id")
 		known := false
 		for _, k := range topMembers {
 			if m.Key == k {
@@ -121,6 +124,7 @@ func Read(msg []byte) (f Frame) {
 			f.Error = v
 		}
 	}
+	f.Raw = msg
 	defer func() {
 		if ambiguous != "" {
 			f = Frame{Kind: f.Kind, Refused: &Error{Code: mcp.INVALID_REQUEST, Message: "invalid request: " + ambiguous}}
@@ -137,7 +141,7 @@ func Read(msg []byte) (f Frame) {
 		f.Method = s
 	}
 	switch {
-	case ambiguous != "" && hasMethod && !hasID:
+	case ambiguous != "" && hasMethod && !idLike:
 		f.Kind = Notification
 	case ambiguous != "" && hasMethod:
 		f.Kind = Request

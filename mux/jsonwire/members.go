@@ -133,8 +133,6 @@ func knownKey(k []byte) string {
 		return "params"
 	case "_meta":
 		return "_meta"
-	case "io.mcpmux/relay": // mux's relayKey, on every relayed result
-		return "io.mcpmux/relay"
 	case "content":
 		return "content"
 	case "type":

@@ -1,0 +1,103 @@
+package mux
+
+// The front end, shared by the two edges: each message a client sends is
+// read once (package frame). A request mcpmux answers itself (owned) is
+// made a request of the pipeline's (pipeline.go) and answered with bytes;
+// a client's answer to a request mcpmux sent it goes to the ask that waits
+// for it (asks.go); everything else is handed to mcp-go, at one place per
+// edge (stdio.go, http.go), which answers the handshake, pings, the log
+// level, the task store and whatever mcpmux does not read.
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
+)
+
+// mayTake reports whether mcpmux may answer a request of method itself
+// (takes and taskResultOf tell).
+func mayTake(method string) bool {
+	switch mcp.MCPMethod(method) {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
+		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe, mcp.MethodTasksResult:
+		return true
+	}
+	return false
+}
+
+// takes reports whether mcpmux answers f, a request, itself; params are
+// its params as read, with its _meta, or the error to answer it with.
+// The _meta is read through cache, if not nil. cat is the catalog a
+// task-augmented call's tool is looked up in: one of a tool that does not
+// run as a task runs as a plain call, as mcp-go would run it.
+func takes(f *frame.Frame, cache *metaCache, cat *catalog) (params frame.Params, meta frame.Meta, err *frame.Error, ok bool) {
+	switch mcp.MCPMethod(f.Method) {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
+		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+	default:
+		return params, meta, nil, false
+	}
+	params, err = frame.ReadParams(f.Method, f.Params)
+	if err != nil {
+		return params, meta, err, true
+	}
+	if cache != nil {
+		meta, err = cache.read(params.Meta)
+	} else {
+		meta, err = frame.ReadMeta(params.Meta)
+	}
+	task := params.Task != nil
+	if task {
+		e, known := cat.lookup(kindTool, params.Name)
+		task = known && e.task != ""
+	}
+	if !owned(f.Method, task, meta.Protocol.Modern) {
+		// A task-augmented call: mcp-go's task store takes it.
+		return params, meta, nil, false
+	}
+	return params, meta, err, true
+}
+
+// metaCache keeps the last _meta a session's requests carried, as read: a
+// client writes the same _meta on every request (a 2026-07-28 client its
+// protocol, capabilities and client), which is then decoded once. Only
+// its session's reader uses it.
+type metaCache struct {
+	raw  []byte
+	meta frame.Meta
+}
+
+// read is frame.ReadMeta of raw, through the cache.
+func (c *metaCache) read(raw []byte) (frame.Meta, *frame.Error) {
+	if raw != nil && c.raw != nil && bytes.Equal(raw, c.raw) {
+		m := c.meta // kept only without a token, which differs per call
+		m.Raw = raw
+		return m, nil
+	}
+	m, err := frame.ReadMeta(raw)
+	if err == nil && m.Protocol.Modern && m.Token == nil {
+		c.raw, c.meta = bytes.Clone(raw), m
+	}
+	return m, err
+}
+
+// request is the pipeline's request for f, which takes took, on session
+// u, its edge out.
+func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstreamSession, out requestOut) *upRequest {
+	return &upRequest{method: f.Method, id: bytes.Clone(f.ID), p: p, meta: meta, sess: u, out: out}
+}
+
+// answerLine serves r and returns its answer, a JSON-RPC line.
+func (m *Mux) answerLine(ctx context.Context, r *upRequest) []byte {
+	return decoration.encode(r, m.serve(ctx, r))
+}
+
+// isCancellation reports whether f is the client's notifications/cancelled.
+func isCancellation(f *frame.Frame) bool {
+	return f.Kind == frame.Notification && f.Method == string(mcp.MethodNotificationCancelled)
+}

@@ -1,0 +1,329 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
+)
+
+// front does what the front end does with f, the message a POST carries,
+// and reports whether it answered the POST: a request mcpmux answers
+// itself, the client's answer to one of mcpmux's requests, a cancellation
+// of a request mcpmux answers. Anything else goes on to mcp-go.
+func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Frame) bool {
+	switch {
+	case f.Kind == frame.Response:
+		u := h.sessionOf(r)
+		if u == nil || !u.asks.answered(f) {
+			return false
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case isCancellation(f):
+		return h.cancelled(w, r, f)
+	case f.Kind != frame.Request:
+		return false
+	}
+	if u := h.sessionOf(r); u != nil {
+		if t := h.m.taskResultOf(u, f); t != nil {
+			h.serveTaskResult(w, r, u, f, t)
+			return true
+		}
+	}
+	p, meta, perr, ok := takes(f, nil, h.m.catalog.Load())
+	if !ok {
+		return false
+	}
+	h.serveOwned(w, r, f, p, meta, perr)
+	return true
+}
+
+// serveTaskResult answers r, a tasks/result of session u's for its task t.
+func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u *upstreamSession, f *frame.Frame, t *upTask) {
+	if !u.begin(time.Now().UnixNano()) {
+		http.Error(w, "Session not found", http.StatusNotFound)
+		return
+	}
+	defer func() { u.finish(time.Now().UnixNano()) }()
+	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout}
+	rec.answer(h.m.serveTaskResult(r.Context(), u, postOut{rec: rec, u: u}, f, t), false, nil)
+}
+
+// sessionOf returns the 2025-11-25 session r names, if it is the caller's.
+func (h *HTTPUpstream) sessionOf(r *http.Request) *upstreamSession {
+	u := h.sessions.lookup(r.Header.Get(server.HeaderKeySessionID))
+	if u == nil || u.identity != IdentityFrom(r.Context()) {
+		return nil
+	}
+	return u
+}
+
+// serveOwned answers r, which carries f, a request mcpmux answers itself
+// (params p, _meta meta, or perr, the error to answer it with), after the
+// transport's checks of the protocol era it belongs to: those of mcp-go's
+// streamable HTTP server, in its order, so that every request is refused
+// alike wherever it goes.
+func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *frame.Frame, p frame.Params, meta frame.Meta, perr *frame.Error) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		http.Error(w, "Invalid content type: must be 'application/json'", http.StatusBadRequest)
+		return
+	}
+	headerVersion := r.Header.Get(mcp.HeaderProtocolVersion)
+	modern := meta.Protocol.Modern || mcp.IsModernProtocol(headerVersion)
+	writeError := func(status int, e *frame.Error) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(frame.ErrorAnswer(f.ID, e))
+	}
+	var u *upstreamSession
+	if modern {
+		if e := modernTransportError(r.Header, meta, headerVersion); e != nil {
+			writeError(http.StatusBadRequest, e)
+			return
+		}
+	} else {
+		if headerVersion != "" && !mcp.IsValidProtocolVersion(headerVersion) {
+			http.Error(w, "Unsupported protocol version: "+headerVersion, http.StatusBadRequest)
+			return
+		}
+		sid := r.Header.Get(server.HeaderKeySessionID)
+		if u = h.sessionOf(r); u == nil || !u.begin(time.Now().UnixNano()) {
+			if sid == "" {
+				http.Error(w, "Invalid session ID", http.StatusNotFound)
+			} else {
+				if u == nil && h.sessions.lookup(sid) != nil {
+					h.log.Warn().Str("identity", IdentityFrom(r.Context())).Msg("request refused: the session belongs to another identity")
+				}
+				http.Error(w, "Session not found", http.StatusNotFound)
+			}
+			return
+		}
+		defer func() { u.finish(time.Now().UnixNano()) }()
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if u != nil {
+		// A 2026-07-28 request has no session, and so no ids in flight
+		// beside it: it ends when its connection does.
+		dup, _ := idDupKey(f.ID)
+		if !u.calls.claim(dup, cancel) {
+			h.refuseID(w, r, f.ID, dupIDText)
+			return
+		}
+		defer u.calls.release(dup)
+	}
+	if perr == nil && modern {
+		perr = standardHeaderError(h, r.Header, meta, f, p)
+	}
+	if perr != nil {
+		status := http.StatusOK
+		if modern {
+			status = frame.HTTPStatus(perr.Code)
+		}
+		writeError(status, perr)
+		return
+	}
+	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout}
+	req := request(f, p, meta, u, postOut{rec: rec, u: u})
+	a := h.m.serve(ctx, req)
+	rec.answer(decoration.encode(req, a), modern, a.err)
+}
+
+// modernTransportError is what a 2026-07-28 request must be refused with
+// for its transport: a Last-Event-ID, which no stream of that era
+// resumes; a protocol version missing from the header or the body, or
+// stated differently in them, or one mcpmux does not serve.
+func modernTransportError(header http.Header, meta frame.Meta, headerVersion string) *frame.Error {
+	metaVersion := meta.Protocol.Version
+	switch {
+	case header.Get(mcp.HeaderLastEventID) != "":
+		return frame.Errorf(mcp.HEADER_MISMATCH, "Last-Event-ID is not supported in protocol version %s: streams are not resumable, re-issue the request with a new ID", mcp.ProtocolVersion20260728)
+	case headerVersion == "":
+		return frame.Errorf(mcp.HEADER_MISMATCH, "%s header is required for requests carrying %s", mcp.HeaderProtocolVersion, mcp.MetaKeyProtocolVersion)
+	case metaVersion == "":
+		return frame.Errorf(mcp.INVALID_PARAMS, "missing or invalid _meta field %s", mcp.MetaKeyProtocolVersion)
+	case headerVersion != metaVersion:
+		return frame.Errorf(mcp.HEADER_MISMATCH, "%s header %s does not match request %s %s", mcp.HeaderProtocolVersion, headerVersion, mcp.MetaKeyProtocolVersion, metaVersion)
+	case !mcp.IsValidProtocolVersion(metaVersion):
+		e := mcp.UnsupportedProtocolVersionError{Version: metaVersion, Supported: mcp.ValidProtocolVersions}.JSONRPCError()
+		data, _ := json.Marshal(e.Error.Data)
+		return &frame.Error{Code: e.Error.Code, Message: e.Error.Message, Data: data}
+	}
+	return nil
+}
+
+// standardHeaderError is what a 2026-07-28 request must be refused with
+// when its Mcp-Method, Mcp-Name or Mcp-Param-* headers do not say what its
+// body does; nil when they do.
+func standardHeaderError(h *HTTPUpstream, header http.Header, meta frame.Meta, f *frame.Frame, p frame.Params) *frame.Error {
+	if err := mcp.ValidateStandardHeaders(header.Get, meta.Protocol.Version, mcp.MCPMethod(f.Method), f.Params); err != nil {
+		return &frame.Error{Code: mcp.HEADER_MISMATCH, Message: err.Error()}
+	}
+	if f.Method != string(mcp.MethodToolsCall) {
+		return nil
+	}
+	e, ok := h.m.catalog.Load().lookup(kindTool, p.Name)
+	if !ok || e.headerTool == nil {
+		return nil
+	}
+	lookup := func(name string) (string, bool) {
+		v := header.Values(name)
+		if len(v) == 0 {
+			return "", false
+		}
+		return v[0], true
+	}
+	if err := mcp.ValidateParamHeadersLookup(lookup, e.headerTool, f.Params); err != nil {
+		return &frame.Error{Code: mcp.HEADER_MISMATCH, Message: err.Error()}
+	}
+	return nil
+}
+
+// cancelled cancels the request mcpmux answers itself that f, a client's
+// notifications/cancelled, names, and reports whether there was one.
+func (h *HTTPUpstream) cancelled(w http.ResponseWriter, r *http.Request, f *frame.Frame) bool {
+	p, ok := jsonwire.Members(f.Params)
+	named := p.Only("requestId")
+	u := h.sessionOf(r)
+	if !ok || named == nil || u == nil {
+		return false
+	}
+	dup, _ := idDupKey(f.Params[named.Start:named.End])
+	if !u.calls.cancel(dup) {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// callTable holds the requests in flight that mcpmux answers itself of one
+// 2025-11-25 HTTP session, by their ids' dup form: a second request under
+// an id in flight is refused, and a cancellation finds its request.
+type callTable struct {
+	mu    sync.Mutex
+	calls map[string]context.CancelFunc
+}
+
+// claim records a request under dup; false if one under it is in flight.
+func (t *callTable) claim(dup string, cancel context.CancelFunc) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, taken := t.calls[dup]; taken {
+		return false
+	}
+	if t.calls == nil {
+		t.calls = map[string]context.CancelFunc{}
+	}
+	t.calls[dup] = cancel
+	return true
+}
+
+func (t *callTable) release(dup string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.calls, dup)
+}
+
+// cancel cancels the request under dup, if there is one.
+func (t *callTable) cancel(dup string) bool {
+	t.mu.Lock()
+	c := t.calls[dup]
+	t.mu.Unlock()
+	if c != nil {
+		c()
+	}
+	return c != nil
+}
+
+// ownResponse is the response to a request mcpmux answers itself: one JSON
+// body, or, once something comes before the answer (progress, a log
+// message, a request to the client), an event stream. Each write is
+// bounded by the write timeout.
+type ownResponse struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	write time.Duration
+
+	mu     sync.Mutex
+	events bool // the response is an event stream
+	done   bool // the answer is written: nothing comes after it
+}
+
+// event writes line, a JSON-RPC message, as an event, making the response
+// an event stream.
+func (o *ownResponse) event(line []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return errStreamOver
+	}
+	if !o.events {
+		h := o.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		o.w.WriteHeader(http.StatusOK)
+		o.events = true
+	}
+	o.extend()
+	if _, err := o.w.Write(frame.Event(line)); err != nil {
+		return err
+	}
+	return o.rc.Flush()
+}
+
+// answer writes the answer line: as the stream's last event, or as the
+// JSON body, whose status is, for a 2026-07-28 request's error, the one
+// the protocol gives its code.
+func (o *ownResponse) answer(line []byte, modern bool, e *frame.Error) {
+	o.mu.Lock()
+	events := o.events
+	o.mu.Unlock()
+	if events {
+		_ = o.event(line)
+	} else {
+		status := http.StatusOK
+		if modern && e != nil {
+			status = frame.HTTPStatus(e.Code)
+		}
+		o.w.Header().Set("Content-Type", "application/json")
+		o.w.WriteHeader(status)
+		o.extend()
+		_, _ = o.w.Write(line)
+	}
+	o.mu.Lock()
+	o.done = true
+	o.mu.Unlock()
+}
+
+func (o *ownResponse) extend() {
+	if o.write > 0 {
+		_ = o.rc.SetWriteDeadline(time.Now().Add(o.write))
+	}
+}
+
+// postOut is the response of a POST as its request's requestOut: what
+// mcpmux sends the client during the request goes down it as events;
+// u is the request's session (nil for a 2026-07-28 request, which takes no
+// requests from a server).
+type postOut struct {
+	rec *ownResponse
+	u   *upstreamSession
+}
+
+func (o postOut) notify(line []byte) { _ = o.rec.event(line) }
+
+func (o postOut) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if o.u == nil {
+		return nil, errNoAsk
+	}
+	return o.u.asks.ask(ctx, o.rec.event, method, params)
+}

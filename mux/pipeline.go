@@ -1,0 +1,454 @@
+package mux
+
+// The request pipeline: every request of a client's that mcpmux answers
+// itself (tools/call, prompts/get, resources/read, completion/complete,
+// resources/subscribe and unsubscribe, and the four lists), of either
+// protocol era and from either edge, goes through serve, in the same
+// steps: the children's first start; a 2026-07-28 round it resumes or
+// starts; the look-up in the catalog snapshot, the policy, its rules and
+// the pins; the arguments; the child; the answer, as the child sent it
+// but for its URIs; the audit line.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// owned reports whether mcpmux answers a request of method itself; task
+// says whether it is a task-augmented tools/call of a 2025-11-25 client,
+// which mcp-go's task store takes.
+func owned(method string, task, modern bool) bool {
+	switch mcp.MCPMethod(method) {
+	case mcp.MethodToolsCall:
+		return !task || modern
+	case mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
+		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+		return true
+	}
+	return false
+}
+
+// serve answers r. ctx carries its caller (WithCaller) and ends when the
+// request does (the client cancels it, its session ends).
+func (m *Mux) serve(ctx context.Context, r *upRequest) (a answer) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error().Str("method", r.method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
+			a = answer{err: frame.Errorf(mcp.INTERNAL_ERROR, "panic recovered in %s: %v", r.method, p)}
+		}
+	}()
+	_ = m.WaitReady(ctx)
+	switch mcp.MCPMethod(r.method) {
+	case mcp.MethodToolsCall:
+		return m.serveCall(ctx, r)
+	case mcp.MethodPromptsGet:
+		return m.servePrompt(ctx, r)
+	case mcp.MethodResourcesRead:
+		return m.serveRead(ctx, r)
+	case mcp.MethodCompletionComplete:
+		return m.serveCompletion(ctx, r)
+	case mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+		return m.serveSubscription(ctx, r)
+	}
+	return m.serveList(ctx, r)
+}
+
+// serveCall answers a tools/call.
+func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
+	name := r.p.Name
+	visible := func() (*tool, bool) {
+		t, ok := m.catalog.Load().lookup(kindTool, name)
+		return t, ok && m.viewerOf(ctx).sees(t)
+	}
+	allowed := func() bool { _, ok := visible(); return ok }
+	t, ok := visible()
+	if !ok && (r.p.RequestState == "" || !r.modern()) {
+		m.classifyRefusal(ctx, name)
+		return answer{err: toolNotFound(name)}
+	}
+	if ok && t.task == mcp.TaskSupportRequired {
+		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
+		// for one goes to mcp-go's task store.
+		rec := CallRecord{Identity: IdentityFrom(ctx), Tool: t.name, Server: t.child.alias, Decision: DecisionInvalid, Outcome: OutcomeRefused}
+		m.done(rec, time.Now())
+		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
+	}
+	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	args := json.RawMessage(r.p.Arguments)
+	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *upCall) answer {
+		return toolAnswer(m.callTool(ctx, up, name, args), name)
+	})
+	switch {
+	case !isRound && !ok:
+		// A retry whose requestState names no round of the caller's, for a
+		// name it may not call: refused like any call of it.
+		m.classifyRefusal(ctx, name)
+		return answer{err: toolNotFound(name)}
+	case !isRound:
+		return toolAnswer(m.callTool(ctx, up, name, args), name)
+	case rd.inputRequired != nil:
+		return answer{result: rd.inputRequired}
+	case errors.Is(rd.err, errUnknownState):
+		return ownResult(mcp.NewToolResultError(unknownState(mcp.MethodToolsCall)))
+	case errors.Is(rd.err, errRetryRefused):
+		return answer{err: toolNotFound(name)}
+	}
+	return rd.value
+}
+
+// toolNotFound is the refusal of a tool the caller may not call (unknown,
+// hidden, outside its policy, hidden by a rule, held by pinning), with the
+// code and text mcp-go gives an unknown tool, so that every refusal reads
+// alike.
+func toolNotFound(name string) *frame.Error {
+	return &frame.Error{Code: mcp.INVALID_PARAMS, Message: fmt.Sprintf("tool '%s' not found: %v", name, server.ErrToolNotFound),
+		Cause: ErrUnknownTool}
+}
+
+// toolAnswer is the answer to a call that ended as res did.
+func toolAnswer(res Result, name string) answer {
+	switch {
+	case res.Raw != nil:
+		return answer{result: res.Raw}
+	case res.Tool == nil:
+		// Refused as an unknown name: the catalog or the policy changed
+		// since the tool was looked up.
+		return ownResult(mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + name))
+	}
+	return ownResult(res.Tool)
+}
+
+// servePrompt answers a prompts/get.
+func (m *Mux) servePrompt(ctx context.Context, r *upRequest) answer {
+	begun := time.Now()
+	name := r.p.Name
+	args, err := promptArguments(r.p.Arguments)
+	if err != nil {
+		return answer{err: err}
+	}
+	e, ok := m.catalog.Load().lookup(kindPrompt, name)
+	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.item()) }
+	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
+		m.promptRefused(ctx, name, begun)
+		return answer{err: promptNotFound(name)}
+	}
+	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *upCall) answer {
+		return m.getPrompt(ctx, up, e, args, begun)
+	})
+	switch {
+	case !isRound && !allowed():
+		m.promptRefused(ctx, name, begun)
+		return answer{err: promptNotFound(name)}
+	case !isRound:
+		return m.getPrompt(ctx, up, e, args, begun)
+	case rd.inputRequired != nil:
+		return answer{result: rd.inputRequired}
+	case errors.Is(rd.err, errUnknownState):
+		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodPromptsGet))}
+	case errors.Is(rd.err, errRetryRefused):
+		// The round's work writes the one audit line.
+		return answer{err: promptNotFound(name)}
+	}
+	return rd.value
+}
+
+// promptArguments reads a prompts/get's arguments, which are strings.
+func promptArguments(raw []byte) (map[string]string, *frame.Error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var args map[string]string
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, frame.Errorf(mcp.INVALID_PARAMS, "invalid params of prompts/get: arguments must be an object of strings")
+	}
+	return args, nil
+}
+
+// promptNotFound is the refusal of a prompt the caller may not get
+// (unknown, hidden, outside its policy, held by pinning), in prompts/get
+// and completion/complete alike, with the code and text mcp-go gives an
+// unknown prompt.
+func promptNotFound(name string) *frame.Error {
+	return &frame.Error{Code: mcp.INVALID_PARAMS, Message: fmt.Sprintf("prompt '%s' not found: %v", name, server.ErrPromptNotFound),
+		Cause: server.ErrPromptNotFound}
+}
+
+// getPrompt gets prompt e with args at its child and writes the audit line
+// of the prompts/get begun then.
+func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *entry, args map[string]string, begun time.Time) (a answer) {
+	d := DecisionAllowed
+	var err error
+	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, d, err, begun) }()
+	params := map[string]any{"name": e.orig}
+	if args != nil {
+		params["arguments"] = args
+	}
+	raw, err := m.requestPinned(ctx, up, e.child, e, string(mcp.MethodPromptsGet), params)
+	if errors.Is(err, errHeldSince) {
+		d = DecisionHeld
+		return answer{err: promptNotFound(e.name)}
+	}
+	if err != nil {
+		return errorAnswer(err)
+	}
+	// Relayed as it is, so it must be what a client can read.
+	if _, err = mcp.ParseGetPromptResult(&raw); err != nil {
+		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.child.alias, errMalformedResult, err)
+		return errorAnswer(err)
+	}
+	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(e.child)); err != nil {
+		err = fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
+		return errorAnswer(err)
+	}
+	return answer{result: raw}
+}
+
+// serveRead answers a resources/read: routed to the child that owns the
+// URI. A URI the caller may not read is refused exactly like one no child
+// has, and never reaches a child.
+func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
+	begun := time.Now()
+	uri := r.p.URI
+	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
+	allowed := func() bool {
+		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias})
+	}
+	refuse := func() answer {
+		d := DecisionDenied
+		if !ok {
+			d = DecisionUnknown
+		}
+		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
+		return answer{err: resourceNotFound(r.modern(), uri)}
+	}
+	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
+		return refuse()
+	}
+	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *upCall) answer {
+		return m.readAt(ctx, up, c, uri, orig, begun)
+	})
+	switch {
+	case !isRound && !allowed():
+		return refuse()
+	case !isRound:
+		return m.readAt(ctx, up, c, uri, orig, begun)
+	case rd.inputRequired != nil:
+		return answer{result: rd.inputRequired}
+	case errors.Is(rd.err, errUnknownState):
+		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodResourcesRead))}
+	case errors.Is(rd.err, errRetryRefused):
+		// The round's work writes the one audit line.
+		return answer{err: resourceNotFound(r.modern(), uri)}
+	}
+	return rd.value
+}
+
+// resourceNotFound is the refusal of a URI no child owns or the caller may
+// not read, the same for both, with the code of the caller's protocol era.
+func resourceNotFound(modern bool, uri string) *frame.Error {
+	code := mcp.RESOURCE_NOT_FOUND
+	if modern {
+		code = mcp.INVALID_PARAMS
+	}
+	data, _ := json.Marshal(map[string]any{"uri": uri})
+	return &frame.Error{Code: code, Message: "Resource not found", Data: data, Cause: server.ErrResourceNotFound}
+}
+
+// readAt reads orig, exposed as uri, at c and writes the audit line of the
+// resources/read begun then.
+func (m *Mux) readAt(ctx context.Context, up *upCall, c *child, uri, orig string, begun time.Time) answer {
+	var err error
+	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
+	raw, err := m.requestPinned(ctx, up, c, nil, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
+	if err != nil {
+		return errorAnswer(err)
+	}
+	if _, err = mcp.ParseReadResourceResult(&raw); err != nil {
+		err = fmt.Errorf("server %s answered resources/read with %w: %v", c.alias, errMalformedResult, err)
+		return errorAnswer(err)
+	}
+	raw, err = naming.RewriteURIs(raw, naming.ResultResourceRead, func(u string) (string, bool) {
+		if u == orig {
+			return uri, uri != orig
+		}
+		return m.linkRewriter(c)(u)
+	})
+	if err != nil {
+		err = fmt.Errorf("server %s: resources/read: %w", c.alias, err)
+		return errorAnswer(err)
+	}
+	return answer{result: raw}
+}
+
+// completionRef is a completion/complete's ref.
+type completionRef struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+}
+
+// serveCompletion answers a completion/complete: routed to the child that
+// owns the prompt or the resource template, under the child's own name for
+// it. A prompt the caller may not get is refused exactly as prompts/get
+// refuses it, a URI as resources/read does.
+func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
+	var ref completionRef
+	if r.p.Ref == nil || json.Unmarshal(r.p.Ref, &ref) != nil {
+		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
+	}
+	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	cat := m.catalog.Load()
+	switch ref.Type {
+	case "ref/prompt":
+		e, ok := cat.lookup(kindPrompt, ref.Name)
+		if !ok || !m.policyFor(ctx).Allows(e.item()) {
+			return answer{err: promptNotFound(ref.Name)}
+		}
+		a := m.complete(ctx, up, r, e.child, e, map[string]any{"type": "ref/prompt", "name": e.orig})
+		if errors.Is(a.err, errHeldSince) {
+			return answer{err: promptNotFound(ref.Name)}
+		}
+		return a
+	case "ref/resource":
+		var c *child
+		orig := ref.URI
+		if e, ok := cat.lookup(kindTemplate, ref.URI); ok {
+			c, orig = e.child, e.orig
+		} else if rc, o, ok := m.routeURI(cat, ref.URI); ok {
+			c, orig = rc, o
+		}
+		if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+			return answer{err: resourceNotFound(r.modern(), ref.URI)}
+		}
+		return m.complete(ctx, up, r, c, nil, map[string]any{"type": "ref/resource", "uri": orig})
+	}
+	return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: unknown reference type %q", ref.Type)}
+}
+
+// complete asks c to complete ref for r, refused with errHeldSince where e
+// (a prompt, if not nil) is held since it was looked up (requestPinned).
+func (m *Mux) complete(ctx context.Context, up *upCall, r *upRequest, c *child, e *entry, ref map[string]any) answer {
+	params := map[string]any{"ref": ref}
+	if r.p.Argument != nil {
+		params["argument"] = json.RawMessage(r.p.Argument)
+	}
+	if r.p.Context != nil && hasArguments(r.p.Context) {
+		params["context"] = json.RawMessage(r.p.Context)
+	}
+	raw, err := m.requestPinned(ctx, up, c, e, string(mcp.MethodCompletionComplete), params)
+	if errors.Is(err, errHeldSince) {
+		return answer{err: &frame.Error{Cause: errHeldSince}}
+	}
+	if err != nil {
+		return errorAnswer(err)
+	}
+	var res struct {
+		Completion *json.RawMessage `json:"completion"`
+	}
+	if json.Unmarshal(raw, &res) != nil || res.Completion == nil {
+		return errorAnswer(fmt.Errorf("server %s: completion/complete: a malformed result", c.alias))
+	}
+	return answer{result: raw}
+}
+
+// hasArguments reports whether a completion's context names arguments.
+func hasArguments(context []byte) bool {
+	var c struct {
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	return json.Unmarshal(context, &c) == nil && len(c.Arguments) > 0
+}
+
+// serveSubscription answers resources/subscribe and resources/unsubscribe:
+// taken to the owning child (subscribed there for the resource's first
+// subscriber, unsubscribed with its last), and recorded for the session.
+func (m *Mux) serveSubscription(ctx context.Context, r *upRequest) answer {
+	uri := r.p.URI
+	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
+	if !ok || r.sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		return answer{err: resourceNotFound(r.modern(), uri)}
+	}
+	if r.method == string(mcp.MethodResourcesUnsubscribe) {
+		m.unsubscribe(ctx, subKey{c.alias, orig}, r.sess)
+		return ownResult(&mcp.Result{})
+	}
+	if err := m.subscribe(ctx, c, orig, uri, r.sess); err != nil {
+		return errorAnswer(err)
+	}
+	return ownResult(&mcp.Result{})
+}
+
+// Paging. The mux keeps catalog order; with page_size set it cuts the pages
+// itself.
+
+const cursorPrefix = "mcpmux:"
+
+func encodeCursor(offset int) string {
+	return base64.StdEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
+}
+
+func decodeCursor(c string) (int, bool) {
+	b, err := base64.StdEncoding.DecodeString(c)
+	if err != nil || !strings.HasPrefix(string(b), cursorPrefix) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(string(b), cursorPrefix))
+	return n, err == nil && n >= 0
+}
+
+// listKinds are the kinds the list methods list.
+var listKinds = map[mcp.MCPMethod]kind{
+	mcp.MethodToolsList: kindTool, mcp.MethodPromptsList: kindPrompt,
+	mcp.MethodResourcesList: kindResource, mcp.MethodResourcesTemplatesList: kindTemplate,
+}
+
+// serveList answers a list request: what the caller may see, from the
+// snapshot's pre-encoded lists; with page_size set, one page from its
+// cursor.
+func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
+	k := listKinds[mcp.MCPMethod(r.method)]
+	start := 0
+	if r.p.Cursor != "" {
+		var ok bool
+		if start, ok = decodeCursor(r.p.Cursor); !ok || m.cfg.Mux.PageSize == 0 {
+			return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the cursor %q is not one mcpmux handed out", r.method, r.p.Cursor)}
+		}
+	}
+	cat, v := m.catalog.Load(), m.viewerOf(ctx)
+	member := kindWire[k].member
+	size := m.cfg.Mux.PageSize
+	if size == 0 {
+		list := cat.list(k, v)
+		out := make([]byte, 0, len(member)+len(list)+5)
+		out = append(out, `{"`...)
+		out = append(out, member...)
+		out = append(out, `":`...)
+		out = append(out, list...)
+		return answer{result: append(out, '}')}
+	}
+	all := cat.listed(k, v).entries
+	start = min(start, len(all))
+	end := min(start+size, len(all))
+	out := []byte(`{"` + member + `":`)
+	out = append(out, encodeEntries(all[start:end])...)
+	if end < len(all) {
+		out = fmt.Appendf(out, `,"nextCursor":%q`, encodeCursor(end))
+	}
+	return answer{result: append(out, '}')}
+}

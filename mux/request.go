@@ -1,0 +1,174 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/mux/frame"
+)
+
+// upRequest is one request of a client's that mcpmux answers itself, as
+// the front end read it (frontend.go) and the pipeline works on it
+// (pipeline.go).
+type upRequest struct {
+	method string
+	id     []byte // as the client wrote it
+	p      frame.Params
+	meta   frame.Meta
+	// sess is the upstream session the request came on: the stdio client's,
+	// a 2025-11-25 HTTP session, or for a 2026-07-28 request over HTTP,
+	// which has none, one of its own.
+	sess *upstreamSession
+	// out is how what the request's calls send the client before its
+	// answer reaches it.
+	out requestOut
+}
+
+// modern reports whether r is of protocol 2026-07-28.
+func (r *upRequest) modern() bool { return r.meta.Protocol.Modern }
+
+// requestOut is an edge's side of one request: what mcpmux sends the
+// client while the request runs, before its answer. Both are safe to call
+// from any goroutine.
+type requestOut interface {
+	// notify writes one notification, a JSON-RPC line, at once.
+	notify(line []byte)
+	// ask sends the client a request of method with params (a JSON
+	// object, nil for none) and returns the result it answers with; an
+	// error answer is a *frame.Error. It ends with ctx.
+	ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// errNoAsk is what ask returns where the request's edge cannot carry a
+// request to the client.
+var errNoAsk = errors.New("the client cannot be asked on this request's stream")
+
+// attachment is an upstream request as what its calls send reaches it.
+type attachment struct {
+	// ctx is the request's: its end, and its caller (WithCaller).
+	ctx context.Context
+	// token is the client's progress token, as it wrote it; nil when it
+	// asked for none.
+	token json.RawMessage
+	proto frame.Protocol
+	sess  *upstreamSession
+	// out is the request's edge; nil for a task, which outlives the
+	// request that began it: what it sends goes to its session.
+	out requestOut
+}
+
+// attachment is r as its calls reach it.
+func (r *upRequest) attachment(ctx context.Context) *attachment {
+	return &attachment{ctx: ctx, token: r.meta.Token, proto: r.meta.Protocol, sess: r.sess, out: r.out}
+}
+
+// caps are the client capabilities that count for a request to the client
+// during a: a 2026-07-28 request's own, or those its session declared in
+// initialize.
+func (a *attachment) caps() mcp.ClientCapabilities {
+	if a.proto.Modern {
+		if a.proto.Caps != nil {
+			return *a.proto.Caps
+		}
+		return mcp.ClientCapabilities{}
+	}
+	if a.sess != nil {
+		return a.sess.clientCaps()
+	}
+	return mcp.ClientCapabilities{}
+}
+
+// upCall is what a request mcpmux sends a child for an upstream request
+// carries: whose it is, where what the child sends during it goes, and
+// what of the client's request goes on to the child.
+type upCall struct {
+	identity string
+	to       *attachment // the upstream request; nil for a request of mcpmux's own
+	round    *round      // the 2026-07-28 round the call runs in; nil for none
+	task     *taskCall   // the upstream task the call runs as; nil for none
+	meta     frame.Meta  // the client's _meta
+}
+
+// answer is what the pipeline answers a request with: a result as bytes
+// (a JSON object, as the child sent it, URIs rewritten, or one of mcpmux's
+// lists), a result of mcpmux's own as a value, or an error. A result is
+// decorated for a 2026-07-28 client when it is written (encode).
+type answer struct {
+	result json.RawMessage
+	own    mcp.ResultMetadata
+	err    *frame.Error
+}
+
+// errorAnswer is the answer to a request that failed with err: the
+// JSON-RPC error err carries (mcpmux's own or a child's), or -32603 with
+// its text.
+func errorAnswer(err error) answer {
+	var fe *frame.Error
+	if errors.As(err, &fe) {
+		return answer{err: fe}
+	}
+	var ce *rpcError
+	if errors.As(err, &ce) {
+		return answer{err: &frame.Error{Code: ce.details.Code, Message: ce.details.Message, Data: rawData(ce.details.Data)}}
+	}
+	return answer{err: &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
+}
+
+// rawData is a child error's data as JSON; nil for none.
+func rawData(d any) json.RawMessage {
+	if d == nil {
+		return nil
+	}
+	if raw, ok := d.(json.RawMessage); ok {
+		return raw
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// ownResult is the answer with r, a result of mcpmux's own.
+func ownResult(r mcp.ResultMetadata) answer { return answer{own: r} }
+
+// encode is a's answer line to r.
+func (d decorator) encode(r *upRequest, a answer) []byte {
+	switch {
+	case a.err != nil:
+		return frame.ErrorAnswer(r.id, a.err)
+	case a.own != nil:
+		if r.modern() {
+			d.DecorateOwn(a.own, r.method)
+		}
+		b, err := json.Marshal(a.own)
+		if err != nil {
+			return frame.ErrorAnswer(r.id, &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()})
+		}
+		return frame.Result(r.id, b)
+	case r.modern():
+		return frame.Result(r.id, d.Decorate(a.result, r.method))
+	}
+	return frame.Result(r.id, a.result)
+}
+
+// decorator decorates the results of 2026-07-28 requests.
+type decorator struct{ frame.Decoration }
+
+// decoration names mcpmux in every 2026-07-28 result, as newServer names
+// it to mcp-go.
+var decoration = decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: Version}}}
+
+// rpcError is a JSON-RPC error a child answered with. Its text is the
+// child's message, as mcp-go's typed error has it; errorAnswer relays it
+// to the client as the child sent it.
+type rpcError struct {
+	details mcp.JSONRPCErrorDetails
+	err     error // details.AsError()
+}
+
+func (e *rpcError) Error() string { return e.err.Error() }
+func (e *rpcError) Unwrap() error { return e.err }

@@ -332,7 +332,7 @@ func TestHTTPWriteTimeout(t *testing.T) {
 	// the race detector), so the wait is longer than ts.Wait.
 	h.Log.WaitLineWithin(t, 6*ts.Wait, "a write to the client that stopped reading to fail", func(l map[string]any) bool {
 		m, _ := l["message"].(string)
-		return strings.HasPrefix(m, "Failed to write")
+		return strings.HasPrefix(m, "could not write to the client")
 	})
 	// What the client gets now is cut short.
 	_ = stuck.SetDeadline(time.Now().Add(ts.Wait))

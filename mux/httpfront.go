@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
@@ -54,7 +55,7 @@ func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u
 		return
 	}
 	defer func() { u.finish(time.Now().UnixNano()) }()
-	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout}
+	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
 	rec.answer(h.m.serveTaskResult(r.Context(), u, postOut{rec: rec, u: u}, f, t), false, nil)
 }
 
@@ -132,7 +133,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		writeError(status, perr)
 		return
 	}
-	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout}
+	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
 	req := request(f, p, meta, u, postOut{rec: rec, u: u})
 	a := h.m.serve(ctx, req)
 	rec.answer(decoration.encode(req, a), modern, a.err)
@@ -252,6 +253,7 @@ type ownResponse struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	write time.Duration
+	log   zerolog.Logger
 
 	mu     sync.Mutex
 	events bool // the response is an event stream
@@ -274,10 +276,20 @@ func (o *ownResponse) event(line []byte) error {
 		o.events = true
 	}
 	o.extend()
-	if _, err := o.w.Write(frame.Event(line)); err != nil {
-		return err
+	_, err := o.w.Write(frame.Event(line))
+	if err == nil {
+		err = o.rc.Flush()
 	}
-	return o.rc.Flush()
+	if err != nil {
+		o.failed(err)
+	}
+	return err
+}
+
+// failed logs a write to the client that failed: it stopped reading for
+// write_timeout, or went away.
+func (o *ownResponse) failed(err error) {
+	o.log.Warn().Err(err).Dur("write_timeout", o.write).Msg("could not write to the client: it stopped reading, or went away")
 }
 
 // answer writes the answer line: as the stream's last event, or as the
@@ -297,7 +309,9 @@ func (o *ownResponse) answer(line []byte, modern bool, e *frame.Error) {
 		o.w.Header().Set("Content-Type", "application/json")
 		o.w.WriteHeader(status)
 		o.extend()
-		_, _ = o.w.Write(line)
+		if _, err := o.w.Write(line); err != nil {
+			o.failed(err)
+		}
 	}
 	o.mu.Lock()
 	o.done = true

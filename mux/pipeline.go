@@ -321,7 +321,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 			return answer{err: promptNotFound(ref.Name)}
 		}
 		a := m.complete(ctx, up, r, e.child, e, map[string]any{"type": "ref/prompt", "name": e.orig})
-		if errors.Is(a.err, errHeldSince) {
+		if a.err != nil && errors.Is(a.err, errHeldSince) {
 			return answer{err: promptNotFound(ref.Name)}
 		}
 		return a

@@ -44,6 +44,7 @@ func takes(f *frame.Frame, cache *metaCache, cat *catalog) (params frame.Params,
 	}
 	params, err = frame.ReadParams(f.Method, f.Params)
 	if err != nil {
+		meta, _ = frame.ReadMeta(params.Meta) // for the transport's checks
 		return params, meta, err, true
 	}
 	if cache != nil {

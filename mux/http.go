@@ -296,6 +296,7 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 		w.Header().Set("Connection", "close")
 		// A deadline in the past fails every read from now on at once.
 		_ = rc.SetReadDeadline(time.Unix(1, 0))
+		lingerOnClose(w)
 	}
 	limit := min(h.limits.MaxBodyBytes, h.limits.MaxMessageBytes)
 	if r.ContentLength > limit {
@@ -324,6 +325,15 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
 	}
 	return nil, false
+}
+
+// lingerOnClose asks net/http to half-close the connection once the answer
+// is written and to wait a moment before closing it, as it does when a
+// MaxBytesReader goes over its limit: a connection closed at once while the
+// client is still sending is reset, and the client can lose the refusal it
+// was sent. A MaxBytesReader is the one public way to ask for it.
+func lingerOnClose(w http.ResponseWriter) {
+	_, _ = http.MaxBytesReader(w, io.NopCloser(strings.NewReader("x")), 0).Read(make([]byte, 1))
 }
 
 // body is a request body as it was read, in chunks, so that what reading

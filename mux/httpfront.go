@@ -122,8 +122,11 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		}
 		defer u.calls.release(dup)
 	}
-	if perr == nil && modern {
-		perr = standardHeaderError(h, r.Header, meta, f, p)
+	if modern {
+		// The headers are the transport's, checked before the body's params.
+		if e := standardHeaderError(h, r.Header, meta, f, p); e != nil {
+			perr = e
+		}
 	}
 	if perr != nil {
 		status := http.StatusOK

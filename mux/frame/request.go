@@ -55,15 +55,23 @@ var paramMembers = map[string]paramType{
 // ReadParams reads params (nil for none), the params of a request of
 // method mcpmux answers itself. Its error is the JSON-RPC error to answer
 // with: -32602 for params that are not an object, a member of the wrong
-// type, a member spelt in another case or given twice.
+// type, a member spelt in another case or given twice. With an error, p
+// still holds _meta when it is an object: the transport's checks, which
+// come before the params', read the protocol it declares.
 func ReadParams(method string, params []byte) (Params, *Error) {
 	var p Params
 	if params == nil {
 		return p, nil
 	}
 	obj, ok := jsonwire.Members(params)
+	fail := func(e *Error) (Params, *Error) {
+		if m := obj.Only("_meta"); m != nil && params[m.Start] == '{' {
+			p.Meta = params[m.Start:m.End]
+		}
+		return p, e
+	}
 	if !ok {
-		return p, Errorf(mcp.INVALID_PARAMS, "invalid params of %s: they must be a JSON object", method)
+		return fail(Errorf(mcp.INVALID_PARAMS, "invalid params of %s: they must be a JSON object", method))
 	}
 	for i := range obj.Members {
 		m := &obj.Members[i]
@@ -71,13 +79,13 @@ func ReadParams(method string, params []byte) (Params, *Error) {
 		if !known {
 			for k := range paramMembers {
 				if strings.EqualFold(m.Key, k) {
-					return p, Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the member %s is %s in another case", method, quote(m.Key), quote(k))
+					return fail(Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the member %s is %s in another case", method, quote(m.Key), quote(k)))
 				}
 			}
 			continue
 		}
 		if obj.Only(m.Key) == nil {
-			return p, Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the member %s is given twice", method, quote(m.Key))
+			return fail(Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the member %s is given twice", method, quote(m.Key)))
 		}
 		v := params[m.Start:m.End]
 		if string(v) == "null" {
@@ -87,11 +95,11 @@ func ReadParams(method string, params []byte) (Params, *Error) {
 		switch want {
 		case stringValueType:
 			if s, ok = stringValue(v); !ok {
-				return p, Errorf(mcp.INVALID_PARAMS, "invalid params of %s: %s must be a string", method, m.Key)
+				return fail(Errorf(mcp.INVALID_PARAMS, "invalid params of %s: %s must be a string", method, m.Key))
 			}
 		case objectValue:
 			if v[0] != '{' {
-				return p, Errorf(mcp.INVALID_PARAMS, "invalid params of %s: %s must be a JSON object", method, m.Key)
+				return fail(Errorf(mcp.INVALID_PARAMS, "invalid params of %s: %s must be a JSON object", method, m.Key))
 			}
 		}
 		switch m.Key {

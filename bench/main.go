@@ -1,11 +1,14 @@
 // Command bench is mcpmux's benchmark: it runs a fast echo child (bench/
-// echochild) directly over stdio and over streamable HTTP, and behind mcpmux
-// over its stdio and HTTP upstreams with 1, 10 and 50 children, interleaved
-// in one run of R repetitions, and prints medians and the medians of
-// per-repetition ratios next to the targets of issue 8. -scale prints the
+// echochild) directly over stdio and over streamable HTTP, behind mcpmux
+// over its stdio and HTTP upstreams with 1, 10 and 50 children, and behind
+// TBXark/mcp-proxy over HTTP (-tbxark PATH), each with a 2025-11-25 client
+// and a 2026-07-28 client, interleaved in one run of R repetitions. It
+// prints medians and the medians of per-repetition ratios next to the
+// targets of issues 8 and 15, per protocol version, then issue 15's
+// targets judged at 2025-11-25 with 2026-07-28 beside. -scale prints the
 // scale and restart figures instead; -smoke runs everything briefly.
 //
-//	go run ./bench                 the main table (about 3 minutes)
+//	go run ./bench                 the main table (about 4 minutes)
 //	go run ./bench -scale          the scale and restart figures
 //	go run ./bench -smoke          both, briefly: fails only if they cannot run
 //
@@ -38,9 +41,14 @@ type options struct {
 	extraStdio []string
 	extraHTTP  []string
 	extraName  string // prefix of echo and big on extra targets
-	scale      bool
-	main       bool
-	smoke      bool
+	// protocols are the protocol versions every target is measured at,
+	// the one issue 15 judges first.
+	protocols []string
+	// tbxark is the TBXark/mcp-proxy binary ("": not measured).
+	tbxark string
+	scale  bool
+	main   bool
+	smoke  bool
 	// pinning is [mux] pinning in every mcpmux config ("": the config's
 	// default).
 	pinning string
@@ -48,7 +56,7 @@ type options struct {
 
 func main() {
 	var o options
-	var children string
+	var children, protocols string
 	flag.IntVar(&o.reps, "r", 5, "repetitions, interleaved")
 	flag.IntVar(&o.w.serial, "k", 1000, "serial echo calls per repetition")
 	flag.IntVar(&o.w.conc, "c", 8, "concurrent callers")
@@ -74,10 +82,20 @@ func main() {
 	flag.BoolVar(&o.main, "main", false, "with -scale, print the main table as well")
 	flag.StringVar(&o.pinning, "pinning", "", "[mux] pinning of mcpmux: off, warn or enforce (default: the config's default)")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the main table and the scale figures briefly (for CI)")
-	flag.StringVar(&clientProtocol, "protocol", "", "protocol version the clients ask for, e.g. 2025-11-25 (default: what mcp-go's client negotiates, 2026-07-28 with mcpmux)")
+	flag.StringVar(&protocols, "protocols", mcp.ProtocolVersion20251125+","+mcp.ProtocolVersion20260728,
+		"protocol versions the clients ask for, each target measured at each; the first is the one issue 15's targets are judged at")
+	flag.StringVar(&o.tbxark, "tbxark", "", "TBXark/mcp-proxy binary, measured over HTTP beside mcpmux (default: not measured)")
 	flag.Parse()
-	if clientProtocol != "" && !mcp.IsValidProtocolVersion(clientProtocol) {
-		fatalf("-protocol: %q is no protocol version mcp-go knows (%s)", clientProtocol, strings.Join(mcp.ValidProtocolVersions, ", "))
+	seen := map[string]bool{}
+	for _, p := range strings.Split(protocols, ",") {
+		p = strings.TrimSpace(p)
+		if !mcp.IsValidProtocolVersion(p) {
+			fatalf("-protocols: %q is no protocol version mcp-go knows (%s)", p, strings.Join(mcp.ValidProtocolVersions, ", "))
+		}
+		if !seen[p] {
+			seen[p] = true
+			o.protocols = append(o.protocols, p)
+		}
 	}
 	for _, f := range strings.Split(children, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -114,18 +132,24 @@ func run(o options, dir string) int {
 	}
 	fmt.Printf("mcpbench %s, %s, %d CPUs, %s/%s\n", time.Now().Format("2006-01-02 15:04"), runtime.Version(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	ctx := context.Background()
+	var (
+		m   *mainResults
+		sc  *scaleResults
+		err error
+	)
 	if !o.scale || o.main {
-		if err := mainTable(ctx, o, dir); err != nil {
+		if m, err = mainTable(ctx, o, dir); err != nil {
 			fmt.Fprintf(os.Stderr, "mcpbench: %v\n", err)
 			return 1
 		}
 	}
 	if o.scale {
-		if err := scaleFigures(ctx, o, dir); err != nil {
+		if sc, err = scaleFigures(ctx, o, dir); err != nil {
 			fmt.Fprintf(os.Stderr, "mcpbench: %v\n", err)
 			return 1
 		}
 	}
+	printIssue15(o, m, sc)
 	return 0
 }
 

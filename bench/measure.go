@@ -27,7 +27,13 @@ type sample struct {
 	callsPerSec, concP99 float64
 	mbPerSec             float64
 	mem                  memory
-	hasMem               bool
+	// cpu figures are microseconds of CPU per call: of the target's own
+	// process and of its helpers (descendants that are not benchmark
+	// children) over the serial calls, of its own over the concurrent ones.
+	cpuSerial, cpuSerialHelpers, cpuConc float64
+	// hasProc says the benchmark ran the target's process, so that mem
+	// and cpu were read.
+	hasProc bool
 }
 
 // figure is one column of the main table.
@@ -36,9 +42,9 @@ type figure struct {
 	get  func(sample) float64
 	// higher is better (throughput) rather than lower (latency, memory).
 	higher bool
-	// mem figures exist only for targets whose process the benchmark runs;
-	// proxy figures only for targets with a proxy.
-	mem, proxy bool
+	// proc figures exist only for targets whose process the benchmark
+	// runs; proxy figures only for targets with a proxy.
+	proc, proxy bool
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -53,8 +59,11 @@ var figures = []figure{
 	{name: "calls/s", get: func(s sample) float64 { return s.callsPerSec }, higher: true},
 	{name: "conc p99", get: func(s sample) float64 { return s.concP99 }},
 	{name: "big MB/s", get: func(s sample) float64 { return s.mbPerSec }, higher: true},
-	{name: "tree MiB", get: func(s sample) float64 { return s.mem.treeHWM }, mem: true},
-	{name: "proxy MiB", get: func(s sample) float64 { return s.mem.proxyHWM }, mem: true, proxy: true},
+	{name: "tree MiB", get: func(s sample) float64 { return s.mem.treeHWM }, proc: true},
+	{name: "proxy MiB", get: func(s sample) float64 { return s.mem.proxyHWM }, proc: true, proxy: true},
+	{name: "cpu us", get: func(s sample) float64 { return s.cpuSerial }, proc: true},
+	{name: "helpers us", get: func(s sample) float64 { return s.cpuSerialHelpers }, proc: true, proxy: true},
+	{name: "conc cpu us", get: func(s sample) float64 { return s.cpuConc }, proc: true},
 }
 
 // measure starts t, runs the workload on it, reads its tree's memory and
@@ -107,6 +116,14 @@ func measure(ctx context.Context, t *target, dir string, w workload) (sample, er
 			return fail("warm-up call", err)
 		}
 	}
+	pid := r.pid()
+	cpuAt := func() treeCPU {
+		if pid == 0 {
+			return treeCPU{}
+		}
+		return readTreeCPU(pid, childComm)
+	}
+	cpu0 := cpuAt()
 	serial := make([]time.Duration, 0, w.serial)
 	for range w.serial {
 		begun := time.Now()
@@ -115,8 +132,11 @@ func measure(ctx context.Context, t *target, dir string, w workload) (sample, er
 		}
 		serial = append(serial, time.Since(begun))
 	}
+	cpu1 := cpuAt()
 	slices.Sort(serial)
 	s.p50, s.p90, s.p99 = pct(serial, 50), pct(serial, 90), pct(serial, 99)
+	s.cpuSerial = usPerCall(cpu0.own, cpu1.own, w.serial)
+	s.cpuSerialHelpers = usPerCall(cpu0.helpers, cpu1.helpers, w.serial)
 
 	var (
 		wg      sync.WaitGroup
@@ -153,6 +173,8 @@ func measure(ctx context.Context, t *target, dir string, w workload) (sample, er
 	if callErr != nil {
 		return fail("concurrent call", callErr)
 	}
+	cpu2 := cpuAt()
+	s.cpuConc = usPerCall(cpu1.own, cpu2.own, w.concCalls)
 	slices.Sort(all)
 	s.callsPerSec = float64(len(all)) / wall.Seconds()
 	s.concP99 = ms(pct(all, 99))
@@ -169,8 +191,8 @@ func measure(ctx context.Context, t *target, dir string, w workload) (sample, er
 	}
 	s.mbPerSec = float64(w.bigCalls*w.bigBytes) / 1e6 / time.Since(begun).Seconds()
 
-	if pid := r.pid(); pid != 0 {
-		s.mem, s.hasMem = measureTree(pid, childComm), true
+	if pid != 0 {
+		s.mem, s.hasProc = measureTree(pid, childComm), true
 	}
 	return s, nil
 }

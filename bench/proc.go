@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,3 +137,108 @@ func descendantsNamed(root int, comm string) []int {
 }
 
 func mib(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+// clockTicks is the kernel's clock tick (USER_HZ) that /proc/PID/stat
+// counts CPU time in: AT_CLKTCK of the benchmark's auxiliary vector, or
+// 100 (Linux's value everywhere) if that cannot be read.
+var clockTicks = func() float64 {
+	b, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return 100
+	}
+	const atClkTck = 17
+	for i := 0; i+16 <= len(b); i += 16 {
+		key := binary.NativeEndian.Uint64(b[i:])
+		if key == atClkTck {
+			if v := binary.NativeEndian.Uint64(b[i+8:]); v > 0 {
+				return float64(v)
+			}
+		}
+		if key == 0 {
+			break
+		}
+	}
+	return 100
+}()
+
+// cpuTicks returns utime+stime of pid (every thread of it, alive or
+// ended), in clock ticks, from /proc/PID/stat.
+func cpuTicks(pid int) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After the command: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	return u + s, err1 == nil && err2 == nil
+}
+
+// treeCPU is the CPU time a target's tree has used so far, in clock ticks:
+// the target's own process, and its descendants that are not benchmark
+// children (the helpers a proxy starts, such as mcpmux's supervisor).
+type treeCPU struct{ own, helpers int64 }
+
+func readTreeCPU(root int, childComm string) treeCPU {
+	var c treeCPU
+	for i, p := range treeOf(root) {
+		t, _ := cpuTicks(p.pid)
+		switch {
+		case i == 0:
+			c.own = t
+		case p.comm != childComm:
+			c.helpers += t
+		}
+	}
+	return c
+}
+
+// usPerCall converts the ticks between two readings into microseconds per
+// call.
+func usPerCall(before, after int64, calls int) float64 {
+	return float64(after-before) / clockTicks * 1e6 / float64(calls)
+}
+
+// listeningPort returns a TCP port pid listens on at 127.0.0.1, found by
+// matching the socket inodes of its open files against /proc/PID/net/tcp;
+// ok is false while it listens on none.
+func listeningPort(pid int) (port int, ok bool) {
+	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return 0, false
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "net", "tcp"))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+			continue
+		}
+		addr, portHex, ok := strings.Cut(f[1], ":")
+		if !ok || addr != "0100007F" && addr != "00000000" {
+			continue
+		}
+		if p, err := strconv.ParseUint(portHex, 16, 16); err == nil {
+			return int(p), true
+		}
+	}
+	return 0, false
+}

@@ -23,20 +23,51 @@ import (
 // childComm is the command name of the benchmark's child in /proc.
 const childComm = "echochild"
 
-// target is one thing the benchmark measures: how to start it and what to
-// call on it.
+// target is one thing the benchmark measures at one protocol era: how to
+// start it and what to call on it.
 type target struct {
 	name string
-	// base names the target its ratios are taken against ("" for none).
+	// proto is the protocol version its client asks for, and must get.
+	proto string
+	// base names the target (at the same era) its ratios are taken
+	// against ("" for none).
 	base string
+	kind targetKind
 	// children is the number of benchmark children behind it (0: direct).
 	children int
 	// echo and big are the tool names of echo and big on it; tools is how
 	// many tools a full tools/list holds.
 	echo, big string
 	tools     int
-	start     func(ctx context.Context, dir string) (*running, error)
+	// mayLack says the target may not serve proto: it is then shown as
+	// n/a rather than failing the run. lacks is set once it did not.
+	mayLack bool
+	lacks   bool
+	start   func(ctx context.Context, dir string) (*running, error)
 }
+
+// targetKind tells the tables how to place a target.
+type targetKind int
+
+const (
+	kindDirect targetKind = iota // the child on its own
+	kindMux                      // mcpmux
+	kindTBXark                   // TBXark/mcp-proxy
+	kindExtra                    // -extra-stdio, -extra-http
+)
+
+// proxied says whether a target's tree holds a proxy in front of the
+// benchmark child, whose own figures (memory, CPU) are then shown.
+func (t *target) proxied() bool { return t.kind == kindMux || t.kind == kindTBXark }
+
+// key identifies t's samples: its name at its era.
+func (t *target) key() targetKey { return targetKey{t.proto, t.name} }
+
+type targetKey struct{ proto, name string }
+
+// errEraUnsupported is returned by initialize when the server answered
+// with another protocol version than the client asked for.
+var errEraUnsupported = errors.New("the server does not serve this protocol version")
 
 // running is a started target with a client connected and initialized.
 type running struct {
@@ -149,11 +180,19 @@ func jsonMsg(msg string) func(string) bool {
 	}
 }
 
+// httpReady is called before an HTTP target's process starts, so that no
+// line of its log is missed, and returns what waits until the process
+// serves, with its URL; exited is closed if the process ends first.
+type httpReady func(w *watchLog) func(ctx context.Context, pid int, exited <-chan struct{}) (string, error)
+
+// errExited is returned while waiting for a process that ended instead.
+var errExited = errors.New("exited before it listened")
+
 // startProcess starts name with args, its stderr going to a log file in
-// dir. With stdio, the client speaks MCP over its stdin and stdout;
-// otherwise waitURL returns the URL to connect to once the process has
-// told it on stderr.
-func startProcess(ctx context.Context, dir, label string, stdio bool, waitURL func(*watchLog) (<-chan logLine, func(string) string), name string, args ...string) (*running, error) {
+// dir, and connects a client asking for protocol version proto. With
+// ready nil, the client speaks MCP over the process's stdin and stdout;
+// otherwise over streamable HTTP at the URL ready returns.
+func startProcess(ctx context.Context, dir, label, proto string, ready httpReady, name string, args ...string) (*running, error) {
 	log, err := newWatchLog(filepath.Join(dir, label+".log"))
 	if err != nil {
 		return nil, err
@@ -161,12 +200,11 @@ func startProcess(ctx context.Context, dir, label string, stdio bool, waitURL fu
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = log
 	var (
-		in    io.WriteCloser
-		out   io.ReadCloser
-		url   <-chan logLine
-		urlOf func(string) string
+		in      io.WriteCloser
+		out     io.ReadCloser
+		waitURL func(context.Context, int, <-chan struct{}) (string, error)
 	)
-	if stdio {
+	if ready == nil {
 		if in, err = cmd.StdinPipe(); err != nil {
 			return nil, err
 		}
@@ -174,7 +212,7 @@ func startProcess(ctx context.Context, dir, label string, stdio bool, waitURL fu
 			return nil, err
 		}
 	} else {
-		url, urlOf = waitURL(log)
+		waitURL = ready(log)
 	}
 	r := &running{cmd: cmd, log: log, started: time.Now()}
 	if err := cmd.Start(); err != nil {
@@ -197,21 +235,17 @@ func startProcess(ctx context.Context, dir, label string, stdio bool, waitURL fu
 		_ = log.f.Close()
 	}
 	var c *client.Client
-	if stdio {
+	if ready == nil {
 		c = client.NewClient(transport.NewIO(out, in, nil))
 	} else {
-		select {
-		case l := <-url:
-			c, err = client.NewStreamableHttpClient(urlOf(l.text))
-		case <-waited:
-			err = errors.New("exited before it listened")
-		case <-ctx.Done():
-			err = ctx.Err()
+		var url string
+		if url, err = waitURL(ctx, cmd.Process.Pid, waited); err == nil {
+			c, err = client.NewStreamableHttpClient(url)
 		}
 	}
 	if err == nil {
 		r.c = c
-		err = r.initialize(ctx)
+		err = r.initialize(ctx, proto)
 	}
 	if err != nil {
 		if r.c != nil {
@@ -224,35 +258,39 @@ func startProcess(ctx context.Context, dir, label string, stdio bool, waitURL fu
 }
 
 // connectURL connects to a streamable HTTP URL the benchmark did not start.
-func connectURL(ctx context.Context, url string) (*running, error) {
+func connectURL(ctx context.Context, url, proto string) (*running, error) {
 	c, err := client.NewStreamableHttpClient(url)
 	if err != nil {
 		return nil, err
 	}
 	r := &running{c: c, started: time.Now()}
-	if err := r.initialize(ctx); err != nil {
+	if err := r.initialize(ctx, proto); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	return r, nil
 }
 
-// clientProtocol is the protocol version every client asks for (-protocol);
-// "" leaves the choice to mcp-go's client.
-var clientProtocol string
-
-func (r *running) initialize(ctx context.Context) error {
+// initialize starts the client and makes its handshake at protocol
+// version proto (initialize, or server/discover from 2026-07-28 on); it
+// fails with errEraUnsupported if the server settles on another version
+// (mcp-go's client falls back to the newest earlier one it can).
+func (r *running) initialize(ctx context.Context, proto string) error {
 	if err := r.c.Start(context.Background()); err != nil {
 		return err
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "mcpbench", Version: "1"}
-	init.Params.ProtocolVersion = clientProtocol
+	init.Params.ProtocolVersion = proto
 	begun := time.Now()
-	if _, err := r.c.Initialize(ctx, init); err != nil {
+	res, err := r.c.Initialize(ctx, init)
+	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
 	r.initDur = time.Since(begun)
+	if res.ProtocolVersion != proto {
+		return fmt.Errorf("asked for %s, answered %s: %w", proto, res.ProtocolVersion, errEraUnsupported)
+	}
 	return nil
 }
 
@@ -275,17 +313,31 @@ func (r *running) waitCatalog(ctx context.Context, want int) (time.Time, error) 
 	}
 }
 
-// listening matches echochild's "listening on ADDR" line.
-func listening(w *watchLog) (<-chan logLine, func(string) string) {
-	return w.await(func(l string) bool { return strings.HasPrefix(l, "listening on ") }),
-		func(l string) string { return "http://" + strings.TrimPrefix(l, "listening on ") + "/mcp" }
-}
-
-// servingHTTP matches mcpmux's "serving HTTP" line.
-func servingHTTP(w *watchLog) (<-chan logLine, func(string) string) {
-	return w.await(jsonMsg("serving HTTP")), func(l string) string {
-		var v struct{ Addr string }
-		_ = json.Unmarshal([]byte(l), &v)
-		return "http://" + v.Addr + "/mcp"
+// onLine returns an httpReady that waits for the first log line match
+// accepts and takes the URL from it.
+func onLine(match func(string) bool, urlOf func(string) string) httpReady {
+	return func(w *watchLog) func(context.Context, int, <-chan struct{}) (string, error) {
+		ch := w.await(match)
+		return func(ctx context.Context, _ int, exited <-chan struct{}) (string, error) {
+			select {
+			case l := <-ch:
+				return urlOf(l.text), nil
+			case <-exited:
+				return "", errExited
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
 	}
 }
+
+// listening matches echochild's "listening on ADDR" line.
+var listening = onLine(func(l string) bool { return strings.HasPrefix(l, "listening on ") },
+	func(l string) string { return "http://" + strings.TrimPrefix(l, "listening on ") + "/mcp" })
+
+// servingHTTP matches mcpmux's "serving HTTP" line.
+var servingHTTP = onLine(jsonMsg("serving HTTP"), func(l string) string {
+	var v struct{ Addr string }
+	_ = json.Unmarshal([]byte(l), &v)
+	return "http://" + v.Addr + "/mcp"
+})

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // mcp-go announces every change of its registered tools, prompts and
@@ -15,11 +16,6 @@ import (
 // dispatch reaches it, and tells each session itself, only when the lists
 // that session sees changed (notify); so at the edge mcp-go's announcements
 // are dropped and mcpmux's own, which carry ownMark, pass without it.
-
-// ownMark is the parameter that marks a list_changed mcpmux sends.
-const ownMark = "io.mcpmux/own"
-
-var ownParams = map[string]any{ownMark: true}
 
 var listChangedNeedle = []byte(`/list_changed"`)
 
@@ -45,10 +41,10 @@ func announcement(msg []byte) (out []byte, ok bool) {
 		return msg, false
 	}
 	params := top.Only("params")
-	if params == nil || !bytes.Contains(msg[params.Start:params.End], []byte(`"`+ownMark+`"`)) {
+	if params == nil || !bytes.Contains(msg[params.Start:params.End], []byte(`"`+upstream.OwnMark+`"`)) {
 		return nil, true
 	}
-	rest, err := jsonwire.WithoutField(msg[params.Start:params.End], ownMark)
+	rest, err := jsonwire.WithoutField(msg[params.Start:params.End], upstream.OwnMark)
 	if err != nil {
 		return nil, true
 	}

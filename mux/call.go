@@ -15,6 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -126,7 +127,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 	}
 	rules := len(v.p.Rules()) > 0
 	if rules {
-		v.claims = ClaimsFrom(ctx)
+		v.claims = upstream.ClaimsFrom(ctx)
 		if ref := v.refusal(t, seeing, nil); ref != nil {
 			return m.ruleRefused(rec, ref, nil, begun)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // Tests of the call pipeline: a started Mux whose one child, "lab", is a
@@ -253,7 +254,7 @@ func TestSchemaLimitsLeaveToolsOut(t *testing.T) {
 		server.ServerTool{Tool: mcp.NewToolWithRawSchema("deep", "", json.RawMessage(deep)), Handler: text},
 	)
 	var names []string
-	for _, ti := range l.m.Tools(WithIdentity(context.Background(), "reader")) {
+	for _, ti := range l.m.Tools(upstream.WithIdentity(context.Background(), "reader")) {
 		names = append(names, ti.Name)
 	}
 	if got := strings.Join(names, " "); got != "lab__hold lab__search" {

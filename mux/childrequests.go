@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // relayedCapabilities are the client capabilities mcpmux declares to a
@@ -93,9 +94,9 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	default:
 		// Outside any call: the stdio client is the one client there is,
 		// once it has its initialize answer.
-		u := m.sessions.stdio()
-		if u != nil && u.answered.Load() && seesAlias(m.policies.Current().For(u.identity), m.catalog.Load(), c.alias) {
-			to = &attachment{ctx: WithIdentity(context.Background(), u.identity), sess: u, out: u.out}
+		u := m.sessions.Stdio()
+		if u != nil && u.Answered() && seesAlias(m.policies.Current().For(u.Identity), m.catalog.Load(), c.alias) {
+			to = &attachment{ctx: upstream.WithIdentity(context.Background(), u.Identity), sess: u, out: u.Out()}
 			break
 		}
 		switch {
@@ -106,7 +107,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 			// kept (server-everything asks once per session); the child
 			// may ask again in a call, where a client can be asked.
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: no client can be asked now, and [servers.%s] roots is not set", req.Method, c.alias)
-		case u != nil && !u.answered.Load():
+		case u != nil && !u.Answered():
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
@@ -115,7 +116,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 		return refuseMissing(req, c, missing)
 	}
 	if to.out == nil {
-		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, errNoAsk)
+		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, upstream.ErrNoAsk)
 	}
 	params, err := childParams(req)
 	if err != nil {
@@ -127,12 +128,12 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	result, err := to.out.ask(rctx, req.Method, params)
+	result, err := to.out.Ask(rctx, req.Method, params)
 	var fe *frame.Error
 	switch {
 	case errors.As(err, &fe):
 		// The client's own refusal goes to the child as it is.
-		return transport.NewJSONRPCErrorResponse(req.ID, fe.Code, fe.Message, rawData(fe.Data))
+		return transport.NewJSONRPCErrorResponse(req.ID, fe.Code, fe.Message, frame.RawData(fe.Data))
 	case err != nil:
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, err)
 	}
@@ -246,7 +247,7 @@ func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 // children first) then asks again, and gets the client's.
 func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
 	cs := server.ClientSessionFromContext(ctx)
-	if u := m.sessions.stdio(); cs == nil || u == nil || u.mcpSession() != cs || u.clientCaps().Roots == nil {
+	if u := m.sessions.Stdio(); cs == nil || u == nil || u.MCP() != cs || u.ClientCaps().Roots == nil {
 		return
 	}
 	m.rootsChanged(ctx, n)

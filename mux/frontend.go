@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // mayTake reports whether mcpmux may answer a request of method itself
@@ -89,7 +90,7 @@ func (c *metaCache) read(raw []byte) (frame.Meta, *frame.Error) {
 
 // request is the pipeline's request for f, which takes took, on session
 // u, its edge out.
-func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstreamSession, out requestOut) *upRequest {
+func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstream.Session, out upstream.Out) *upRequest {
 	return &upRequest{method: f.Method, id: bytes.Clone(f.ID), p: p, meta: meta, sess: u, out: out}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // ErrShuttingDown is the cause given to calls cut off because mcpmux is
@@ -58,7 +59,7 @@ type HTTPUpstream struct {
 	m        *Mux // answers what the front end takes (httpfront.go)
 	srv      *server.StreamableHTTPServer
 	core     *server.MCPServer // takes back what a GET stream could not write
-	sessions *sessions
+	sessions *upstream.Registry
 	log      zerolog.Logger
 	idle     time.Duration
 	limits   config.Limits
@@ -93,10 +94,10 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	// through expire.
 	h.srv = server.NewStreamableHTTPServer(m.srv,
 		server.WithEndpointPath(o.Path),
-		server.WithSessionIdManager(idManager{s: h.sessions}),
+		server.WithSessionIdManager(h.sessions.IDManager()),
 		server.WithStreamableHTTPLogger(SlogLogger(log)),
 	)
-	h.sessions.configure(o.Limits.MaxSessions, o.Limits.MaxSessionsPerIdentity, h.expire)
+	h.sessions.Configure(o.Limits.MaxSessions, o.Limits.MaxSessionsPerIdentity, h.expire)
 	if h.idle > 0 {
 		h.wg.Go(h.sweep)
 	}
@@ -153,7 +154,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		kind = classify(r.Header, body{msg})
 	}
-	identity := IdentityFrom(r.Context())
+	identity := upstream.IdentityFrom(r.Context())
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
 	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
@@ -163,7 +164,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case kind == initializeMessage:
 		// A new session, whatever id the request names: mcp-go mints one.
-		u, err := h.sessions.admit(identity)
+		u, err := h.sessions.Admit(identity)
 		if err != nil {
 			h.refuseSession(w, identity, err)
 			return
@@ -174,43 +175,43 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A 2026-07-28 client has no session, but its listen stream holds
 		// one in the registry for as long as it is open: it counts against
 		// the same caps.
-		u, err := h.sessions.admit(identity)
+		u, err := h.sessions.Admit(identity)
 		if err != nil {
 			h.refuseSession(w, identity, err)
 			return
 		}
-		defer h.sessions.release(u)
+		defer h.sessions.Release(u)
 	case sid != "":
-		u := h.sessions.lookup(sid)
-		if u != nil && u.identity != identity {
+		u := h.sessions.Lookup(sid)
+		if u != nil && u.Identity != identity {
 			h.log.Warn().Str("identity", identity).Str("method", r.Method).Msg("request refused: the session belongs to another identity")
 			u = nil
 		}
-		if u == nil || !u.begin(time.Now().UnixNano()) {
+		if u == nil || !u.Begin(time.Now().UnixNano()) {
 			// The same answer for a session that never existed, ended, or
 			// is someone else's.
 			http.Error(w, "Session not found", http.StatusNotFound)
 			return
 		}
-		defer func() { u.finish(time.Now().UnixNano()) }()
+		defer func() { u.Finish(time.Now().UnixNano()) }()
 		if id.kind == idRequest {
 			var stand []byte
 			if id.carried {
 				stand = standIn(h.standIns.Add(1))
 			}
 			dup := id.dupOf(msg)
-			if !u.claimID(dup, stand) {
+			if !u.ClaimID(dup, stand) {
 				h.refuseID(w, r, msg[id.at.Start:id.at.End], dupIDText)
 				return
 			}
-			defer u.releaseID(dup)
+			defer u.ReleaseID(dup)
 			if stand != nil {
 				rec.carry(msg[id.at.Start:id.at.End], stand)
 				msg = jsonwire.WithValue(msg, id.at, stand)
 			}
 		} else if at, ok := cancelTarget(msg); ok {
 			dup, _ := idDupKey(msg[at.Start:at.End])
-			if stand := u.standInFor(dup); stand != nil {
+			if stand := u.StandInFor(dup); stand != nil {
 				msg = jsonwire.WithValue(msg, at, stand) // names the request as mcp-go holds it
 			}
 		}
@@ -218,8 +219,8 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
-			st := newGetStream(cancel)
-			remove, ok := u.addStream(st)
+			st := upstream.NewStream(cancel)
+			remove, ok := u.AddStream(st)
 			if !ok {
 				http.Error(w, "Session not found", http.StatusNotFound)
 				return
@@ -227,9 +228,9 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer remove()
 			rec.stream = st
 			var writer sync.WaitGroup
-			writer.Go(func() { st.run(rec.writeStream, func(n ownNote) { h.giveBack(u, n) }) })
+			writer.Go(func() { st.Run(rec.writeStream, func(n upstream.Note) { h.giveBack(u, n) }) })
 			defer func() {
-				st.close()
+				st.Close()
 				writer.Wait()
 			}()
 		}
@@ -260,7 +261,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // written): 400 with the JSON-RPC error -32600 saying text, as mcp-go
 // answers a request it cannot take.
 func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byte, text string) {
-	h.log.Warn().Str("identity", IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
+	h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(idRefusal(id, text))
@@ -269,13 +270,13 @@ func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byt
 // giveBack hands mcp-go a notification a GET stream of u could not write;
 // a request to the client it cannot take, and it is dropped (its asker
 // waits out its time).
-func (h *HTTPUpstream) giveBack(u *upstreamSession, n ownNote) {
-	cs := u.mcpSession()
-	if n.raw != nil || cs == nil {
+func (h *HTTPUpstream) giveBack(u *upstream.Session, n upstream.Note) {
+	cs := u.MCP()
+	if n.Raw != nil || cs == nil {
 		return
 	}
-	if err := h.core.SendNotificationToClient(h.core.WithContext(context.Background(), cs), n.method, n.params); err != nil {
-		h.log.Debug().Err(err).Str("method", n.method).Msg("a notification the GET stream could not write was not queued")
+	if err := h.core.SendNotificationToClient(h.core.WithContext(context.Background(), cs), n.Method, n.Params); err != nil {
+		h.log.Debug().Err(err).Str("method", n.Method).Msg("a notification the GET stream could not write was not queued")
 	}
 }
 
@@ -319,7 +320,7 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		h.log.Warn().Str("identity", IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
+		h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
 		http.Error(w, fmt.Sprintf("Request Timeout: the body did not arrive within read_timeout (%s)", h.limits.ReadTimeout), http.StatusRequestTimeout)
 	default:
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
@@ -417,7 +418,7 @@ func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit in
 	if limit < h.limits.MaxBodyBytes {
 		key = "max_message_bytes"
 	}
-	h.log.Warn().Str("identity", IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
+	h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
 	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over %s (%d bytes)", key, limit), http.StatusRequestEntityTooLarge)
 }
 
@@ -427,7 +428,7 @@ func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit in
 func (h *HTTPUpstream) refuseSession(w http.ResponseWriter, identity string, err error) {
 	h.log.Warn().Str("identity", identity).Err(err).Msg("new session refused")
 	code := http.StatusServiceUnavailable
-	if errors.Is(err, ErrIdentitySessionLimit) {
+	if errors.Is(err, upstream.ErrIdentitySessionLimit) {
 		code = http.StatusTooManyRequests
 	}
 	w.Header().Set("Retry-After", "60")
@@ -529,14 +530,14 @@ func (h *HTTPUpstream) Shutdown(ctx context.Context) {
 	h.once.Do(func() { close(h.stop) })
 	h.wg.Wait()
 	_ = h.srv.Shutdown(ctx) // it owns no http.Server here, so only sessions close
-	for _, id := range h.sessions.idle(0, true) {
+	for _, id := range h.sessions.Idle(0, true) {
 		h.expire(id)
 	}
 }
 
 // expire ends session id in the registry and in mcp-go.
 func (h *HTTPUpstream) expire(id string) {
-	h.sessions.endHTTP(id)
+	h.sessions.EndHTTP(id)
 	h.forget(id)
 }
 
@@ -561,8 +562,8 @@ func (h *HTTPUpstream) sweep() {
 			return
 		case now := <-t.C:
 			cutoff := now.Add(-h.idle).UnixNano()
-			for _, id := range h.sessions.idle(cutoff, false) {
-				if h.sessions.endIdleHTTP(id, cutoff) {
+			for _, id := range h.sessions.Idle(cutoff, false) {
+				if h.sessions.EndIdleHTTP(id, cutoff) {
 					h.log.Info().Str("session", id).Dur("session_idle_timeout", h.idle).Msg("idle session ended")
 					h.forget(id)
 				}
@@ -581,15 +582,15 @@ type recorder struct {
 	rc      *http.ResponseController
 	write   time.Duration
 	h       *HTTPUpstream
-	pending *upstreamSession // admitted for this initialize, not yet handed out
-	orphan  string           // an id mcp-go handed out that the registry does not hold
+	pending *upstream.Session // admitted for this initialize, not yet handed out
+	orphan  string            // an id mcp-go handed out that the registry does not hold
 
 	// header is what mcp-go sets, from its forwarder and its handler, under
 	// its own lock; it goes out with mcp-go's first WriteHeader.
 	header http.Header
 	// stream is the GET stream this response is, if it is one; it opens
 	// to mcpmux's own notifications once mcp-go begins it.
-	stream *getStream
+	stream *upstream.Stream
 	// standIn is the id mcp-go was handed for the request's own, clientID
 	// (requestids.go); nil when mcp-go has the client's id.
 	standIn, clientID []byte
@@ -652,7 +653,7 @@ func (s *recorder) writeHeader(code int) {
 	if sid := s.Header().Get(server.HeaderKeySessionID); sid != "" {
 		switch {
 		case s.pending != nil && code < 300:
-			s.h.sessions.open(s.pending, sid, time.Now().UnixNano())
+			s.h.sessions.Open(s.pending, sid, time.Now().UnixNano())
 			s.pending = nil
 		default:
 			// Never let out an id that is not in the registry.
@@ -666,7 +667,7 @@ func (s *recorder) writeHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 	if s.stream != nil && s.events {
-		s.stream.begin()
+		s.stream.Begin()
 	}
 }
 
@@ -677,14 +678,14 @@ func (s *recorder) writeStream(event []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done || !s.events {
-		return errStreamOver
+		return upstream.ErrStreamOver
 	}
 	s.extend()
 	if _, err := s.ResponseWriter.Write(event); err != nil {
 		return err
 	}
 	if err := s.rc.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", errUnflushed, err)
+		return fmt.Errorf("%w: %w", upstream.ErrUnflushed, err)
 	}
 	return nil
 }
@@ -693,7 +694,7 @@ func (s *recorder) writeStream(event []byte) error {
 // given back, and a session mcp-go opened without the registry is ended.
 func (s *recorder) settle() {
 	if s.pending != nil {
-		s.h.sessions.release(s.pending)
+		s.h.sessions.Release(s.pending)
 	}
 	if s.orphan != "" {
 		s.h.expire(s.orphan)

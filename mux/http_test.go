@@ -146,7 +146,7 @@ func TestHTTPSessionCaps(t *testing.T) {
 			t.Errorf("%s's session after the refusals: %d %s", o.who, code, text)
 		}
 	}
-	if total, alice := h.m.sessions.counts("alice"); total != 3 || alice != 2 {
+	if total, alice := h.m.sessions.Counts("alice"); total != 3 || alice != 2 {
 		t.Errorf("counts = %d total, %d alice; want 3, 2", total, alice)
 	}
 	// alice ends one; she may open one again, and then nobody may.
@@ -226,13 +226,11 @@ func TestHTTPEndedSessionsLeaveNothing(t *testing.T) {
 		}
 		last = sid
 	}
-	if total, alice := h.m.sessions.counts("alice"); total != 0 || alice != 0 {
+	if total, alice := h.m.sessions.Counts("alice"); total != 0 || alice != 0 {
 		t.Errorf("after 300 sessions ended: counts %d, %d", total, alice)
 	}
-	n := 0
-	h.m.sessions.byID.Range(func(any, any) bool { n++; return true })
-	if n != 0 || h.inMcpGo(last) {
-		t.Errorf("after 300 sessions ended: %d ids held, mcp-go holds the last: %v", n, h.inMcpGo(last))
+	if n := h.m.sessions.Held(); n != 0 || h.inMcpGo(last) {
+		t.Errorf("after 300 sessions ended: %d ids held, mcp-go holds the last: %v", h.m.sessions.Held(), h.inMcpGo(last))
 	}
 	live, _, _ := h.open(t, "alice")
 	for _, c := range []struct{ method, who, sid, body string }{
@@ -275,14 +273,14 @@ func TestHTTPIdleSessionEndsEverywhere(t *testing.T) {
 	}
 	defer resp.Body.Close()
 
-	testsupport.WaitFor(t, "the idle session to end", func() bool { return h.m.sessions.lookup(idle) == nil })
+	testsupport.WaitFor(t, "the idle session to end", func() bool { return h.m.sessions.Lookup(idle) == nil })
 	if h.inMcpGo(idle) {
 		t.Error("mcp-go still holds the expired session")
 	}
 	if code, _, _ := h.send(t, http.MethodPost, "alice", idle, testPing); code != http.StatusNotFound {
 		t.Errorf("the expired session: %d, want 404", code)
 	}
-	if h.m.sessions.lookup(streaming) == nil || !h.inMcpGo(streaming) {
+	if h.m.sessions.Lookup(streaming) == nil || !h.inMcpGo(streaming) {
 		t.Error("the session with a listening stream was ended as idle")
 	}
 	if code, text, _ := h.send(t, http.MethodPost, "alice", streaming, testPing); code != http.StatusOK {
@@ -527,12 +525,10 @@ func TestHTTPEscapedInitialize(t *testing.T) {
 	if code != http.StatusServiceUnavailable || hdr.Get(server.HeaderKeySessionID) != "" {
 		t.Errorf("escaped initialize over max_sessions: %d %q", code, text)
 	}
-	if total, _ := h.m.sessions.counts("bob"); total != 1 {
+	if total, _ := h.m.sessions.Counts("bob"); total != 1 {
 		t.Errorf("%d sessions counted, want 1", total)
 	}
-	n := 0
-	h.m.sessions.byID.Range(func(any, any) bool { n++; return true })
-	if n != 1 {
+	if n := h.m.sessions.Held(); n != 1 {
 		t.Errorf("%d sessions held, want 1", n)
 	}
 }
@@ -597,79 +593,10 @@ func TestHTTPListenStreamsCount(t *testing.T) {
 	// A stream that ends frees its slot.
 	cancels[0]()
 	testsupport.WaitFor(t, "the ended stream's slot to be free", func() bool {
-		_, alice := h.m.sessions.counts("alice")
+		_, alice := h.m.sessions.Counts("alice")
 		return alice == 1
 	})
 	if resp, _ := h.listen(t, "alice"); resp.StatusCode != http.StatusOK {
 		t.Errorf("listen as alice after one ended: %d", resp.StatusCode)
 	}
-}
-
-// The idle sweeper never ends a session a request has begun on since it
-// found the session idle: a request that began is never cut off by it, and
-// the session ends once it is idle again.
-func TestIdleSweepSparesABusySession(t *testing.T) {
-	var s sessions
-	u, err := s.admit("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.open(u, "mcp-session-busy", 0)
-	cutoff := time.Now().Add(time.Hour).UnixNano() // any session not busy is idle by it
-
-	// The sweeper's first pass sees it idle; a request begins before it
-	// comes back to end it.
-	ids := s.idle(cutoff, false)
-	if len(ids) != 1 {
-		t.Fatalf("idle: %v", ids)
-	}
-	if !u.begin(1) {
-		t.Fatal("begin on an open session failed")
-	}
-	if s.endIdleHTTP(ids[0], cutoff) || u.ended.Load() || s.lookup(ids[0]) == nil {
-		t.Fatal("the sweeper ended a session with a request in progress")
-	}
-	u.finish(2)
-	if !s.endIdleHTTP(ids[0], cutoff) || s.lookup(ids[0]) != nil || u.begin(3) {
-		t.Fatal("an idle session was not ended")
-	}
-	if total, _ := s.counts("alice"); total != 0 {
-		t.Errorf("%d sessions counted after the sweep", total)
-	}
-
-	// The same, racing: requests begin and finish while the sweeper tries.
-	u, err = s.admit("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.open(u, "mcp-session-racing", 0)
-	var wg, busy sync.WaitGroup
-	var cutOff sync.Map
-	for w := range 4 {
-		busy.Add(1)
-		wg.Go(func() {
-			for i := range 20000 {
-				if !u.begin(1) {
-					return
-				}
-				if u.ended.Load() {
-					cutOff.Store(w, true)
-				}
-				if i == 0 {
-					busy.Done()
-				}
-				u.finish(1)
-			}
-		})
-	}
-	busy.Wait()
-	tries := 1
-	for ; !s.endIdleHTTP("mcp-session-racing", cutoff); tries++ {
-	}
-	t.Logf("the racing session ended at the sweeper's try %d", tries)
-	wg.Wait()
-	cutOff.Range(func(w, _ any) bool {
-		t.Errorf("worker %v saw its session ended under a request", w)
-		return true
-	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // front does what the front end does with f, the message a POST carries,
@@ -24,7 +25,7 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 	switch {
 	case f.Kind == frame.Response:
 		u := h.sessionOf(r)
-		if u == nil || !u.asks.answered(f) {
+		if u == nil || !u.Asks.Answered(f) {
 			return false
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -49,20 +50,20 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 }
 
 // serveTaskResult answers r, a tasks/result of session u's for its task t.
-func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u *upstreamSession, f *frame.Frame, t *upTask) {
-	if !u.begin(time.Now().UnixNano()) {
+func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u *upstream.Session, f *frame.Frame, t *upTask) {
+	if !u.Begin(time.Now().UnixNano()) {
 		http.Error(w, "Session not found", http.StatusNotFound)
 		return
 	}
-	defer func() { u.finish(time.Now().UnixNano()) }()
+	defer func() { u.Finish(time.Now().UnixNano()) }()
 	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
 	rec.answer(h.m.serveTaskResult(r.Context(), u, postOut{rec: rec, u: u}, f, t), false, nil)
 }
 
 // sessionOf returns the 2025-11-25 session r names, if it is the caller's.
-func (h *HTTPUpstream) sessionOf(r *http.Request) *upstreamSession {
-	u := h.sessions.lookup(r.Header.Get(server.HeaderKeySessionID))
-	if u == nil || u.identity != IdentityFrom(r.Context()) {
+func (h *HTTPUpstream) sessionOf(r *http.Request) *upstream.Session {
+	u := h.sessions.Lookup(r.Header.Get(server.HeaderKeySessionID))
+	if u == nil || u.Identity != upstream.IdentityFrom(r.Context()) {
 		return nil
 	}
 	return u
@@ -85,7 +86,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		w.WriteHeader(status)
 		_, _ = w.Write(frame.ErrorAnswer(f.ID, e))
 	}
-	var u *upstreamSession
+	var u *upstream.Session
 	if modern {
 		if e := modernTransportError(r.Header, meta, headerVersion); e != nil {
 			writeError(http.StatusBadRequest, e)
@@ -97,18 +98,18 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 			return
 		}
 		sid := r.Header.Get(server.HeaderKeySessionID)
-		if u = h.sessionOf(r); u == nil || !u.begin(time.Now().UnixNano()) {
+		if u = h.sessionOf(r); u == nil || !u.Begin(time.Now().UnixNano()) {
 			if sid == "" {
 				http.Error(w, "Invalid session ID", http.StatusNotFound)
 			} else {
-				if u == nil && h.sessions.lookup(sid) != nil {
-					h.log.Warn().Str("identity", IdentityFrom(r.Context())).Msg("request refused: the session belongs to another identity")
+				if u == nil && h.sessions.Lookup(sid) != nil {
+					h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Msg("request refused: the session belongs to another identity")
 				}
 				http.Error(w, "Session not found", http.StatusNotFound)
 			}
 			return
 		}
-		defer func() { u.finish(time.Now().UnixNano()) }()
+		defer func() { u.Finish(time.Now().UnixNano()) }()
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -116,11 +117,11 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		// A 2026-07-28 request has no session, and so no ids in flight
 		// beside it: it ends when its connection does.
 		dup, _ := idDupKey(f.ID)
-		if !u.calls.claim(dup, cancel) {
+		if !u.Calls.Claim(dup, cancel) {
 			h.refuseID(w, r, f.ID, dupIDText)
 			return
 		}
-		defer u.calls.release(dup)
+		defer u.Calls.Release(dup)
 	}
 	if modern {
 		// The headers are the transport's, checked before the body's params.
@@ -202,50 +203,11 @@ func (h *HTTPUpstream) cancelled(w http.ResponseWriter, r *http.Request, f *fram
 		return false
 	}
 	dup, _ := idDupKey(f.Params[named.Start:named.End])
-	if !u.calls.cancel(dup) {
+	if !u.Calls.Cancel(dup) {
 		return false
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return true
-}
-
-// callTable holds the requests in flight that mcpmux answers itself of one
-// 2025-11-25 HTTP session, by their ids' dup form: a second request under
-// an id in flight is refused, and a cancellation finds its request.
-type callTable struct {
-	mu    sync.Mutex
-	calls map[string]context.CancelFunc
-}
-
-// claim records a request under dup; false if one under it is in flight.
-func (t *callTable) claim(dup string, cancel context.CancelFunc) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, taken := t.calls[dup]; taken {
-		return false
-	}
-	if t.calls == nil {
-		t.calls = map[string]context.CancelFunc{}
-	}
-	t.calls[dup] = cancel
-	return true
-}
-
-func (t *callTable) release(dup string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.calls, dup)
-}
-
-// cancel cancels the request under dup, if there is one.
-func (t *callTable) cancel(dup string) bool {
-	t.mu.Lock()
-	c := t.calls[dup]
-	t.mu.Unlock()
-	if c != nil {
-		c()
-	}
-	return c != nil
 }
 
 // ownResponse is the response to a request mcpmux answers itself: one JSON
@@ -269,7 +231,7 @@ func (o *ownResponse) event(line []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.done {
-		return errStreamOver
+		return upstream.ErrStreamOver
 	}
 	if !o.events {
 		h := o.w.Header()
@@ -333,14 +295,14 @@ func (o *ownResponse) extend() {
 // requests from a server).
 type postOut struct {
 	rec *ownResponse
-	u   *upstreamSession
+	u   *upstream.Session
 }
 
-func (o postOut) notify(line []byte) { _ = o.rec.event(line) }
+func (o postOut) Notify(line []byte) { _ = o.rec.event(line) }
 
-func (o postOut) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (o postOut) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if o.u == nil {
-		return nil, errNoAsk
+		return nil, upstream.ErrNoAsk
 	}
-	return o.u.asks.ask(ctx, o.rec.event, method, params)
+	return o.u.Asks.Ask(ctx, o.rec.event, method, params)
 }

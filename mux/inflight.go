@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // inflight is one child session's table of requests in flight for clients.
@@ -218,12 +219,6 @@ func (m *Mux) writeQueued(c *inCall) {
 	}
 }
 
-// notificationLine is a notification as JSON-RPC.
-func notificationLine(method string, params map[string]any) ([]byte, error) {
-	return json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
-		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
-}
-
 // notifyCall sends a notification to the client of the upstream request
 // a: down its edge at once, so that it is out before the call's answer
 // (the edge writes its own answers from another goroutine); for a task,
@@ -232,8 +227,8 @@ func notificationLine(method string, params map[string]any) ([]byte, error) {
 // queue is full.
 func (m *Mux) notifyCall(a *attachment, method string, params map[string]any) {
 	if a.out != nil {
-		if line, err := notificationLine(method, params); err == nil {
-			a.out.notify(append(line, '\n'))
+		if line, err := upstream.NotificationLine(method, params); err == nil {
+			a.out.Notify(append(line, '\n'))
 		}
 		return
 	}
@@ -241,7 +236,7 @@ func (m *Mux) notifyCall(a *attachment, method string, params map[string]any) {
 		return
 	}
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := m.notifySession(a.sess, method, params)
+		err := m.sessions.Notify(a.sess, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // The fuzz targets that drive whole requests through mcpmux share one lab
@@ -83,7 +84,7 @@ func startFuzzLab(f *testing.F) *Mux {
 		serverLines: "hide = [\"secret\"]\nread_only = [\"echo\", \"pick\"]\n" + fuzzServerLines,
 		checkLeaks:  true,
 	})
-	if n := len(m.Tools(WithIdentity(context.Background(), fuzzIdentity))); n != len(fuzzChildTools())-1 {
+	if n := len(m.Tools(upstream.WithIdentity(context.Background(), fuzzIdentity))); n != len(fuzzChildTools())-1 {
 		f.Fatalf("the lab offers %d tools, want %d: %+v", n, len(fuzzChildTools())-1, m.Status())
 	}
 	return m

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -129,7 +130,7 @@ func serveLab(tb testing.TB, m *Mux, o HTTPOptions, identity func(*http.Request)
 	tb.Helper()
 	up := m.NewHTTPUpstream(o)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), identity(r))))
+		up.ServeHTTP(w, r.WithContext(upstream.WithIdentity(r.Context(), identity(r))))
 	}))
 	// Registered after the lab's clean-up, so run before it.
 	tb.Cleanup(func() {

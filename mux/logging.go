@@ -54,14 +54,14 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
 	cat, set := m.catalog.Load(), m.policies.Current()
 	sees := map[string]bool{}
-	for _, u := range m.sessions.all() {
-		ok, known := sees[u.identity]
+	for _, u := range m.sessions.All() {
+		ok, known := sees[u.Identity]
 		if !known {
-			ok = seesAlias(set.For(u.identity), cat, c.alias)
-			sees[u.identity] = ok
+			ok = seesAlias(set.For(u.Identity), cat, c.alias)
+			sees[u.Identity] = ok
 		}
 		if ok && logWanted(&attachment{sess: u}, mcp.LoggingLevel(level)) {
-			_ = m.notifySession(u, string(mcp.MethodNotificationMessage), params)
+			_ = m.sessions.Notify(u, string(mcp.MethodNotificationMessage), params)
 		}
 	}
 }
@@ -98,7 +98,7 @@ func logWanted(a *attachment, level mcp.LoggingLevel) bool {
 	if a.sess == nil {
 		return false
 	}
-	if l, set := a.sess.logLevel(); set {
+	if l, set := a.sess.LogLevel(); set {
 		return level.ShouldSendTo(l)
 	}
 	return level.ShouldSendTo(logLevels[0])
@@ -140,8 +140,8 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 		return ""
 	}
 	best := len(logLevels)
-	for _, u := range m.sessions.all() {
-		l, set := u.logLevel()
+	for _, u := range m.sessions.All() {
+		l, set := u.LogLevel()
 		if !set {
 			continue
 		}
@@ -160,8 +160,8 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 // afterSetLevel passes a client's logging/setLevel on to every ready child
 // that declared logging, and waits for them (each within the call timeout).
 func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
-	if u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx)); u != nil {
-		u.setLevel(req.Params.Level)
+	if u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx)); u != nil {
+		u.SetLevel(req.Params.Level)
 	}
 	m.levelSet.Store(true)
 	ctx = context.WithoutCancel(ctx)

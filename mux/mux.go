@@ -64,6 +64,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -88,7 +89,7 @@ type Mux struct {
 
 	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
 	srv       *server.MCPServer
-	sessions  sessions
+	sessions  upstream.Registry
 	subs      subscriptions
 	tasks     taskTable   // upstream tasks mcp-go hosts (tasks.go)
 	rounds    roundTable  // 2026-07-28 calls waiting for input (rounds.go)
@@ -165,6 +166,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.children = append(m.children, newChild(m, s))
 	}
 	m.srv = m.newServer()
+	m.sessions.UseServer(m.srv)
 	return m
 }
 
@@ -228,7 +230,7 @@ func (m *Mux) Close() {
 		return
 	}
 	m.cutCalls(ErrShuttingDown)
-	m.sessions.close()
+	m.sessions.Close()
 	m.subs.close()
 	m.tasks.close()
 	m.rounds.wait()

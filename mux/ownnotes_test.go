@@ -13,16 +13,17 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // httpSession returns the one HTTP session m holds, once mcp-go has
 // registered it.
-func httpSession(t *testing.T, m *Mux) *upstreamSession {
+func httpSession(t *testing.T, m *Mux) *upstream.Session {
 	t.Helper()
-	var u *upstreamSession
+	var u *upstream.Session
 	testsupport.WaitFor(t, "the HTTP session", func() bool {
-		for _, s := range m.sessions.all() {
-			if cs := s.mcpSession(); cs != nil && cs.Initialized() {
+		for _, s := range m.sessions.All() {
+			if cs := s.MCP(); cs != nil && cs.Initialized() {
 				u = s
 			}
 		}
@@ -37,17 +38,17 @@ func awaitGETStream(t *testing.T, m *Mux, c *testsupport.Conn) {
 	t.Helper()
 	id := c.Client.GetSessionId()
 	testsupport.WaitFor(t, "the GET stream of "+id, func() bool {
-		u := m.sessions.lookup(id)
-		return u != nil && u.streamOpen()
+		u := m.sessions.Lookup(id)
+		return u != nil && u.Listening()
 	})
 }
 
 // sendOwn sends what mcpmux sends outside any call, retrying while the
 // session's queue is full.
-func sendOwn(t *testing.T, m *Mux, u *upstreamSession, method string, params map[string]any) {
+func sendOwn(t *testing.T, m *Mux, u *upstream.Session, method string, params map[string]any) {
 	t.Helper()
 	for {
-		err := m.notifySession(u, method, params)
+		err := m.sessions.Notify(u, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			if err != nil {
 				t.Fatalf("%s: %v", method, err)
@@ -119,83 +120,5 @@ func TestOwnNotificationsSurviveEndingPOSTs(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Fatalf("%d of %d notifications sent while POSTs ended were lost", lost, sent)
-	}
-}
-
-// openStreams returns n open streams of a fresh session, in the order
-// they opened.
-func openStreams(t *testing.T, n int) (*upstreamSession, []*getStream) {
-	t.Helper()
-	u := &upstreamSession{kind: kindHTTP}
-	var out []*getStream
-	for range n {
-		s := newGetStream(func() {})
-		if _, ok := u.addStream(s); !ok {
-			t.Fatal("the session has ended")
-		}
-		s.begin()
-		out = append(out, s)
-	}
-	return u, out
-}
-
-// drainStream drains what s holds, by method.
-func drainStream(s *getStream) []string {
-	var out []string
-	for {
-		select {
-		case n := <-s.queue:
-			out = append(out, n.method)
-		default:
-			return out
-		}
-	}
-}
-
-// TestOwnNotesTakeOneStream: with two GET streams open, mcpmux's
-// notifications all go to the newest, in the order sent.
-func TestOwnNotesTakeOneStream(t *testing.T) {
-	u, s := openStreams(t, 2)
-	var want []string
-	for i := range 20 {
-		want = append(want, fmt.Sprint(i))
-		if taken, err := u.offer(ownNote{method: want[i]}); !taken || err != nil {
-			t.Fatalf("offer %d: %v, %v", i, taken, err)
-		}
-	}
-	if got := drainStream(s[1]); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("the newest stream got %q, want %q", got, want)
-	}
-	if got := drainStream(s[0]); len(got) > 0 {
-		t.Errorf("the older stream got %q", got)
-	}
-}
-
-// TestOwnNoteAfterFailedWrite: a note whose write fails goes to the
-// session's other open stream, not to mcp-go; one whose bytes were written
-// but not flushed is sent nowhere again.
-func TestOwnNoteAfterFailedWrite(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		err   error
-		other int // notes the other stream gets
-	}{
-		{"write failed", errStreamOver, 1},
-		{"flush failed", fmt.Errorf("%w: %w", errUnflushed, errors.New("broken pipe")), 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, s := openStreams(t, 2)
-			if taken, err := s[1].offer(ownNote{method: "n"}); !taken || err != nil {
-				t.Fatalf("offer: %v, %v", taken, err)
-			}
-			var given []ownNote
-			s[1].run(func([]byte) error { return tc.err }, func(n ownNote) { given = append(given, n) })
-			if len(given) > 0 {
-				t.Errorf("given to mcp-go: %v", given)
-			}
-			if got := drainStream(s[0]); len(got) != tc.other {
-				t.Errorf("the other stream got %q, want %d", got, tc.other)
-			}
-		})
 	}
 }

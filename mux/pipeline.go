@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -83,11 +84,11 @@ func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 	if ok && t.task == mcp.TaskSupportRequired {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
-		rec := CallRecord{Identity: IdentityFrom(ctx), Tool: t.name, Server: t.child.alias, Decision: DecisionInvalid, Outcome: OutcomeRefused}
+		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.name, Server: t.child.alias, Decision: DecisionInvalid, Outcome: OutcomeRefused}
 		m.done(rec, time.Now())
 		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
-	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
 	args := json.RawMessage(r.p.Arguments)
 	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *upCall) answer {
 		return toolAnswer(m.callTool(ctx, up, name, args), name)
@@ -146,7 +147,7 @@ func (m *Mux) servePrompt(ctx context.Context, r *upRequest) answer {
 		m.promptRefused(ctx, name, begun)
 		return answer{err: promptNotFound(name)}
 	}
-	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
 	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *upCall) answer {
 		return m.getPrompt(ctx, up, e, args, begun)
 	})
@@ -239,7 +240,7 @@ func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
 	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
 		return refuse()
 	}
-	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
 	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *upCall) answer {
 		return m.readAt(ctx, up, c, uri, orig, begun)
 	})
@@ -312,7 +313,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 	if r.p.Ref == nil || json.Unmarshal(r.p.Ref, &ref) != nil {
 		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
 	}
-	up := &upCall{identity: IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
 	cat := m.catalog.Load()
 	switch ref.Type {
 	case "ref/prompt":

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // upRequest is one request of a client's that mcpmux answers itself, as
@@ -21,30 +22,14 @@ type upRequest struct {
 	// sess is the upstream session the request came on: the stdio client's,
 	// a 2025-11-25 HTTP session, or for a 2026-07-28 request over HTTP,
 	// which has none, one of its own.
-	sess *upstreamSession
+	sess *upstream.Session
 	// out is how what the request's calls send the client before its
 	// answer reaches it.
-	out requestOut
+	out upstream.Out
 }
 
 // modern reports whether r is of protocol 2026-07-28.
 func (r *upRequest) modern() bool { return r.meta.Protocol.Modern }
-
-// requestOut is an edge's side of one request: what mcpmux sends the
-// client while the request runs, before its answer. Both are safe to call
-// from any goroutine.
-type requestOut interface {
-	// notify writes one notification, a JSON-RPC line, at once.
-	notify(line []byte)
-	// ask sends the client a request of method with params (a JSON
-	// object, nil for none) and returns the result it answers with; an
-	// error answer is a *frame.Error. It ends with ctx.
-	ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
-}
-
-// errNoAsk is what ask returns where the request's edge cannot carry a
-// request to the client.
-var errNoAsk = errors.New("the client cannot be asked on this request's stream")
 
 // attachment is an upstream request as what its calls send reaches it.
 type attachment struct {
@@ -54,10 +39,10 @@ type attachment struct {
 	// asked for none.
 	token json.RawMessage
 	proto frame.Protocol
-	sess  *upstreamSession
+	sess  *upstream.Session
 	// out is the request's edge; nil for a task, which outlives the
 	// request that began it: what it sends goes to its session.
-	out requestOut
+	out upstream.Out
 }
 
 // attachment is r as its calls reach it.
@@ -76,7 +61,7 @@ func (a *attachment) caps() mcp.ClientCapabilities {
 		return mcp.ClientCapabilities{}
 	}
 	if a.sess != nil {
-		return a.sess.clientCaps()
+		return a.sess.ClientCaps()
 	}
 	return mcp.ClientCapabilities{}
 }
@@ -112,24 +97,9 @@ func errorAnswer(err error) answer {
 	}
 	var ce *rpcError
 	if errors.As(err, &ce) {
-		return answer{err: &frame.Error{Code: ce.details.Code, Message: ce.details.Message, Data: rawData(ce.details.Data)}}
+		return answer{err: &frame.Error{Code: ce.details.Code, Message: ce.details.Message, Data: frame.RawData(ce.details.Data)}}
 	}
 	return answer{err: &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
-}
-
-// rawData is a child error's data as JSON; nil for none.
-func rawData(d any) json.RawMessage {
-	if d == nil {
-		return nil
-	}
-	if raw, ok := d.(json.RawMessage); ok {
-		return raw
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // ownResult is the answer with r, a result of mcpmux's own.

@@ -33,6 +33,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/rs/zerolog"
 )
 
@@ -164,7 +165,7 @@ func unknownState(method mcp.MCPMethod) string {
 // (refused like any request for the name).
 func (m *Mux) inRound(ctx context.Context, req *upRequest, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
 	if state := req.p.RequestState; state != "" && req.modern() {
-		r := m.rounds.take(state, IdentityFrom(ctx), method, name)
+		r := m.rounds.take(state, upstream.IdentityFrom(ctx), method, name)
 		ok := allowed()
 		switch {
 		case !ok && r == nil:
@@ -201,7 +202,7 @@ func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, nam
 	case mcp.MethodToolsCall:
 		// name is in the catalog (the policy allows it), so refused calls
 		// it unknown, not hidden.
-		m.refused(IdentityFrom(ctx), name, m.catalog.Load(), now)
+		m.refused(upstream.IdentityFrom(ctx), name, m.catalog.Load(), now)
 	case mcp.MethodPromptsGet:
 		m.auditAccess(ctx, "prompt", name, "", DecisionUnknown, nil, now)
 	case mcp.MethodResourcesRead:
@@ -235,7 +236,7 @@ func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMeth
 	if !m.rounds.enter() {
 		return nil
 	}
-	r := &round{rt: &m.rounds, identity: IdentityFrom(ctx), method: method, name: name,
+	r := &round{rt: &m.rounds, identity: upstream.IdentityFrom(ctx), method: method, name: name,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.

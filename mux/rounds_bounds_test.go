@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // TestRoundBoundPerServer: with st's max_in_flight at 2, alice holds at
@@ -163,7 +164,7 @@ func TestRoundAnswerNotRetried(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "1h"`})
 	l.m.rounds.holdFor = time.Millisecond
 	done := make(chan struct{})
-	r := l.m.startRound(WithIdentity(context.Background(), "alice"), &upRequest{method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
+	r := l.m.startRound(upstream.WithIdentity(context.Background(), "alice"), &upRequest{method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
 		func(context.Context, *upCall) answer { <-done; return answer{} })
 	r.mu.Lock()
 	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // rulesPolicy is reader's policy in these tests: reads under /pub only,
@@ -124,9 +125,9 @@ func TestRuleRefusesCall(t *testing.T) {
 func TestRuleHidesTool(t *testing.T) {
 	l := startRulesLab(t)
 	m, calls := l.m, l.calls
-	ops := WithCaller(context.Background(), "reader", map[string]any{"team": "ops"})
-	dev := WithCaller(context.Background(), "reader", map[string]any{"team": "dev"})
-	none := WithIdentity(context.Background(), "reader")
+	ops := upstream.WithCaller(context.Background(), "reader", map[string]any{"team": "ops"})
+	dev := upstream.WithCaller(context.Background(), "reader", map[string]any{"team": "dev"})
+	none := upstream.WithIdentity(context.Background(), "reader")
 
 	listed := func(ctx context.Context) string {
 		return string(m.serveList(ctx, &upRequest{method: string(mcp.MethodToolsList)}).result)
@@ -136,14 +137,14 @@ func TestRuleHidesTool(t *testing.T) {
 	}
 	for _, ctx := range []context.Context{dev, none} {
 		if l := listed(ctx); strings.Contains(l, `"lab__write"`) || !strings.Contains(l, `"lab__read"`) {
-			t.Fatalf("%v sees %s", ClaimsFrom(ctx), l)
+			t.Fatalf("%v sees %s", upstream.ClaimsFrom(ctx), l)
 		}
 		if got := m.filterTools(ctx, []mcp.Tool{{Name: "lab__write"}}); len(got) != 0 {
-			t.Fatalf("mcp-go's filter lets %v call lab__write", ClaimsFrom(ctx))
+			t.Fatalf("mcp-go's filter lets %v call lab__write", upstream.ClaimsFrom(ctx))
 		}
 		r := m.CallTool(ctx, "reader", "lab__write", nil)
 		if r.Decision != DecisionRule || r.Tool != nil || r.Rule == nil || r.Rule.Rule.Index != 2 {
-			t.Fatalf("call by %v: %+v", ClaimsFrom(ctx), r)
+			t.Fatalf("call by %v: %+v", upstream.ClaimsFrom(ctx), r)
 		}
 		if a, _ := toolAnswer(r, "lab__write").own.(*mcp.CallToolResult); a == nil || !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
 			t.Fatalf("told %+v; want unknown tool", a)
@@ -159,11 +160,11 @@ func TestRuleHidesTool(t *testing.T) {
 	// The list is a cache: one encoding per view, whoever asks.
 	cat := m.catalog.Load()
 	dev2 := viewer{p: m.policies.Current().For("reader"), claims: map[string]any{"team": "qa"}}
-	a, b := cat.list(kindTool, viewer{p: dev2.p, claims: ClaimsFrom(dev)}), cat.list(kindTool, dev2)
+	a, b := cat.list(kindTool, viewer{p: dev2.p, claims: upstream.ClaimsFrom(dev)}), cat.list(kindTool, dev2)
 	if &a[0] != &b[0] {
 		t.Error("two callers with the same view got separate encodings")
 	}
-	if c := cat.list(kindTool, viewer{p: dev2.p, claims: ClaimsFrom(ops)}); &c[0] == &a[0] {
+	if c := cat.list(kindTool, viewer{p: dev2.p, claims: upstream.ClaimsFrom(ops)}); &c[0] == &a[0] {
 		t.Error("ops and dev share an encoding")
 	}
 }
@@ -197,7 +198,7 @@ func claimsUpstream(t *testing.T, m *Mux) func(identity string, claims map[strin
 				return
 			}
 		}
-		up.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), r.Header.Get("X-Identity"), claims)))
+		up.ServeHTTP(w, r.WithContext(upstream.WithCaller(r.Context(), r.Header.Get("X-Identity"), claims)))
 	}))
 	t.Cleanup(func() {
 		up.Shutdown(context.Background())
@@ -302,7 +303,7 @@ func TestRuleListChangedOnPolicyEdit(t *testing.T) {
 	moved := "# reader\n# reads under /pub\n" + strings.Replace(rulesPolicy, `claims.team == "ops"`, `claims.team in ["ops", "dev"]`, 1)
 	writePolicy(t, l.m, "reader", moved)
 	testsupport.WaitFor(t, "the moved rules", func() bool { return l.m.policies.Current().For("reader").Rules()[0].Line == 7 })
-	r := l.m.CallTool(WithCaller(context.Background(), "reader", map[string]any{"team": "ops"}), "reader", "lab__read", json.RawMessage(`{"path":"/etc"}`))
+	r := l.m.CallTool(upstream.WithCaller(context.Background(), "reader", map[string]any{"team": "ops"}), "reader", "lab__read", json.RawMessage(`{"path":"/etc"}`))
 	if r.Decision != DecisionRule || r.Rule.Rule.Line != 7 || !strings.Contains(lastLine(l.log, `"decision":"rule"`), `"rule_line":7`) {
 		t.Errorf("refused by %v; audit line %s", r.Rule, lastLine(l.log, `"decision":"rule"`))
 	}

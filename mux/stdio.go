@@ -21,6 +21,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // Upstream concurrency: the stdio server runs 5 tool calls at a time unless
@@ -47,11 +48,11 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
 	w := drain.writer(out) // first: the reader answers oversized messages through it
 	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls)}
-	front.u = m.sessions.openStdio(identity, stdioOut{front})
-	defer m.sessions.closeStdio(front.u)
+	front.u = m.sessions.OpenStdio(identity, stdioOut{front})
+	defer m.sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for the session to be found.
-	ctx = withAnswerWatch(WithIdentity(ctx, identity), drain.out)
+	ctx = withAnswerWatch(upstream.WithIdentity(ctx, identity), drain.out)
 	front.base, front.stop = context.WithCancel(ctx)
 	defer front.close()
 	r := drain.reader(in)
@@ -353,7 +354,7 @@ func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 		}
 		return true
 	case f.Kind == frame.Response:
-		return front.u.asks.answered(&f)
+		return front.u.Asks.Answered(&f)
 	case f.Kind != frame.Request || !mayTake(f.Method):
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // stdioFront runs the requests of the stdio client that mcpmux answers
@@ -14,7 +15,7 @@ import (
 // waits for them once mcp-go's Listen has returned.
 type stdioFront struct {
 	m  *Mux
-	u  *upstreamSession
+	u  *upstream.Session
 	aw *answerWriter
 	// base is the calls' context: the caller, and ServeStdio's end; stop
 	// ends it.
@@ -131,10 +132,10 @@ func (f *stdioFront) close() {
 // mcp-go writes.
 type stdioOut struct{ f *stdioFront }
 
-func (o stdioOut) notify(line []byte) { o.f.aw.writeOwn(line) }
+func (o stdioOut) Notify(line []byte) { o.f.aw.writeOwn(line) }
 
-func (o stdioOut) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	return o.f.u.asks.ask(ctx, func(line []byte) error {
+func (o stdioOut) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return o.f.u.Asks.Ask(ctx, func(line []byte) error {
 		o.f.aw.writeOwn(line)
 		return nil
 	}, method, params)

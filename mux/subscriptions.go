@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -17,7 +18,7 @@ import (
 // unsubscribed when it loses its last.
 type subscriptions struct {
 	mu      sync.Mutex // subscribing and updates only; never taken by a call
-	byChild map[subKey]map[*upstreamSession]string
+	byChild map[subKey]map[*upstream.Session]string
 	// changing serialises, per resource, the change of its subscribers
 	// with the request that tells the child, so that a subscribe and an
 	// unsubscribe of the last subscriber cannot cross on their way.
@@ -92,21 +93,21 @@ func (s *subscriptions) lock(k subKey) func() {
 }
 
 // add records that u subscribed to the child resource k as exposed.
-func (s *subscriptions) add(k subKey, u *upstreamSession, exposed string) {
+func (s *subscriptions) add(k subKey, u *upstream.Session, exposed string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
-		s.byChild = map[subKey]map[*upstreamSession]string{}
+		s.byChild = map[subKey]map[*upstream.Session]string{}
 	}
 	if s.byChild[k] == nil {
-		s.byChild[k] = map[*upstreamSession]string{}
+		s.byChild[k] = map[*upstream.Session]string{}
 	}
 	s.byChild[k][u] = exposed
 }
 
 // remove forgets u's subscription to k. It reports whether u was
 // subscribed, and whether k is left with no subscriber.
-func (s *subscriptions) remove(k subKey, u *upstreamSession) (was, last bool) {
+func (s *subscriptions) remove(k subKey, u *upstream.Session) (was, last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, was = s.byChild[k][u]; !was {
@@ -121,10 +122,10 @@ func (s *subscriptions) remove(k subKey, u *upstreamSession) (was, last bool) {
 }
 
 // of returns the sessions subscribed to k, each with the URI it used.
-func (s *subscriptions) of(k subKey) map[*upstreamSession]string {
+func (s *subscriptions) of(k subKey) map[*upstream.Session]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[*upstreamSession]string, len(s.byChild[k]))
+	out := make(map[*upstream.Session]string, len(s.byChild[k]))
 	for u, exposed := range s.byChild[k] {
 		out[u] = exposed
 	}
@@ -132,7 +133,7 @@ func (s *subscriptions) of(k subKey) map[*upstreamSession]string {
 }
 
 // sessionKeys returns the resources u is subscribed to.
-func (s *subscriptions) sessionKeys(u *upstreamSession) []subKey {
+func (s *subscriptions) sessionKeys(u *upstream.Session) []subKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []subKey
@@ -160,7 +161,7 @@ func (s *subscriptions) uris(alias string) []string {
 
 // subscribe subscribes u to the resource orig of c, exposed as uri: at the
 // child if it is the resource's first subscriber.
-func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, u *upstreamSession) error {
+func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, u *upstream.Session) error {
 	k := subKey{c.alias, orig}
 	defer m.subs.lock(k)()
 	if len(m.subs.of(k)) == 0 {
@@ -175,7 +176,7 @@ func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, u *upst
 // unsubscribe ends u's subscription to k: at the child if it was the
 // resource's last subscriber. It is best effort: the child's refusal is
 // logged.
-func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstreamSession) {
+func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
 	defer m.subs.lock(k)()
 	if was, last := m.subs.remove(k, u); !was || !last {
 		return
@@ -194,7 +195,7 @@ func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstreamSession) {
 // sweeper, a DELETE, shutdown) never waits for a child. It is told once of
 // each session, by mcp-go's unregistering or a listen stream's end; a
 // session with no subscription costs a look-up.
-func (m *Mux) dropSubscriptions(u *upstreamSession) {
+func (m *Mux) dropSubscriptions(u *upstream.Session) {
 	keys := m.subs.sessionKeys(u)
 	if len(keys) == 0 {
 		return
@@ -212,7 +213,7 @@ func (m *Mux) dropSubscriptions(u *upstreamSession) {
 // subscriptions/listen names (it has no resources/subscribe): each at its
 // child, where the caller may read it. What cannot be subscribed is logged
 // and left out; the stream itself stays.
-func (m *Mux) listenSubscriptions(ctx context.Context, u *upstreamSession, uris []string) {
+func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris []string) {
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	for _, uri := range uris {
 		c, orig, ok := m.routeURI(cat, uri)
@@ -236,8 +237,8 @@ func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 			params[k] = v
 		}
 		params["uri"] = exposed
-		if err := m.notifySession(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
-			m.log.Warn().Err(err).Str("session", u.id).Msg("could not send resources/updated")
+		if err := m.sessions.Notify(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
+			m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send resources/updated")
 		}
 	}
 }

@@ -96,14 +96,16 @@ func TestIdleSweepDropsSubscriptionsAtOnce(t *testing.T) {
 	}
 	// All idle from now on, so that one sweep ends them all.
 	for _, id := range ids {
-		h.m.sessions.lookup(id).seen.Store(0)
+		u := h.m.sessions.Lookup(id)
+		u.Begin(0)
+		u.Finish(0)
 	}
 	testsupport.WaitFor(t, "every unsubscribe held at the child at once", func() bool {
 		most, _ := uc.counts()
 		return most == n
 	})
 	for _, id := range ids {
-		if h.m.sessions.lookup(id) != nil {
+		if h.m.sessions.Lookup(id) != nil {
 			t.Errorf("session %s still open", id)
 		}
 	}

@@ -43,13 +43,14 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // upTask is one task mcp-go hosts for a call of the mux's.
 type upTask struct {
 	id   string
 	call *taskCall // set under mu once the run starts
-	sess *upstreamSession
+	sess *upstream.Session
 	// ctx has the caller of the tools/call's context but not its end;
 	// cancel ends it.
 	ctx    context.Context
@@ -109,7 +110,7 @@ func (m *Mux) taskHooks() *server.TaskHooks {
 // taskCreated records a task mcp-go made for a tools/call. It runs under
 // mcp-go's task lock, before the handler starts.
 func (m *Mux) taskCreated(ctx context.Context, tm server.TaskMetrics) {
-	u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
+	u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 	info := server.RequestProtocolInfoFromContext(ctx)
 	if u == nil || info == nil {
 		return
@@ -145,7 +146,7 @@ func (tt *taskTable) lookup(id string) *upTask {
 
 // dropSession ends the runs of a session's tasks and forgets them: nobody
 // can ask for them any more.
-func (tt *taskTable) dropSession(u *upstreamSession) {
+func (tt *taskTable) dropSession(u *upstream.Session) {
 	tt.owned.Range(func(k, v any) bool {
 		if t := v.(*upTask); t.sess == u {
 			t.forget(errSessionGone)
@@ -181,7 +182,7 @@ func (tt *taskTable) expire(t *upTask, ttl *int64) {
 // visibleTo returns the task id if session u, in a request not of
 // 2026-07-28 (modern false), may see it: only the session that created it
 // may, and no 2026-07-28 request; nil otherwise.
-func (tt *taskTable) visibleTo(u *upstreamSession, modern bool, id string) *upTask {
+func (tt *taskTable) visibleTo(u *upstream.Session, modern bool, id string) *upTask {
 	if t := tt.lookup(id); t != nil && u != nil && !modern && t.sess == u {
 		return t
 	}
@@ -192,7 +193,7 @@ func (tt *taskTable) visibleTo(u *upstreamSession, modern bool, id string) *upTa
 // ctx (a request mcp-go handles) may not see, exactly as for one that does
 // not exist.
 func (m *Mux) guardTask(ctx context.Context, id *string) {
-	u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
+	u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 	if m.tasks.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
 		*id = ""
 	}
@@ -234,7 +235,7 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 			return
 		}
 		mine := res.Tasks[:0]
-		u := m.sessions.ofMCP(server.ClientSessionFromContext(ctx))
+		u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 		for _, t := range res.Tasks {
 			if m.tasks.visibleTo(u, server.IsModernRequest(ctx), t.TaskId) != nil {
 				mine = append(mine, t)
@@ -355,7 +356,7 @@ func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
 		if w != nil && w.ctx.Err() == nil {
 			return w
 		}
-		if out := t.sess.sessionOut(); out != nil {
+		if out := t.sess.SessionOut(); out != nil {
 			return &attachment{ctx: call.own.ctx, sess: t.sess, out: out}
 		}
 		if timeout == nil {
@@ -390,11 +391,11 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 		created = tm.CreatedAt.UTC().Format(time.RFC3339)
 	}
 	params := map[string]any{
-		"taskId":        tm.TaskID,
-		"status":        tm.Status,
-		"createdAt":     created,
-		"lastUpdatedAt": tm.CompletedAt.UTC().Format(time.RFC3339),
-		ownMark:         true,
+		"taskId":         tm.TaskID,
+		"status":         tm.Status,
+		"createdAt":      created,
+		"lastUpdatedAt":  tm.CompletedAt.UTC().Format(time.RFC3339),
+		upstream.OwnMark: true,
 	}
 	if tm.StatusMessage != "" {
 		params["statusMessage"] = tm.StatusMessage
@@ -402,8 +403,8 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	if ttl != nil {
 		params["ttl"] = *ttl
 	}
-	if err := m.notifySession(t.sess, mcp.MethodNotificationTasksStatus, params); err != nil {
-		m.log.Debug().Err(err).Str("session", t.sess.id).Msg("could not send " + mcp.MethodNotificationTasksStatus)
+	if err := m.sessions.Notify(t.sess, mcp.MethodNotificationTasksStatus, params); err != nil {
+		m.log.Debug().Err(err).Str("session", t.sess.ID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
 	}
 }
 
@@ -495,7 +496,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	t.call = tc
 	t.mu.Unlock()
 	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
-	up := &upCall{identity: IdentityFrom(t.ctx), to: &attachment{ctx: t.ctx, token: meta.Token, sess: t.sess}, task: tc, meta: meta}
+	up := &upCall{identity: upstream.IdentityFrom(t.ctx), to: &attachment{ctx: t.ctx, token: meta.Token, sess: t.sess}, task: tc, meta: meta}
 	args := any(req.Params.Arguments)
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
@@ -703,7 +704,7 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 // taskResultOf returns the task a tasks/result f of session u asks for,
 // if mcpmux answers it itself: a task of u's own. Another's task, or a
 // 2026-07-28 request, goes to mcp-go, which answers it as unknown.
-func (m *Mux) taskResultOf(u *upstreamSession, f *frame.Frame) *upTask {
+func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 	if f.Kind != frame.Request || f.Method != string(mcp.MethodTasksResult) || u == nil {
 		return nil
 	}
@@ -731,7 +732,7 @@ func (m *Mux) taskResultOf(u *upstreamSession, f *frame.Frame) *upTask {
 // task that ended otherwise (it failed, was cancelled, or mcpmux answered
 // its call itself), and a request that ends first, are answered by
 // mcp-go's store, which holds the task's outcome.
-func (m *Mux) serveTaskResult(ctx context.Context, u *upstreamSession, out requestOut, f *frame.Frame, t *upTask) []byte {
+func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *upTask) []byte {
 	t.resultAsked(&attachment{ctx: ctx, sess: u, out: out})
 	select {
 	case <-t.done:
@@ -742,7 +743,7 @@ func (m *Mux) serveTaskResult(ctx context.Context, u *upstreamSession, out reque
 		member := append([]byte(`"`+mcp.RelatedTaskMetaKey+`":{"taskId":`), id...)
 		return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
 	}
-	resp := m.srv.HandleMessage(m.srv.WithContext(ctx, u.mcpSession()), f.Raw)
+	resp := m.srv.HandleMessage(m.srv.WithContext(ctx, u.MCP()), f.Raw)
 	b, err := json.Marshal(resp)
 	if err == nil {
 		b, err = jsonwire.WithField(b, "id", f.ID) // as the client wrote it

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // afterReturn wraps a ResponseWriter and counts every use of it after the
@@ -82,7 +83,7 @@ func TestTaskProgressReachesItsSession(t *testing.T) {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var done atomic.Bool
 		defer done.Store(true)
-		up.ServeHTTP(afterReturn{w, &done, &late}, r.WithContext(WithIdentity(r.Context(), "reader")))
+		up.ServeHTTP(afterReturn{w, &done, &late}, r.WithContext(upstream.WithIdentity(r.Context(), "reader")))
 	}))
 	t.Cleanup(func() { up.Shutdown(context.Background()); hs.Close() })
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // taskChild is a real mcp-go child whose tools run as tasks, and what it
@@ -198,7 +199,7 @@ func TestTaskRoundTrip(t *testing.T) {
 	if n.Params.AdditionalFields["taskId"] != task.TaskId || n.Params.AdditionalFields["status"] != string(mcp.TaskStatusCompleted) {
 		t.Fatalf("status notification %+v", n.Params.AdditionalFields)
 	}
-	if _, marked := n.Params.AdditionalFields[ownMark]; marked {
+	if _, marked := n.Params.AdditionalFields[upstream.OwnMark]; marked {
 		t.Fatalf("the mark left the mux: %+v", n.Params.AdditionalFields)
 	}
 	// b's own task's notification comes after anything sent to b before

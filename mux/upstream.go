@@ -14,42 +14,9 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
-
-type identityKey struct{}
-
-// WithIdentity returns a context that carries the caller's authenticated
-// identity. Identity never comes from the request body.
-func WithIdentity(ctx context.Context, identity string) context.Context {
-	return context.WithValue(ctx, identityKey{}, identity)
-}
-
-// IdentityFrom returns the identity WithIdentity stored, or "".
-func IdentityFrom(ctx context.Context) string {
-	id, _ := ctx.Value(identityKey{}).(string)
-	return id
-}
-
-type claimsKey struct{}
-
-// WithCaller returns a context that carries the caller's authenticated
-// identity and the claims of the JWT that named it (nil for any other
-// credential), which policy rules may consult. The claims are never
-// modified.
-func WithCaller(ctx context.Context, identity string, claims map[string]any) context.Context {
-	ctx = WithIdentity(ctx, identity)
-	if claims != nil {
-		ctx = context.WithValue(ctx, claimsKey{}, claims)
-	}
-	return ctx
-}
-
-// ClaimsFrom returns the claims WithCaller stored, or nil.
-func ClaimsFrom(ctx context.Context) map[string]any {
-	c, _ := ctx.Value(claimsKey{}).(map[string]any)
-	return c
-}
 
 // newServer builds mcp-go's MCP server, to which the front end hands
 // what mcpmux does not answer itself (frontend.go): the handshake
@@ -82,26 +49,26 @@ func (m *Mux) newServer() *server.MCPServer {
 	m.addChildTraffic(hooks)
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (see upstream_sessions.go).
-	m.sessions.observe = m.observe.Session
-	m.sessions.ended = m.sessionEnded
+	m.sessions.Observe = m.observe.Session
+	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
-		m.sessions.registered(cs, IdentityFrom(ctx), viaHTTP)
+		m.sessions.Registered(cs, upstream.IdentityFrom(ctx), viaHTTP)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
-		m.sessions.unregistered(cs)
+		m.sessions.Unregistered(cs)
 	})
 	// A 2026-07-28 client listens with subscriptions/listen on a session
 	// mcp-go never registers; the hooks around the request mark its life.
 	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, req *mcp.SubscriptionsListenRequest) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			u := m.sessions.openListen(cs, IdentityFrom(ctx))
+			u := m.sessions.OpenListen(cs, upstream.IdentityFrom(ctx))
 			m.listenSubscriptions(ctx, u, req.Params.Notifications.ResourceSubscriptions)
 		}
 	})
 	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			m.sessions.closeListen(cs)
+			m.sessions.CloseListen(cs)
 		}
 	})
 	srv := server.NewMCPServer("mcpmux", Version,
@@ -128,7 +95,7 @@ func (m *Mux) newServer() *server.MCPServer {
 // sessionEnded drops what an upstream session that ended held: its
 // resource subscriptions (at the children, in the background) and its
 // tasks. The registry runs it once per session, on its own goroutine.
-func (m *Mux) sessionEnded(u *upstreamSession) {
+func (m *Mux) sessionEnded(u *upstream.Session) {
 	m.dropSubscriptions(u)
 	m.tasks.dropSession(u)
 }
@@ -153,8 +120,8 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 	if cs == nil || !ok || !watched {
 		return
 	}
-	identity, viaHTTP := IdentityFrom(ctx), ctx.Value(httpRequestKey{}) != nil
-	w.afterAnswer(key, func() { m.sessions.answered(cs, identity, viaHTTP) })
+	identity, viaHTTP := upstream.IdentityFrom(ctx), ctx.Value(httpRequestKey{}) != nil
+	w.afterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
 }
 
 // answerWatch is an edge that can run something once it has written the
@@ -198,7 +165,7 @@ func (m *Mux) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
 		return
 	default:
 	}
-	m.log.Info().Str("identity", IdentityFrom(ctx)).Str("method", string(method)).
+	m.log.Info().Str("identity", upstream.IdentityFrom(ctx)).Str("method", string(method)).
 		Msg("the client's handshake waits for the servers' first start")
 	_ = m.WaitReady(ctx)
 }
@@ -230,14 +197,14 @@ func (m *Mux) declare(caps *mcp.ServerCapabilities) {
 
 // policyFor returns the policy of the caller of ctx.
 func (m *Mux) policyFor(ctx context.Context) *policy.Policy {
-	return m.policies.Current().For(IdentityFrom(ctx))
+	return m.policies.Current().For(upstream.IdentityFrom(ctx))
 }
 
 // viewerOf returns the caller of ctx as its lists and tools are filtered.
 func (m *Mux) viewerOf(ctx context.Context) viewer {
 	v := viewer{p: m.policyFor(ctx)}
 	if len(v.p.Rules()) > 0 {
-		v.claims = ClaimsFrom(ctx)
+		v.claims = upstream.ClaimsFrom(ctx)
 	}
 	return v
 }
@@ -383,7 +350,7 @@ func (m *Mux) auditAccess(ctx context.Context, what, name, alias string, d Decis
 		outcome = OutcomeToolError
 	}
 	m.audit.Info().
-		Str("identity", IdentityFrom(ctx)).
+		Str("identity", upstream.IdentityFrom(ctx)).
 		Str(what, name).
 		Str("server", alias).
 		Str("decision", string(d)).
@@ -398,7 +365,7 @@ func (m *Mux) auditAccess(ctx context.Context, what, name, alias string, d Decis
 func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			m.sessions.closeListen(cs)
+			m.sessions.CloseListen(cs)
 		}
 		return
 	}
@@ -413,7 +380,7 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 
 func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
-	identity := IdentityFrom(ctx)
+	identity := upstream.IdentityFrom(ctx)
 	if t, ok := cat.lookup(kindTool, name); ok {
 		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}
 		if v := m.viewerOf(ctx); v.p.Allows(t.item()) {
@@ -463,8 +430,8 @@ func (m *Mux) notifyChanged(prev, next *catalog, oldSet, newSet *policy.Set, kin
 func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[string]bool, kinds []kind) {
 	type view struct{ changed [numKinds]bool }
 	views := map[string]*view{}
-	for _, u := range m.sessions.all() {
-		identity := u.identity
+	for _, u := range m.sessions.All() {
+		identity := u.Identity
 		if ids != nil && !ids[identity] {
 			continue
 		}
@@ -489,13 +456,13 @@ func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[st
 				continue
 			}
 			sent[listChanged[k]] = true
-			if f, ok := u.mcpSession().(server.SessionWithSubscriptionFilter); ok {
+			if f, ok := u.MCP().(server.SessionWithSubscriptionFilter); ok {
 				if filter, active := f.SubscriptionFilter(); active && !wants(filter, k) {
 					continue // a listener that did not ask for these
 				}
 			}
-			if err := m.notifySession(u, string(listChanged[k]), ownParams); err != nil {
-				m.log.Warn().Err(err).Str("session", u.id).Msg("could not send " + string(listChanged[k]))
+			if err := m.sessions.Notify(u, string(listChanged[k]), upstream.OwnParams); err != nil {
+				m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send " + string(listChanged[k]))
 			}
 		}
 	}
@@ -511,4 +478,11 @@ func wants(f mcp.SubscriptionFilter, k kind) bool {
 		return f.PromptsListChanged
 	}
 	return f.ResourcesListChanged
+}
+
+// WithCaller returns a context that carries the caller's identity and the
+// claims of the JWT that named it (nil for any other credential): what an
+// edge or a command hands every request it makes of m.
+func WithCaller(ctx context.Context, identity string, claims map[string]any) context.Context {
+	return upstream.WithCaller(ctx, identity, claims)
 }

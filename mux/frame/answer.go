@@ -224,3 +224,19 @@ func Event(msg []byte) []byte {
 	out = append(out, msg...)
 	return append(out, "\n\n"...)
 }
+
+// RawData is the data of a JSON-RPC error (any value: a decoded one, or
+// json.RawMessage) as JSON; nil for none or for one that cannot be encoded.
+func RawData(d any) json.RawMessage {
+	if d == nil {
+		return nil
+	}
+	if raw, ok := d.(json.RawMessage); ok {
+		return raw
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,11 +1,13 @@
-package mux
+package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
@@ -28,93 +30,93 @@ import (
 // before the session's queue counts as full, as mcp-go's does at 100.
 const streamQueue = 100
 
-// notifySession sends u a notification of mcpmux's own, made outside any
+// Notify sends u a notification of mcpmux's own, made outside any
 // call: the stdio client's at once, down its own edge; an HTTP session's
 // down its open GET stream, or mcp-go's queue of the session when none is
 // open; a listen stream's through mcp-go, which holds it. It never blocks:
 // a session whose client does not read what it is sent gets
 // server.ErrNotificationChannelBlocked, as from mcp-go's
 // SendNotificationToClient, and so does one not initialized.
-func (m *Mux) notifySession(u *upstreamSession, method string, params map[string]any) error {
-	n := ownNote{method: method, params: params}
+func (s *Registry) Notify(u *Session, method string, params map[string]any) error {
+	n := Note{Method: method, Params: params}
 	switch {
-	case u.kind == kindStdio && u.out != nil:
-		line, err := n.line()
+	case u.Kind == KindStdio && u.out != nil:
+		line, err := n.Line()
 		if err != nil {
 			return err
 		}
-		u.out.notify(line)
+		u.out.Notify(line)
 		return nil
-	case u.kind == kindHTTP:
-		if taken, err := u.offer(n); taken {
+	case u.Kind == KindHTTP:
+		if taken, err := u.Offer(n); taken {
 			return err
 		}
 	}
-	cs := u.mcpSession()
+	cs := u.MCP()
 	if cs == nil || !cs.Initialized() {
 		return server.ErrNotificationNotInitialized
 	}
-	return m.srv.SendNotificationToClient(m.srv.WithContext(context.Background(), cs), method, params)
+	return s.srv.SendNotificationToClient(s.srv.WithContext(context.Background(), cs), method, params)
 }
 
-// ownNote is one notification of notifySession, as given: a stream that
+// Note is one notification of Notify, as given: a stream that
 // cannot write it hands it to mcp-go as it would have been.
-type ownNote struct {
-	method string
-	params map[string]any
-	// raw, when set, is the message itself, a JSON-RPC line made ready
+type Note struct {
+	Method string
+	Params map[string]any
+	// Raw, when set, is the message itself, a JSON-RPC line made ready
 	// (a request to the client): it goes to a stream, never to mcp-go.
-	raw []byte
+	Raw []byte
 }
 
-// line is n as a JSON-RPC line, without the mark mcp-go's channel needs
+// Line is n as a JSON-RPC Line, without the mark mcp-go's channel needs
 // (announce.go).
-func (n ownNote) line() ([]byte, error) {
-	if n.raw != nil {
-		return n.raw, nil
+func (n Note) Line() ([]byte, error) {
+	if n.Raw != nil {
+		return n.Raw, nil
 	}
-	params := n.params
-	if _, marked := params[ownMark]; marked {
+	params := n.Params
+	if _, marked := params[OwnMark]; marked {
 		params = maps.Clone(params)
-		delete(params, ownMark)
+		delete(params, OwnMark)
 	}
-	line, err := notificationLine(n.method, params)
+	line, err := NotificationLine(n.Method, params)
 	if err != nil {
 		return nil, err
 	}
 	return append(line, '\n'), nil
 }
 
-// event is n as a server-sent event.
-func (n ownNote) event() ([]byte, error) {
-	line, err := n.line()
+// Event is n as a server-sent Event.
+func (n Note) Event() ([]byte, error) {
+	line, err := n.Line()
 	if err != nil {
 		return nil, err
 	}
 	return frame.Event(line), nil
 }
 
-// getStream is one listening GET stream of an HTTP session as mcpmux's own
+// Stream is one listening GET stream of an HTTP session as mcpmux's own
 // notifications reach it: open once mcp-go has begun it as an event
 // stream, until its request ends. Its writer goroutine (run) belongs to
 // the request.
-type getStream struct {
+type Stream struct {
 	cancel context.CancelFunc // ends the request, and with it mcp-go's side
-	owner  *upstreamSession   // set by addStream; nil in tests of a lone stream
+	owner  *Session           // set by addStream; nil in tests of a lone stream
 
 	mu     sync.Mutex
 	open   bool
 	closed bool
-	queue  chan ownNote
+	queue  chan Note
 	stop   chan struct{}
 }
 
-func newGetStream(cancel context.CancelFunc) *getStream {
-	return &getStream{cancel: cancel, queue: make(chan ownNote, streamQueue), stop: make(chan struct{})}
+func NewStream(cancel context.CancelFunc) *Stream {
+	return &Stream{cancel: cancel, queue: make(chan Note, streamQueue), stop: make(chan struct{})}
 }
 
-// begin opens the stream to notifications, once mcp-go has begun it.
-func (s *getStream) begin() {
+// Begin opens the stream to notifications, once mcp-go has begun it.
+func (s *Stream) Begin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.open = !s.closed
@@ -122,7 +124,7 @@ func (s *getStream) begin() {
 
 // offer queues n on the stream: taken is false if the stream is not open,
 // and err is ErrNotificationChannelBlocked if its queue is full.
-func (s *getStream) offer(n ownNote) (taken bool, err error) {
+func (s *Stream) offer(n Note) (taken bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.open {
@@ -136,8 +138,8 @@ func (s *getStream) offer(n ownNote) (taken bool, err error) {
 	}
 }
 
-// close ends offers; run then hands back what it has not written.
-func (s *getStream) close() {
+// Close ends offers; run then hands back what it has not written.
+func (s *Stream) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
@@ -146,22 +148,22 @@ func (s *getStream) close() {
 	}
 }
 
-// errStreamOver is what a write to a GET stream whose request has ended,
+// ErrStreamOver is what a write to a GET stream whose request has ended,
 // or that mcp-go has not begun, returns.
-var errStreamOver = errors.New("the GET stream is over")
+var ErrStreamOver = errors.New("the GET stream is over")
 
-// errUnflushed wraps the error of a write to a GET stream whose bytes were
+// ErrUnflushed wraps the error of a write to a GET stream whose bytes were
 // written but not flushed: the client may have them, so they are not sent
 // again.
-var errUnflushed = errors.New("the GET stream's event was written but not flushed")
+var ErrUnflushed = errors.New("the GET stream's event was written but not flushed")
 
-// run writes what the stream is offered with write until close, and
+// Run writes what the stream is offered with write until close, and
 // hands on what it could not write and what was left when the stream
 // closed: to the session's other open stream if it has one, else to
 // giveBack. A write that fails ends the stream: its client is not
 // reading, or has gone.
-func (s *getStream) run(write func([]byte) error, giveBack func(ownNote)) {
-	handOn := func(n ownNote) {
+func (s *Stream) Run(write func([]byte) error, giveBack func(Note)) {
+	handOn := func(n Note) {
 		if s.owner != nil {
 			if taken, err := s.owner.offerExcept(n, s); taken && err == nil {
 				return
@@ -172,15 +174,15 @@ func (s *getStream) run(write func([]byte) error, giveBack func(ownNote)) {
 	for {
 		select {
 		case n := <-s.queue:
-			ev, err := n.event()
+			ev, err := n.Event()
 			if err != nil {
 				giveBack(n) // mcp-go says what is wrong with it
 				continue
 			}
 			if err := write(ev); err != nil {
-				s.close()
+				s.Close()
 				s.cancel()
-				if !errors.Is(err, errUnflushed) {
+				if !errors.Is(err, ErrUnflushed) {
 					handOn(n)
 				}
 			}
@@ -195,4 +197,15 @@ func (s *getStream) run(write func([]byte) error, giveBack func(ownNote)) {
 			}
 		}
 	}
+}
+
+// OwnMark is the parameter that marks a list_changed mcpmux sends.
+const OwnMark = "io.mcpmux/own"
+
+var OwnParams = map[string]any{OwnMark: true}
+
+// NotificationLine is a notification as JSON-RPC.
+func NotificationLine(method string, params map[string]any) ([]byte, error) {
+	return json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
 }

@@ -1,4 +1,4 @@
-package mux
+package upstream
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/mcpmux/mcpmux/mux/frame"
 )
 
-// asks are the requests mcpmux sent one upstream session's client (a
+// Asks are the requests mcpmux sent one upstream session's client (a
 // child's sampling, elicitation or roots request, relayed) and waits for
 // the answers of. Their ids are mcpmux's own strings, which the front end
 // knows the client's answers by; nothing else of the session's is here.
-type asks struct {
+type Asks struct {
 	mu      sync.Mutex
 	next    uint64
 	waiting map[string]chan askAnswer // the id as JSON -> its answer
@@ -31,7 +31,7 @@ type askAnswer struct {
 const askPrefix = `"mcpmux-ask-`
 
 // open returns a new ask's id, as JSON, and where its answer comes.
-func (a *asks) open() (id string, answer <-chan askAnswer) {
+func (a *Asks) open() (id string, answer <-chan askAnswer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.next++
@@ -45,15 +45,15 @@ func (a *asks) open() (id string, answer <-chan askAnswer) {
 }
 
 // drop forgets the ask id, whose answer nobody waits for any more.
-func (a *asks) drop(id string) {
+func (a *Asks) drop(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.waiting, id)
 }
 
-// answered hands f, a client's answer, to the ask it answers, and reports
+// Answered hands f, a client's answer, to the ask it answers, and reports
 // whether it answers one.
-func (a *asks) answered(f *frame.Frame) bool {
+func (a *Asks) Answered(f *frame.Frame) bool {
 	if len(f.ID) < len(askPrefix) || string(f.ID[:len(askPrefix)]) != askPrefix {
 		return false
 	}
@@ -70,7 +70,7 @@ func (a *asks) answered(f *frame.Frame) bool {
 		if json.Unmarshal(f.Error, &e) != nil {
 			e = mcp.JSONRPCErrorDetails{Code: mcp.INTERNAL_ERROR, Message: "the client answered with a malformed error"}
 		}
-		ans.err = &frame.Error{Code: e.Code, Message: e.Message, Data: rawData(e.Data)}
+		ans.err = &frame.Error{Code: e.Code, Message: e.Message, Data: frame.RawData(e.Data)}
 	} else {
 		ans.result = json.RawMessage(append([]byte(nil), f.Result...))
 	}
@@ -78,10 +78,10 @@ func (a *asks) answered(f *frame.Frame) bool {
 	return true
 }
 
-// ask sends a request of method with params down send (one JSON-RPC line,
+// Ask sends a request of method with params down send (one JSON-RPC line,
 // written at once) and waits for the client's answer until ctx ends: its
 // result, or its error as a *frame.Error.
-func (a *asks) ask(ctx context.Context, send func(line []byte) error, method string, params json.RawMessage) (json.RawMessage, error) {
+func (a *Asks) Ask(ctx context.Context, send func(line []byte) error, method string, params json.RawMessage) (json.RawMessage, error) {
 	id, answer := a.open()
 	defer a.drop(id)
 	m, _ := json.Marshal(method)

@@ -597,15 +597,15 @@ func mayAnnotateHeaders(def []byte) bool {
 	return false
 }
 
-// rebuildCatalog merges what every child lists now and, if the result
-// differs from the current snapshot, publishes it and tells each upstream
-// session whose view changed.
+// rebuildCatalog merges what every child lists now and publishes it; the
+// announcer then tells each upstream session whose view changed.
 func (m *Mux) rebuildCatalog() { m.rebuildCatalogThen(nil) }
 
 // rebuildCatalogThen is rebuildCatalog, calling published (if not nil)
-// once the new snapshot is published and sessions are told, before the
-// build's first-sight pins are written to the pin file. That write, and
-// reading the pins' fields for a log line, come after publishMu is let go.
+// once the new snapshot is published and mcp-go and the sessions are told,
+// on the announcer's goroutine. The build's first-sight pins are written to
+// the pin file after publishMu is let go, as is reading the pins' fields
+// for a log line.
 func (m *Mux) rebuildCatalogThen(published func()) {
 	m.publishMu.Lock()
 	work := m.publishCatalog(published)
@@ -661,9 +661,6 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 		}
 	}
 	work := m.applyPins(next)
-	if published != nil {
-		defer published()
-	}
 	for k := range numKinds {
 		if len(next.kinds[k].list) == 0 {
 			continue // the zero digest, as in emptyCatalog
@@ -679,20 +676,12 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 	// The new snapshot is stored even when nothing listed changed: it holds
 	// a new child generation's schemas and the current hidden names.
 	m.catalog.Store(next)
-	var changed []kind
-	for k := range numKinds {
-		if prev.wire[k] != next.wire[k] {
-			changed = append(changed, k)
-		}
+	if len(changedKinds(prev, next)) > 0 {
+		m.log.Info().Int("tools", len(next.kinds[kindTool].list)).Int("prompts", len(next.kinds[kindPrompt].list)).
+			Int("resources", len(next.kinds[kindResource].list)).Int("resource_templates", len(next.kinds[kindTemplate].list)).
+			Msg("catalog changed")
 	}
-	if len(changed) == 0 {
-		return work
-	}
-	m.registerWithServer(next)
-	m.log.Info().Int("tools", len(next.kinds[kindTool].list)).Int("prompts", len(next.kinds[kindPrompt].list)).
-		Int("resources", len(next.kinds[kindResource].list)).Int("resource_templates", len(next.kinds[kindTemplate].list)).
-		Msg("catalog changed")
-	m.notifyChanged(prev, next, m.policies.Current(), m.policies.Current(), changed)
+	m.announcer.changed(published)
 	return work
 }
 

@@ -88,6 +88,7 @@ type Mux struct {
 	pinning  *pinning // nil when pinning is off (pinning.go)
 
 	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
+	announcer *announcer // tells upstream of each catalog and policy change (announcer.go)
 	srv       *server.MCPServer
 	sessions  upstream.Registry
 	subs      subscriptions
@@ -153,6 +154,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		initial:    make(chan struct{}),
 		idle:       make(chan struct{}, 1),
 		memory:     newMemoryReturner(returnMemory, memoryReturnEvery),
+		announcer:  newAnnouncer(),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
@@ -176,6 +178,7 @@ func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.spawner = childproc.NewSpawner(m.supervisor)
 	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
+	m.wg.Go(func() { m.announce(ctx) })
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)
@@ -188,7 +191,7 @@ func (m *Mux) Start(ctx context.Context) {
 		// Cleared before the build, so that a child publishing from now on
 		// rebuilds itself, and one that saw it set is in this build.
 		m.starting.Store(false)
-		// Ready before first-sight pins are written (rebuildCatalogThen).
+		// Ready once mcp-go and the sessions know of the first catalog.
 		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
 		m.memory.request()
 	})

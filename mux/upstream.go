@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -400,72 +399,6 @@ var listChanged = [numKinds]mcp.MCPMethod{
 	kindPrompt:   mcp.MethodNotificationPromptsListChanged,
 	kindResource: mcp.MethodNotificationResourcesListChanged,
 	kindTemplate: mcp.MethodNotificationResourcesListChanged,
-}
-
-// PolicyChanged tells the sessions of every identity whose view changed
-// between old and new that the lists they see changed.
-func (m *Mux) PolicyChanged(old, new *policy.Set) {
-	cat := m.catalog.Load()
-	ids := map[string]bool{}
-	for _, id := range policy.Changed(old, new) {
-		ids[id] = true
-	}
-	m.notify(cat, cat, old, new, ids, []kind{kindTool, kindPrompt, kindResource, kindTemplate})
-}
-
-// notifyChanged tells every session whose view of the kinds changed
-// between the snapshots prev and next that its lists changed.
-//
-// Sessions are known by identity, not by claims. For an identity whose
-// rules read claims, a session is told when the policy's widest view
-// (viewer.anyCaller) changed, which every caller's view is a part of, and
-// on every edit of its policy: some callers may be told of a change that
-// leaves their own list as it was, none misses one.
-func (m *Mux) notifyChanged(prev, next *catalog, oldSet, newSet *policy.Set, kinds []kind) {
-	m.notify(prev, next, oldSet, newSet, nil, kinds)
-}
-
-// notify sends each session of the identities in ids (every session, for
-// nil ids) one list_changed per list whose content it sees changed.
-func (m *Mux) notify(prev, next *catalog, oldSet, newSet *policy.Set, ids map[string]bool, kinds []kind) {
-	type view struct{ changed [numKinds]bool }
-	views := map[string]*view{}
-	for _, u := range m.sessions.All() {
-		identity := u.Identity
-		if ids != nil && !ids[identity] {
-			continue
-		}
-		v, ok := views[identity]
-		if !ok {
-			v = &view{}
-			op, np := oldSet.For(identity), newSet.For(identity)
-			byClaims := readsClaims(op) || readsClaims(np)
-			for _, k := range kinds {
-				if k == kindTool && byClaims && ids != nil {
-					v.changed[k] = true // an edit of the policy
-					continue
-				}
-				v.changed[k] = !bytes.Equal(prev.encode(k, viewer{p: op, anyCaller: byClaims}),
-					next.list(k, viewer{p: np, anyCaller: byClaims}))
-			}
-			views[identity] = v
-		}
-		sent := map[mcp.MCPMethod]bool{}
-		for _, k := range kinds {
-			if !v.changed[k] || sent[listChanged[k]] {
-				continue
-			}
-			sent[listChanged[k]] = true
-			if f, ok := u.MCP().(server.SessionWithSubscriptionFilter); ok {
-				if filter, active := f.SubscriptionFilter(); active && !wants(filter, k) {
-					continue // a listener that did not ask for these
-				}
-			}
-			if err := m.sessions.Notify(u, string(listChanged[k]), upstream.OwnParams); err != nil {
-				m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send " + string(listChanged[k]))
-			}
-		}
-	}
 }
 
 // wants reports whether a 2026-07-28 listener's filter asks for changes of

@@ -1,0 +1,161 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpmux/mcpmux/mux/upstream"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// announcer is the one goroutine that tells upstream what changed: it
+// registers each new catalog's task tools with mcp-go and sends each
+// session a list_changed for every list whose content that session sees
+// changed, after a catalog is published or a policy edited. A child's
+// supervisor and the policy watcher only hand it a wake-up, so neither
+// ever waits on a client's write, and every session is told in the order
+// things changed.
+//
+// It compares what it last told with what is in force when it runs, so a
+// burst of changes is told once, and a catalog change and a policy edit
+// that meet are judged together.
+type announcer struct {
+	wake chan struct{} // holds a token while something waits to be told
+	mu   sync.Mutex
+	then []func() // to call once what is in force now has been told
+}
+
+func newAnnouncer() *announcer { return &announcer{wake: make(chan struct{}, 1)} }
+
+// changed has what is in force now told, calling then (if not nil) once it
+// has been: once mcp-go and every session know of it.
+func (a *announcer) changed(then func()) {
+	if then != nil {
+		a.mu.Lock()
+		a.then = append(a.then, then)
+		a.mu.Unlock()
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default: // a wake-up is pending: it will see what is in force then
+	}
+}
+
+func (a *announcer) take() []func() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	then := a.then
+	a.then = nil
+	return then
+}
+
+// announce tells upstream of each change handed to the announcer until ctx
+// ends. Start runs it.
+func (m *Mux) announce(ctx context.Context) {
+	toldCat, toldSet := emptyCatalog, m.policies.Current()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.announcer.wake:
+		}
+		// Taken before what is in force is read: whatever a then was
+		// handed after is at least as new as what it waits for.
+		then := m.announcer.take()
+		cat, set := m.catalog.Load(), m.policies.Current()
+		if len(changedKinds(toldCat, cat)) > 0 {
+			m.registerWithServer(cat)
+		}
+		m.tell(toldCat, cat, toldSet, set)
+		toldCat, toldSet = cat, set
+		for _, f := range then {
+			f()
+		}
+	}
+}
+
+// PolicyChanged has the sessions of every identity whose view changed told
+// that the lists they see changed; the policy watcher calls it once the new
+// set is in force.
+func (m *Mux) PolicyChanged(old, new *policy.Set) { m.announcer.changed(nil) }
+
+// changedKinds returns the kinds whose lists differ between two catalogs.
+func changedKinds(prev, next *catalog) []kind {
+	var changed []kind
+	for k := range numKinds {
+		if prev.wire[k] != next.wire[k] {
+			changed = append(changed, k)
+		}
+	}
+	return changed
+}
+
+var allKinds = []kind{kindTool, kindPrompt, kindResource, kindTemplate}
+
+// tell sends each session one list_changed per list whose content it sees
+// changed between the catalog prev under the policies oldSet and next
+// under newSet.
+//
+// Sessions are known by identity, not by claims. For an identity whose
+// rules read claims, a session is told when the policy's widest view
+// (viewer.anyCaller) changed, which every caller's view is a part of, and
+// on every edit of its policy: some callers may be told of a change that
+// leaves their own list as it was, none misses one.
+func (m *Mux) tell(prev, next *catalog, oldSet, newSet *policy.Set) {
+	kinds := changedKinds(prev, next)
+	catalogChanged := len(kinds) > 0
+	edited := map[string]bool{}
+	if oldSet != newSet {
+		for _, id := range policy.Changed(oldSet, newSet) {
+			edited[id] = true
+		}
+	}
+	if len(edited) > 0 {
+		kinds = allKinds
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	type view struct{ changed [numKinds]bool }
+	views := map[string]*view{}
+	for _, u := range m.sessions.All() {
+		identity := u.Identity
+		if !catalogChanged && !edited[identity] {
+			continue // neither what it sees nor its policy changed
+		}
+		v, ok := views[identity]
+		if !ok {
+			v = &view{}
+			op, np := oldSet.For(identity), newSet.For(identity)
+			byClaims := readsClaims(op) || readsClaims(np)
+			for _, k := range kinds {
+				if k == kindTool && byClaims && edited[identity] {
+					v.changed[k] = true // an edit of the policy
+					continue
+				}
+				v.changed[k] = !bytes.Equal(prev.encode(k, viewer{p: op, anyCaller: byClaims}),
+					next.list(k, viewer{p: np, anyCaller: byClaims}))
+			}
+			views[identity] = v
+		}
+		sent := map[mcp.MCPMethod]bool{}
+		for _, k := range kinds {
+			if !v.changed[k] || sent[listChanged[k]] {
+				continue
+			}
+			sent[listChanged[k]] = true
+			if f, ok := u.MCP().(server.SessionWithSubscriptionFilter); ok {
+				if filter, active := f.SubscriptionFilter(); active && !wants(filter, k) {
+					continue // a listener that did not ask for these
+				}
+			}
+			if err := m.sessions.Notify(u, string(listChanged[k]), upstream.OwnParams); err != nil {
+				m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send " + string(listChanged[k]))
+			}
+		}
+	}
+}

@@ -138,48 +138,6 @@ func (d *decoder) limits(t *table, l *Limits) {
 	}
 }
 
-// positive decodes an integer that must be > 0.
-func (t *table) positive(key string, dst *int) bool { return t.intAtLeast(key, dst, 1) }
-
-// nonNegative decodes an integer that must be >= 0.
-func (t *table) nonNegative(key string, dst *int) bool { return t.intAtLeast(key, dst, 0) }
-
-// intAtLeast decodes an integer that must be at least least (0 or 1).
-func (t *table) intAtLeast(key string, dst *int, least int) bool {
-	v := *dst
-	if !t.integer(key, &v) {
-		return false
-	}
-	if v < least {
-		if least > 0 {
-			t.errorf(key, "must be positive, not %d", v)
-		} else {
-			t.errorf(key, "must not be negative, not %d", v)
-		}
-		return false
-	}
-	*dst = v
-	return true
-}
-
-// number decodes a TOML integer or float.
-func (t *table) number(key string, dst *float64) bool {
-	v, ok := t.lookup(key)
-	if !ok {
-		return false
-	}
-	switch n := v.(type) {
-	case int64:
-		*dst = float64(n)
-	case float64:
-		*dst = n
-	default:
-		t.typeError(key, "a number", v)
-		return false
-	}
-	return true
-}
-
 var sizeRE = regexp.MustCompile(`^([0-9]+)\s*(B|KiB|MiB|GiB)?$`)
 
 var sizeUnits = map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}

@@ -129,6 +129,15 @@ func (u Upstream) AuthConfigured() bool {
 	return len(u.Tokens) > 0 || u.JWT != nil || u.TrustedHeader != ""
 }
 
+var identityRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ValidIdentity reports whether name is a valid identity name: letters,
+// digits, '.', '_' and '-', starting with a letter or digit. An identity
+// given other than in the file (say, by a flag) should be checked with it.
+func ValidIdentity(name string) bool {
+	return identityRE.MatchString(name)
+}
+
 // identityProblem says what is wrong with a non-empty identity, or "".
 func identityProblem(id string) string {
 	if ValidIdentity(id) {

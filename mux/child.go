@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/mux/args"
 )
 
@@ -56,8 +59,13 @@ var ErrUnavailable = errors.New("unavailable")
 type child struct {
 	alias string
 	cfg   config.Server
-	deps  *Mux
-	log   zerolog.Logger
+	host  host
+	// What the config says of all children, and the environment children
+	// inherit: copied at newChild, never changed.
+	limits      config.Limits
+	callTimeout time.Duration
+	environ     []string
+	log         zerolog.Logger
 
 	state   atomic.Pointer[childState]
 	refresh chan struct{} // the child said its tool list changed
@@ -86,14 +94,40 @@ type childState struct {
 	changed chan struct{}
 }
 
+// host is what a child needs of the multiplexer that runs it, and all it
+// may reach of it: the child tells it what it published, has it build its
+// catalog, and hands it what the child's sessions receive that is not an
+// answer to mcpmux's own request.
+type host interface {
+	// childPublished is told of each state c publishes, once in force.
+	childPublished(c *child, old, st *childState)
+	// childRestarted is told that c's session went away and c starts anew.
+	childRestarted(c *child)
+	// catalogRead is told that c read its lists afresh.
+	catalogRead()
+	buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog
+	// spawn starts a child process.
+	spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error)
+	// subscribedURIs are the URIs of c's resources some client subscribed to.
+	subscribedURIs(alias string) []string
+	childRequest(ctx context.Context, c *child, sess *session, req transport.JSONRPCRequest) *transport.JSONRPCResponse
+	resourceUpdated(c *child, n mcp.JSONRPCNotification)
+	progress(sess *session, n mcp.JSONRPCNotification)
+	childLog(c *child, sess *session, n mcp.JSONRPCNotification)
+	applyLogLevel(ctx context.Context, c *child, sess *session)
+}
+
 func newChild(m *Mux, cfg config.Server) *child {
 	c := &child{
-		alias:   cfg.Alias,
-		cfg:     cfg,
-		deps:    m,
-		log:     m.log.With().Str("server", cfg.Alias).Logger(),
-		refresh: make(chan struct{}, 1),
-		leftOut: map[string]string{},
+		alias:       cfg.Alias,
+		cfg:         cfg,
+		host:        m,
+		limits:      m.cfg.Limits,
+		callTimeout: m.cfg.Mux.CallTimeout,
+		environ:     m.environ,
+		log:         m.log.With().Str("server", cfg.Alias).Logger(),
+		refresh:     make(chan struct{}, 1),
+		leftOut:     map[string]string{},
 	}
 	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
 	return c
@@ -104,12 +138,7 @@ func (c *child) publish(st childState) {
 	st.changed = make(chan struct{})
 	old := c.state.Swap(&st)
 	close(old.changed)
-	if old.phase != st.phase {
-		c.deps.observe.ChildPhase(c.alias, st.phase)
-	}
-	if old.listed != st.listed && !c.deps.starting.Load() {
-		c.deps.rebuildCatalog()
-	}
+	c.host.childPublished(c, old, &st)
 }
 
 // session returns a ready session, waiting up to the startup timeout for the
@@ -189,9 +218,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			ready.Msg("server ready")
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
 			firstDone()
-			if !c.deps.starting.Load() { // otherwise Start returns it once for all
-				c.deps.memory.request()
-			}
+			c.host.catalogRead()
 
 			why := c.serve(ctx, sess, &sv.listed)
 			if ctx.Err() != nil {
@@ -204,7 +231,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			}
 			uptime := time.Since(sess.started)
 			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server went away; restarting")
-			c.deps.observe.ChildRestarted(c.alias)
+			c.host.childRestarted(c)
 			c.teardown(sess)
 			if uptime >= healthyUptime {
 				sv.attempt = 0
@@ -333,7 +360,7 @@ func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog)
 			}
 			*listed = cat
 			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
-			c.deps.memory.request()
+			c.host.catalogRead()
 		}
 	}
 }
@@ -351,7 +378,7 @@ type listPage struct {
 // together.
 func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
 	var raw [numKinds][]json.RawMessage
-	budget := catalogBudget{pages: c.deps.cfg.Limits.MaxCatalogPages, bytes: c.deps.cfg.Limits.MaxCatalogBytes}
+	budget := catalogBudget{pages: c.limits.MaxCatalogPages, bytes: c.limits.MaxCatalogBytes}
 	caps := sess.caps
 	for k := range numKinds {
 		switch {
@@ -368,7 +395,7 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		}
 		raw[k] = items
 	}
-	cat := c.deps.buildChildCatalog(c, raw, caps)
+	cat := c.host.buildChildCatalog(c, raw, caps)
 	cat.instructions = sess.instructions
 	return cat, nil
 }
@@ -382,7 +409,7 @@ type catalogBudget struct {
 
 // readList reads one list to its last page.
 func (c *child) readList(ctx context.Context, sess *session, k kind, budget *catalogBudget) ([]json.RawMessage, error) {
-	lim := c.deps.cfg.Limits
+	lim := c.limits
 	var items []json.RawMessage
 	cursor := ""
 	seen := map[string]bool{}
@@ -443,3 +470,28 @@ func decodePage(result []byte, member string) (listPage, error) {
 	}
 	return p, nil
 }
+
+// The Mux as its children's host.
+
+func (m *Mux) childPublished(c *child, old, st *childState) {
+	if old.phase != st.phase {
+		m.observe.ChildPhase(c.alias, st.phase)
+	}
+	if old.listed != st.listed && !m.starting.Load() {
+		m.rebuildCatalog()
+	}
+}
+
+func (m *Mux) childRestarted(c *child) { m.observe.ChildRestarted(c.alias) }
+
+func (m *Mux) catalogRead() {
+	if !m.starting.Load() { // otherwise Start returns it once for all
+		m.memory.request()
+	}
+}
+
+func (m *Mux) spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error) {
+	return m.spawner.Start(ctx, spec)
+}
+
+func (m *Mux) subscribedURIs(alias string) []string { return m.subs.uris(alias) }

@@ -310,7 +310,7 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	if relays {
 		// Replaces the handler Start set: requests are relayed, not answered.
 		bidi.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-			return c.deps.childRequest(ctx, c, sess, req), nil
+			return c.host.childRequest(ctx, c, sess, req), nil
 		})
 	}
 	sess.client.OnConnectionLost(func(err error) {
@@ -326,11 +326,11 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 			default:
 			}
 		case mcp.MethodNotificationResourceUpdated:
-			c.deps.resourceUpdated(c, n)
+			c.host.resourceUpdated(c, n)
 		case string(mcp.MethodNotificationProgress):
-			c.deps.progress(sess, n)
+			c.host.progress(sess, n)
 		case string(mcp.MethodNotificationMessage):
-			c.deps.childLog(c, sess, n)
+			c.host.childLog(c, sess, n)
 		}
 	})
 	init := mcp.InitializeRequest{}
@@ -348,7 +348,7 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 	}
 	sess.caps, sess.instructions = res.Capabilities, res.Instructions
 	if sess.caps.Logging != nil {
-		c.deps.applyLogLevel(sctx, c, sess)
+		c.host.applyLogLevel(sctx, c, sess)
 	}
 	cat, err := c.readCatalog(sctx, sess)
 	if err != nil {
@@ -367,16 +367,16 @@ func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
 
 // spawn starts the child process and watches it.
 func (c *child) spawn(ctx context.Context) (*session, error) {
-	proc, err := c.deps.spawner.Start(ctx, childproc.Spec{
+	proc, err := c.host.spawn(ctx, childproc.Spec{
 		Path: c.cfg.Command,
 		Args: c.cfg.Args,
-		Env:  c.cfg.Environ(childproc.UserEnviron(c.deps.environ, c.cfg.User)),
+		Env:  c.cfg.Environ(childproc.UserEnviron(c.environ, c.cfg.User)),
 		User: c.cfg.User, Group: c.cfg.Group,
 	})
 	if err != nil {
 		return nil, err
 	}
-	limit := c.deps.cfg.Limits.MaxMessageBytes
+	limit := c.limits.MaxMessageBytes
 	sess := newSession(limit)
 	sess.proc = proc
 	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
@@ -409,10 +409,10 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 // connect prepares the transport to a remote child; requests make the
 // connection.
 func (c *child) connect() (*session, error) {
-	sess := newSession(c.deps.cfg.Limits.MaxMessageBytes)
+	sess := newSession(c.limits.MaxMessageBytes)
 	var err error
 	// Every response body, and every event of a stream, is bounded.
-	hc := limitedClient(c.deps.cfg.Limits.MaxMessageBytes, c.log)
+	hc := limitedClient(c.limits.MaxMessageBytes, c.log)
 	switch c.cfg.Transport {
 	case "sse":
 		sess.sse = true
@@ -420,7 +420,7 @@ func (c *child) connect() (*session, error) {
 			transport.WithSSELogger(SlogLogger(c.log)),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.
-			transport.WithResponseTimeout(2*c.deps.cfg.Mux.CallTimeout+time.Minute))
+			transport.WithResponseTimeout(2*c.callTimeout+time.Minute))
 	default:
 		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPLogger(SlogLogger(c.log)),

@@ -1,0 +1,363 @@
+package mux
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/internal/glob"
+	"github.com/mcpmux/mcpmux/mux/args"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/pins"
+)
+
+// Building one child's catalog from what it listed: each definition checked
+// and named, its arguments' checker compiled, once per read of its lists.
+
+// wireEntry is what mcpmux reads of any listed item; the rest is kept as
+// the child sent it.
+type wireEntry struct {
+	Name         string             `json:"name"`
+	URI          string             `json:"uri"`
+	URITemplate  string             `json:"uriTemplate"`
+	InputSchema  json.RawMessage    `json:"inputSchema"`
+	OutputSchema json.RawMessage    `json:"outputSchema"`
+	Annotations  json.RawMessage    `json:"annotations"`
+	Execution    *mcp.ToolExecution `json:"execution"`
+}
+
+func (w *wireEntry) id(k kind) string {
+	switch k {
+	case kindResource:
+		return w.URI
+	case kindTemplate:
+		return w.URITemplate
+	}
+	return w.Name
+}
+
+// buildChildCatalog turns a child's raw lists into exposed entries. An item
+// that cannot be offered safely is left out and the log says why; it never
+// fails the whole catalog.
+func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog {
+	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
+	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
+	cat := &childCatalog{caps: caps}
+	leftOut := map[string]string{}
+	vetted := args.Memo{}
+	checked := map[[sha256.Size]byte]checkedTool{}
+	// skip logs an item that is left out, once for as long as the reason holds.
+	skip := func(k kind, name, why string, err error) {
+		key := kindWire[k].label + " " + name
+		leftOut[key] = why
+		if c.leftOut[key] != why {
+			c.log.Warn().Str(kindWire[k].logKey, name).AnErr("error", err).
+				Msg(kindWire[k].label + " left out: " + why)
+		}
+	}
+	defer func() { c.leftOut, c.vetted, c.checked = leftOut, vetted, checked }()
+	for k := range numKinds {
+		seen := map[string]bool{}
+		for i, r := range raw[k] {
+			var w wireEntry
+			var sum [sha256.Size]byte
+			t, known := checkedTool{}, false
+			if k == kindTool {
+				sum = sha256.Sum256(r)
+				t, known = c.checked[sum]
+			}
+			id := t.id
+			if !known {
+				if why := ambiguousKeys(r, k); why != "" {
+					skip(k, fmt.Sprintf("#%d", i), why+", which clients would read differently", nil)
+					continue
+				}
+				if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
+					skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
+					continue
+				}
+				id = w.id(k)
+			}
+			if seen[id] {
+				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+kindWire[k].noun+" twice; the first definition is kept", nil)
+				continue
+			}
+			seen[id] = true
+			if (k == kindTool || k == kindPrompt) && hide.Match(id) {
+				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+naming.Sanitize(id))
+				continue
+			}
+			e := &entry{kind: k, orig: id, child: c, def: r}
+			if k == kindPrompt {
+				e.pin = m.pinSum(c, k, id, r)
+			}
+			if k == kindTool {
+				if !known {
+					var why string
+					var err error
+					if t, why, err = m.checkTool(c, &w, r, caps, vetted); why != "" {
+						skip(k, id, why, err)
+						continue
+					}
+					// Of the definition as the checks fixed it (what the
+					// first pins were made of), before it is renamed; once
+					// per distinct definition, as the checks are.
+					fixed := t.def
+					if fixed == nil {
+						fixed = r
+					}
+					t.pin = m.pinSum(c, k, id, fixed)
+				}
+				if why := t.apply(e, readOnly.Match(id) || c.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
+					skip(k, id, why, nil)
+					continue
+				}
+				if t.id != "" {
+					checked[sum] = t
+				}
+			}
+			cat.entries[k] = append(cat.entries[k], e)
+		}
+	}
+	if m.pinning != nil {
+		cat.digests = map[ownName]pins.Sum{}
+		for _, k := range []kind{kindTool, kindPrompt} {
+			for _, e := range cat.entries[k] {
+				cat.digests[ownName{k, e.orig}] = e.pin
+			}
+		}
+	}
+	// Named once the whole list is known, so that no name depends on where
+	// the child listed it.
+	for _, k := range []kind{kindTool, kindPrompt} {
+		m.nameEntries(c, cat.entries[k])
+	}
+	for _, k := range []kind{kindResource, kindTemplate} {
+		for _, e := range cat.entries[k] {
+			e.name = c.exposeURI(k, e.orig)
+			if c.cfg.Prefix {
+				continue
+			}
+			e.prefixed = &entry{kind: k, name: naming.ExposeURI(c.alias, e.orig), orig: e.orig, child: c, def: e.def}
+			if k == kindTemplate {
+				e.prefixed.name = naming.ExposeTemplate(c.alias, e.orig)
+				t, err := naming.CompileTemplate(e.orig)
+				if err != nil {
+					c.log.Warn().Err(err).Str(kindWire[kindTemplate].logKey, e.orig).Msg("resource template cannot route reads: not an RFC 6570 template")
+				}
+				e.tmpl = t
+			}
+		}
+	}
+	for k := range numKinds {
+		for _, e := range cat.entries[k] {
+			if err := e.rename(); err != nil {
+				c.log.Warn().Err(err).Str(kindWire[k].logKey, e.orig).Msg("definition could not be renamed")
+			}
+			if e.prefixed != nil {
+				_ = e.prefixed.rename()
+			}
+		}
+	}
+	return cat
+}
+
+// ambiguousKeys says why the definition raw of an item of kind k could be
+// read differently by different clients, or "": encoding/json (and so
+// mcp-go, mcpmux's own decoding and Go clients) matches members ignoring
+// case and keeps the last, JavaScript clients and the pin digest read the
+// exact spelling only. So a member repeated under case folding, or spelled
+// like a known field in another case ("Description", a tool's annotation
+// "ReadOnlyHint"), could make what is checked and pinned differ from what
+// a client acts on.
+func ambiguousKeys(raw []byte, k kind) string {
+	if why := foldedKey(raw, wireFields); why != "" {
+		return "its definition has " + why
+	}
+	if k != kindTool {
+		return ""
+	}
+	o, _ := jsonwire.Members(raw)
+	if a := o.Last("annotations"); a != nil {
+		if why := foldedKey(raw[a.Start:a.End], annotationFields); why != "" {
+			return "its annotations have " + why
+		}
+	}
+	return ""
+}
+
+// foldedKey says which member of the JSON object raw is repeated ignoring
+// case, or spelled like one of known in another case; "" when none is, or
+// raw is not an object (refused when decoded).
+func foldedKey(raw []byte, known []string) string {
+	o, ok := jsonwire.Members(raw)
+	if !ok {
+		return ""
+	}
+	// Definitions have few members.
+	for i, f := range o.Members {
+		for _, g := range o.Members[:i] {
+			if strings.EqualFold(f.Key, g.Key) {
+				return "the member " + strconv.Quote(f.Key) + " twice (ignoring case)"
+			}
+		}
+		for _, name := range known {
+			if f.Key != name && strings.EqualFold(f.Key, name) {
+				return "the member " + strconv.Quote(f.Key) + " (" + strconv.Quote(name) + " in another case)"
+			}
+		}
+	}
+	return ""
+}
+
+// exposeURI is the form a resource URI or template of c takes upstream.
+func (c *child) exposeURI(k kind, uri string) string {
+	switch {
+	case !c.cfg.Prefix:
+		return uri
+	case k == kindTemplate:
+		return naming.ExposeTemplate(c.alias, uri)
+	}
+	return naming.ExposeURI(c.alias, uri)
+}
+
+// rename puts the exposed name into the definition.
+func (e *entry) rename() error {
+	v, _ := json.Marshal(e.name)
+	def, err := jsonwire.WithField(e.def, kindWire[e.kind].key, v)
+	if err != nil {
+		return err
+	}
+	e.def = def
+	return nil
+}
+
+// checkedTool is what checking a tool's definition found, which depends on
+// its bytes alone. A child's catalog remembers it for each tool whose
+// definition passed, by the definition's SHA-256, so that a re-read or a
+// respawn listing the same bytes checks nothing again.
+type checkedTool struct {
+	id           string // the tool's name; "" when it is not to be remembered
+	def          []byte // the definition as fixed by the checks; nil: as listed
+	schema       args.Vetted
+	task         mcp.TaskSupport // as listed in execution.taskSupport
+	readOnlyHint bool
+	pin          pins.Sum // the pin digest of def (pinning.go)
+	headerTool   *mcp.Tool
+}
+
+// apply gives e what t found, and the task support and read-only marking
+// that the child's declared capabilities and the config add; it returns why
+// the tool must be left out, or "".
+func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities) string {
+	if (t.task == mcp.TaskSupportOptional || t.task == mcp.TaskSupportRequired) && toolTasks(caps) != nil {
+		e.task = t.task
+	}
+	if t.task == mcp.TaskSupportRequired && e.task == "" {
+		return taskOnly
+	}
+	if t.def != nil {
+		e.def = t.def
+	}
+	e.pin, e.headerTool = t.pin, t.headerTool
+	// A new checker: compiled copies for calls are never carried over.
+	e.args = t.schema.Checker()
+	e.readOnly = readOnly
+	return ""
+}
+
+// checkTool checks the definition def of a tool, decoded as w, and vets
+// its inputSchema; it returns what it found, or why the tool must be left
+// out.
+func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
+	t := checkedTool{id: w.Name}
+	if w.Execution != nil {
+		t.task = w.Execution.TaskSupport
+	}
+	if t.task == mcp.TaskSupportRequired && toolTasks(caps) == nil {
+		return t, taskOnly, nil
+	}
+	fixed, changed := def, false
+	in := w.InputSchema
+	if trimmed := bytes.TrimSpace(in); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	norm, err := args.ObjectSchema(in)
+	if err != nil {
+		return t, "its inputSchema is not an object schema", err
+	}
+	if !bytes.Equal(norm, w.InputSchema) {
+		changed = true
+		if fixed, err = jsonwire.WithField(fixed, "inputSchema", norm); err != nil {
+			return t, "not a valid definition", err
+		}
+	}
+	a, err := vetted.Checker(norm, m.cfg.Limits, c.vetted)
+	if err != nil {
+		return t, args.SchemaRefusal(err), err
+	}
+	t.schema = a.Vetted()
+	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
+		repaired, err := args.ObjectSchema(out)
+		switch {
+		case bytes.Equal(out, []byte("null")) || err != nil:
+			// The tool still works; clients just cannot check its structured
+			// content. Not remembered, so that every read says so.
+			c.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
+			t.id, changed = "", true
+			fixed, err = jsonwire.WithoutField(fixed, "outputSchema")
+		case !bytes.Equal(repaired, w.OutputSchema):
+			changed = true
+			fixed, err = jsonwire.WithField(fixed, "outputSchema", repaired)
+		}
+		if err != nil {
+			return t, "not a valid definition", err
+		}
+	}
+	var typed mcp.Tool
+	if err := json.Unmarshal(fixed, &typed); err != nil {
+		return t, "not a valid definition", err
+	}
+	if mayAnnotateHeaders(fixed) {
+		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
+			return t, "invalid x-mcp-header annotations", err
+		}
+		t.headerTool = &typed
+	}
+	var ann struct {
+		ReadOnlyHint *bool `json:"readOnlyHint"`
+	}
+	_ = json.Unmarshal(w.Annotations, &ann)
+	t.readOnlyHint = ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
+	if changed {
+		t.def = fixed
+	}
+	return t, "", nil
+}
+
+// headerKey is the member mcp-go's header annotations check looks for.
+const headerKey = "x-mcp-header"
+
+// mayAnnotateHeaders reports whether a tool's definition could hold an
+// x-mcp-header member as encoding/json, which mcp-go's check decodes with,
+// would read it: in any case (none of its letters folds to a non-ASCII
+// one), or spelled with escapes (any backslash). A definition without one
+// passes that check, which re-encodes and decodes the whole inputSchema to
+// find out.
+func mayAnnotateHeaders(def []byte) bool {
+	if bytes.IndexByte(def, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+len(headerKey) <= len(def); i++ {
+		if def[i+1] == '-' && bytes.EqualFold(def[i:i+len(headerKey)], []byte(headerKey)) {
+			return true
+		}
+	}
+	return false
+}

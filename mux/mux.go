@@ -1,53 +1,55 @@
 // Package mux is the multiplexer: it supervises the child servers, merges
 // what they offer (tools, prompts, resources, resource templates) into one
-// immutable snapshot, routes each request by a registry look-up, enforces
-// hiding, argument validation and per-identity policy, relays what a child
-// does during a call, and serves the result upstream as one MCP server.
+// immutable snapshot, routes each request by a look-up in it, enforces
+// hiding, argument validation, pins and per-identity policy, relays what a
+// child does during a call, and serves the result upstream as one MCP
+// server, over stdio and streamable HTTP.
 //
-// mcp-go carries the protocol (transports, sessions, the handshake);
-// mcpmux answers: every result it relays is the child's raw JSON, carried
-// through mcp-go in a placeholder and put back at the edge.
+// Every request a client sends is read once by the front end and, when
+// mcpmux answers it, served by the one pipeline for both edges, which
+// answers with bytes: a child's result is relayed as the child sent it,
+// with only the id and the URIs rewritten. What mcpmux does not answer
+// itself (the handshake, the task store, what it cannot fully parse) goes
+// to mcp-go's server, at one place.
 //
 // Where things live:
-//   - child.go: one child's supervisor: restarts, backoff, reading its
-//     lists; session.go: one generation of a child (a process on pipes, or
-//     a connection to a URL) and the requests sent on it; limits.go bounds
-//     what a child may send on it, and what a remote child's HTTP answers
-//     may do; childanswers.go hands a stdio child's
-//     long answers straight to the call waiting for them; memory.go returns
-//     freed heap once catalogs are built; reason.go names why a child is down;
-//   - catalog.go, naming.go: the one registry of exposed tools, prompts,
-//     resources and templates, their names and URIs (package naming), the
-//     merged snapshot and its pre-encoded lists;
-//   - pinning.go: tools and prompts held when their definitions differ from
+//   - child.go: one child's supervisor (restarts, backoff, reading its
+//     lists) and host, all a child may reach of the Mux; session.go: one
+//     generation of a child (a process on pipes, or a connection to a URL)
+//     and the requests sent on it; inflight.go: its calls in flight, which
+//     progress, logging (logging.go) and a child's own requests
+//     (childrequests.go) find their call in; limits.go bounds what a child
+//     may send; childanswers.go hands a stdio child's long answers straight
+//     to their call; childtasks.go follows a call run as a task at the
+//     child; reason.go names why a child is down; memory.go returns freed
+//     heap once catalogs are built;
+//   - catalog.go: the merged snapshot, its views and pre-encoded lists;
+//     catalogbuild.go, naming.go: one child's part of it, checked and named
+//     (package naming); pinning.go: definitions held when they differ from
 //     their pins (package pins); rules.go: what a policy's [[rule]]s decide
-//     a caller sees and may call;
-//   - call.go: the call pipeline and its audit line; callresult.go: the
+//     a caller sees and may call; announcer.go: the one goroutine that tells
+//     mcp-go and the sessions what changed;
+//   - frontend.go, stdiofront.go, httpfront.go: the front end of each
+//     edge; request.go, pipeline.go: a request mcpmux answers and its
+//     steps; call.go: tools/call and its audit line; callresult.go: the
 //     check that a child's result is readable; admission.go: rate limits
-//     and per-child in-flight slots; tasks.go: task-augmented calls;
+//     and per-child slots; tasks.go: task-augmented calls upstream;
 //     rounds.go: a child's requests to a 2026-07-28 client, as
-//     input-required results and retries;
-//   - inflight.go: each child session's calls in flight (request id ->
-//     upstream session, progress token, context), which progress, logging
-//     (logging.go) and a child's own requests (childrequests.go) find their
-//     call in; subscriptions.go: resource subscriptions;
-//   - upstream.go: the mcp-go server, its hooks and handlers, list_changed
-//     per session; upstream_sessions.go: the one registry of upstream
-//     sessions and their identities; ownnotes.go: mcpmux's own
-//     notifications outside any call; stdio.go and http.go: the two
-//     upstream transports, whose writers are the edge; relay.go,
-//     relayerr.go, announce.go: what the edge does to a message;
-//     requestids.go: the client's request ids, checked and carried exactly
-//     past mcp-go; stdiofast.go: plain tools/call lines answered at the
-//     stdio edge without mcp-go's server;
-//   - observer.go: what metrics are told; liblog.go: the loggers handed to
-//     the libraries (mcp-go, net/http), which write into mcpmux's.
+//     input-required results and retries; subscriptions.go: resource
+//     subscriptions;
+//   - upstream.go: mcp-go's server, its hooks and what is declared in
+//     initialize; stdio.go and http.go: the two transports, whose writers
+//     are the edge; announce.go: mcp-go's own list_changed dropped at the
+//     edge; requestids.go: the client's request ids carried exactly past
+//     mcp-go; observer.go: what metrics are told; liblog.go: the loggers
+//     handed to the libraries, which write into mcpmux's.
 //
-// Packages below mux hold what needs none of its state: jsonwire reads and
-// edits JSON (and JSON-RPC ids) without decoding it; args decodes a call's
-// arguments, vets each tool's inputSchema and checks calls against it,
-// bounding that work; naming makes the exposed names and URIs, and
-// rewrites the URIs in what a child sends.
+// Packages below mux hold what needs none of its state: upstream owns the
+// upstream sessions; frame reads a message once and writes mcpmux's own
+// answers; jsonwire reads and edits JSON (and JSON-RPC ids) without
+// decoding it; args decodes a call's arguments, vets each tool's
+// inputSchema and checks calls against it; naming makes the exposed names
+// and URIs, and rewrites the URIs in what a child sends.
 package mux
 
 import (

@@ -4,7 +4,7 @@ package mux
 // read once (package frame). A request mcpmux answers itself (owned) is
 // made a request of the pipeline's (pipeline.go) and answered with bytes;
 // a client's answer to a request mcpmux sent it goes to the ask that waits
-// for it (asks.go); everything else is handed to mcp-go, at one place per
+// for it (upstream.Asks); everything else is handed to mcp-go, at one place per
 // edge (stdio.go, http.go), which answers the handshake, pings, the log
 // level, the task store and whatever mcpmux does not read.
 

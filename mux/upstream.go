@@ -47,7 +47,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	hooks.AddOnError(m.auditRefusal)
 	m.addChildTraffic(hooks)
 	// Every upstream session is recorded in m.sessions, the one place that
-	// knows who holds it (see upstream_sessions.go).
+	// knows who holds it (package upstream).
 	m.sessions.Observe = m.observe.Session
 	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {

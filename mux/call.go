@@ -118,7 +118,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 	if !ok {
 		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
-	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionAllowed}
+	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.server, Decision: DecisionAllowed}
 	v := viewer{p: m.policies.Current().For(identity)}
 	if !v.p.Allows(t.item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
@@ -235,17 +235,17 @@ func (m *Mux) forward(ctx context.Context, up *upCall, t *tool, args json.RawMes
 	defer m.cuts.add(m.cut, cut)()
 	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(up))
 	defer cancel()
-	g := m.admit.gate(t.child)
+	g := m.admit.gate(m.child(t.server))
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
-			return own(mcp.NewToolResultError(g.busyMessage(t.child.alias))), OutcomeBusy, 0
+			return own(mcp.NewToolResultError(g.busyMessage(t.server))), OutcomeBusy, 0
 		}
 		res, outcome := m.ctxEnded(ctx, up, t, stageQueued)
 		return own(res), outcome, 0
 	}
 	defer g.release()
-	m.observe.CallStarted(t.child.alias)
-	defer m.observe.CallFinished(t.child.alias)
+	m.observe.CallStarted(t.server)
+	defer m.observe.CallFinished(t.server)
 	sent := time.Now()
 	res, outcome = m.send(ctx, up, t, args)
 	return res, outcome, time.Since(sent)
@@ -286,8 +286,9 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
+	c := m.child(t.server)
 	for {
-		st, err := t.child.ready(ctx)
+		st, err := c.ready(ctx)
 		if err == nil && !m.stillPinned(st.listed, t) {
 			return callAnswer{}, OutcomeRefused
 		}
@@ -296,7 +297,7 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 				// The first attempt may have run: say so.
 				return own(mcp.NewToolResultError(fmt.Sprintf(
 					"server %s went away during the call to %s (%s); it was to be retried once, but %v",
-					t.child.alias, t.name, lostWhy, err))), OutcomeInterrupted
+					t.server, t.name, lostWhy, err))), OutcomeInterrupted
 			}
 			if errors.Is(err, ErrUnavailable) {
 				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
@@ -316,7 +317,7 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 		}
 		if hs, ok := errors.AsType[*httpStatusError](err); ok {
 			// The one call failed; the body is not the caller's to see.
-			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.child.alias, t.name, hs.code)
+			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.server, t.name, hs.code)
 			if hs.redirect {
 				text += ", a redirect, which mcpmux does not follow"
 			}
@@ -328,7 +329,7 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 		if sess.failed(ctx, err) {
 			if (t.readOnly || neverDelivered(err)) && !retried {
 				retried, lostWhy = true, sess.lostWhy
-				t.child.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Bool("read_only", t.readOnly).
+				c.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Bool("read_only", t.readOnly).
 					Msg("server went away before answering; retrying once on its next session")
 				continue
 			}
@@ -338,10 +339,10 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 			}
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",
-				t.child.alias, t.name, sess.lostWhy, retry))), OutcomeInterrupted
+				t.server, t.name, sess.lostWhy, retry))), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
-		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.child.alias, t.name, err))), OutcomeToolError
+		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.server, t.name, err))), OutcomeToolError
 	}
 }
 
@@ -350,10 +351,10 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
 func (m *Mux) relayResult(t *tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
-	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(t.child))
+	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(m.child(t.server)))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
-			t.child.alias, t.name, err))), OutcomeToolError
+			t.server, t.name, err))), OutcomeToolError
 	}
 	switch {
 	case retried:
@@ -392,15 +393,15 @@ func (m *Mux) ctxEnded(ctx context.Context, up *upCall, t *tool, at stage) (*mcp
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.name, m.taskTimeout(up), t.child.alias, cap(m.admit.gate(t.child).slots))), OutcomeTimeout
+				t.name, m.taskTimeout(up), t.server, cap(m.admit.gate(m.child(t.server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.name, m.taskTimeout(up), t.child.alias)), OutcomeTimeout
+				t.name, m.taskTimeout(up), t.server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.name, m.taskTimeout(up), t.child.alias)), OutcomeTimeout
+			t.name, m.taskTimeout(up), t.server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

@@ -43,9 +43,9 @@ var kindWire = [numKinds]struct{ list, member, key, label, logKey, noun string }
 // its definition as listed upstream. It is immutable once built.
 type entry struct {
 	kind     kind
-	name     string // exposed: a name, a URI or a URI template
-	orig     string // the child's own
-	child    *child
+	name     string          // exposed: a name, a URI or a URI template
+	orig     string          // the child's own
+	server   string          // the alias of the server it comes from
 	def      json.RawMessage // the child's definition under the exposed name, otherwise as sent
 	readOnly bool            // tools: safe to re-run
 	args     *args.Checker   // tools: checks arguments
@@ -71,7 +71,7 @@ type tool = entry
 
 // item is the policy's view of e.
 func (e *entry) item() policy.Item {
-	it := policy.Item{Name: e.name, Server: e.child.alias, ReadOnly: e.readOnly}
+	it := policy.Item{Name: e.name, Server: e.server, ReadOnly: e.readOnly}
 	switch e.kind {
 	case kindTool:
 		it.Kind = policy.Tool
@@ -321,7 +321,7 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 		h := sha256.New()
 		for _, e := range next.kinds[k].list {
 			h.Write(e.def)
-			fmt.Fprintf(h, "|%s|%s|%t|%s\n", e.child.alias, e.orig, e.readOnly, e.task)
+			fmt.Fprintf(h, "|%s|%s|%t|%s\n", e.server, e.orig, e.readOnly, e.task)
 		}
 		h.Sum(next.wire[k][:0])
 	}

@@ -80,7 +80,7 @@ func FuzzCatalog(f *testing.F) {
 				InputSchema  json.RawMessage `json:"inputSchema"`
 				OutputSchema json.RawMessage `json:"outputSchema"`
 			}
-			if err := json.Unmarshal(tl.def, &def); err != nil || def.Name != tl.name || tl.args == nil || tl.child != c {
+			if err := json.Unmarshal(tl.def, &def); err != nil || def.Name != tl.name || tl.args == nil || tl.server != c.alias {
 				t.Fatalf("tool %q is not set up: %+v (%v)", tl.orig, tl, err)
 			}
 			checkObjectSchema(t, tl.orig, "inputSchema", def.InputSchema)

@@ -93,7 +93,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+naming.Sanitize(id))
 				continue
 			}
-			e := &entry{kind: k, orig: id, child: c, def: r}
+			e := &entry{kind: k, orig: id, server: c.alias, def: r}
 			if k == kindPrompt {
 				e.pin = m.pinSum(c, k, id, r)
 			}
@@ -144,7 +144,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			if c.cfg.Prefix {
 				continue
 			}
-			e.prefixed = &entry{kind: k, name: naming.ExposeURI(c.alias, e.orig), orig: e.orig, child: c, def: e.def}
+			e.prefixed = &entry{kind: k, name: naming.ExposeURI(c.alias, e.orig), orig: e.orig, server: c.alias, def: e.def}
 			if k == kindTemplate {
 				e.prefixed.name = naming.ExposeTemplate(c.alias, e.orig)
 				t, err := naming.CompileTemplate(e.orig)

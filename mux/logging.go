@@ -110,7 +110,7 @@ func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
 	if p.Allows(policy.Item{Kind: policy.Resource, Server: alias}) {
 		for _, k := range []kind{kindResource, kindTemplate} {
 			for _, e := range cat.kinds[k].list {
-				if e.child.alias == alias {
+				if e.server == alias {
 					return true
 				}
 			}
@@ -118,7 +118,7 @@ func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
 	}
 	for _, k := range []kind{kindTool, kindPrompt} {
 		for _, e := range cat.kinds[k].list {
-			if e.child.alias == alias && p.Allows(e.item()) {
+			if e.server == alias && p.Allows(e.item()) {
 				return true
 			}
 		}

@@ -85,6 +85,7 @@ type Mux struct {
 	observe    Observer
 
 	children []*child // config order
+	byAlias  map[string]*child
 	spawner  *childproc.Spawner
 	catalog  atomic.Pointer[catalog]
 	pinning  *pinning // nil when pinning is off (pinning.go)
@@ -166,8 +167,11 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.catalog.Store(emptyCatalog)
 	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
+	m.byAlias = map[string]*child{}
 	for _, s := range cfg.Servers {
-		m.children = append(m.children, newChild(m, s))
+		c := newChild(m, s)
+		m.children = append(m.children, c)
+		m.byAlias[c.alias] = c
 	}
 	m.srv = m.newServer()
 	m.sessions.UseServer(m.srv)
@@ -259,7 +263,7 @@ type ToolInfo struct {
 func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 	var out []ToolInfo
 	for _, t := range m.catalog.Load().visible(kindTool, m.viewerOf(ctx)) {
-		out = append(out, ToolInfo{Name: t.name, Server: t.child.alias, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
+		out = append(out, ToolInfo{Name: t.name, Server: t.server, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
 	}
 	return out
 }

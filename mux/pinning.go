@@ -269,7 +269,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				kept = append(kept, e)
 				continue
 			}
-			note := pinNote{kind: pk.kind, name: e.name, server: e.child.alias, live: e, pinned: pinned, pin: ref.Sum}
+			note := pinNote{kind: pk.kind, name: e.name, server: e.server, live: e, pinned: pinned, pin: ref.Sum}
 			if pinned {
 				note.held = p.enforce
 				view.counts.Changed++
@@ -287,7 +287,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 			if p.logged[key] != e.pin {
 				p.changes.Add(1)
 				if !pinned && !p.compare { // a changed one is logged by logChanged
-					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.child.alias, Held: note.held}, p.mode)
+					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.server, Held: note.held}, p.mode)
 				}
 			}
 			if !note.held {
@@ -295,7 +295,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				continue
 			}
 			view.counts.Held++
-			view.held[key] = e.child.alias
+			view.held[key] = e.server
 			delete(sec.byName, e.name)
 		}
 		clear(sec.list[len(kept):]) // no held entry stays reachable
@@ -360,7 +360,7 @@ func (m *Mux) recordHeld(held []pinNote) {
 // compared with a partial pin; the zero Sum, which no pin has, when it has
 // no canonical form.
 func (m *Mux) partialSum(pk pins.Kind, e *entry) pins.Sum {
-	sum, _ := pins.PartialDigest(pk, e.child.alias, e.orig, e.def) // an error is logged by pinSum
+	sum, _ := pins.PartialDigest(pk, e.server, e.orig, e.def) // an error is logged by pinSum
 	return sum
 }
 
@@ -375,7 +375,7 @@ func (m *Mux) pinWhole(up []pinUpgrade) {
 	var wider []string
 	for _, u := range up {
 		pk, _ := pinKindOf(u.e.kind)
-		def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def)
+		def, err := pins.Canonical(pk, u.e.name, u.e.server, u.e.orig, u.e.def)
 		if err != nil {
 			continue
 		}
@@ -407,7 +407,7 @@ func (m *Mux) PinUpgrades() []pins.Pin {
 	var out []pins.Pin
 	for _, u := range m.pinning.view.Load().upgrade {
 		pk, _ := pinKindOf(u.e.kind)
-		if def, err := pins.Canonical(pk, u.e.name, u.e.child.alias, u.e.orig, u.e.def); err == nil {
+		if def, err := pins.Canonical(pk, u.e.name, u.e.server, u.e.orig, u.e.def); err == nil {
 			out = append(out, pins.NewPin(def))
 		}
 	}
@@ -465,7 +465,7 @@ func (m *Mux) pinFresh(fresh []*entry, tofu bool) {
 	ps := make([]pins.Pin, 0, len(fresh))
 	for _, e := range fresh {
 		pk, _ := pinKindOf(e.kind)
-		def, err := pins.Canonical(pk, e.name, e.child.alias, e.orig, e.def)
+		def, err := pins.Canonical(pk, e.name, e.server, e.orig, e.def)
 		if err != nil {
 			continue // logged when its digest was not computed; it matches no pin
 		}
@@ -559,7 +559,7 @@ func (m *Mux) PinReport() []PinState {
 	out := make([]PinState, 0, len(view.report)+len(view.fresh))
 	for _, e := range view.fresh {
 		pk, _ := pinKindOf(e.kind)
-		out = append(out, m.pinState(pinNote{kind: pk, name: e.name, server: e.child.alias, live: e}, set))
+		out = append(out, m.pinState(pinNote{kind: pk, name: e.name, server: e.server, live: e}, set))
 	}
 	for _, n := range view.report {
 		out = append(out, m.pinState(n, set))

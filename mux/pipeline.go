@@ -84,7 +84,7 @@ func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 	if ok && t.task == mcp.TaskSupportRequired {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
-		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.name, Server: t.child.alias, Decision: DecisionInvalid, Outcome: OutcomeRefused}
+		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.name, Server: t.server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
 		m.done(rec, time.Now())
 		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
@@ -194,12 +194,12 @@ func promptNotFound(name string) *frame.Error {
 func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *entry, args map[string]string, begun time.Time) (a answer) {
 	d := DecisionAllowed
 	var err error
-	defer func() { m.auditAccess(ctx, "prompt", e.name, e.child.alias, d, err, begun) }()
+	defer func() { m.auditAccess(ctx, "prompt", e.name, e.server, d, err, begun) }()
 	params := map[string]any{"name": e.orig}
 	if args != nil {
 		params["arguments"] = args
 	}
-	raw, err := m.requestPinned(ctx, up, e.child, e, string(mcp.MethodPromptsGet), params)
+	raw, err := m.requestPinned(ctx, up, m.child(e.server), e, string(mcp.MethodPromptsGet), params)
 	if errors.Is(err, errHeldSince) {
 		d = DecisionHeld
 		return answer{err: promptNotFound(e.name)}
@@ -209,11 +209,11 @@ func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *entry, args map[stri
 	}
 	// Relayed as it is, so it must be what a client can read.
 	if _, err = mcp.ParseGetPromptResult(&raw); err != nil {
-		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.child.alias, errMalformedResult, err)
+		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.server, errMalformedResult, err)
 		return errorAnswer(err)
 	}
-	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(e.child)); err != nil {
-		err = fmt.Errorf("server %s: prompts/get: %w", e.child.alias, err)
+	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(m.child(e.server))); err != nil {
+		err = fmt.Errorf("server %s: prompts/get: %w", e.server, err)
 		return errorAnswer(err)
 	}
 	return answer{result: raw}
@@ -321,7 +321,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 		if !ok || !m.policyFor(ctx).Allows(e.item()) {
 			return answer{err: promptNotFound(ref.Name)}
 		}
-		a := m.complete(ctx, up, r, e.child, e, map[string]any{"type": "ref/prompt", "name": e.orig})
+		a := m.complete(ctx, up, r, m.child(e.server), e, map[string]any{"type": "ref/prompt", "name": e.orig})
 		if a.err != nil && errors.Is(a.err, errHeldSince) {
 			return answer{err: promptNotFound(ref.Name)}
 		}
@@ -330,7 +330,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 		var c *child
 		orig := ref.URI
 		if e, ok := cat.lookup(kindTemplate, ref.URI); ok {
-			c, orig = e.child, e.orig
+			c, orig = m.child(e.server), e.orig
 		} else if rc, o, ok := m.routeURI(cat, ref.URI); ok {
 			c, orig = rc, o
 		}

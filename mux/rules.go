@@ -53,7 +53,7 @@ func (v viewer) refusal(t *tool, s ruleStage, args map[string]any) *policy.Refus
 			continue
 		}
 		if in == nil {
-			in = &policy.Input{Args: args, Tool: t.name, Server: t.child.alias, Claims: v.claims}
+			in = &policy.Input{Args: args, Tool: t.name, Server: t.server, Claims: v.claims}
 		}
 		if ref := r.Check(v.p.Identity, in); ref != nil {
 			return ref
@@ -112,7 +112,7 @@ func (c *catalog) view(v viewer) string {
 		}
 		for _, e := range c.kinds[kindTool].list {
 			if r.Applies(e.name) && v.p.Allows(e.item()) {
-				in.Tool, in.Server = e.name, e.child.alias
+				in.Tool, in.Server = e.name, e.server
 				add(r.Check(v.p.Identity, &in) != nil)
 			}
 		}

@@ -273,7 +273,7 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 // resources, any other URI.
 func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 	if e, ok := cat.lookup(kindResource, uri); ok {
-		return e.child, e.orig, true
+		return m.child(e.server), e.orig, true
 	}
 	if alias, orig, ok := naming.SplitURI(uri); ok {
 		// Only a child that offers resources owns the URIs under its
@@ -286,11 +286,12 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 	var only *child
 	n := 0
 	for _, e := range cat.kinds[kindTemplate].list {
-		if e.child.cfg.Prefix {
+		c := m.child(e.server)
+		if c.cfg.Prefix {
 			continue
 		}
 		if e.match(uri) {
-			return e.child, uri, true
+			return c, uri, true
 		}
 	}
 	for _, c := range m.children {
@@ -311,14 +312,7 @@ func offersResources(c *child) bool {
 }
 
 // child returns the child of alias, or nil.
-func (m *Mux) child(alias string) *child {
-	for _, c := range m.children {
-		if c.alias == alias {
-			return c
-		}
-	}
-	return nil
-}
+func (m *Mux) child(alias string) *child { return m.byAlias[alias] }
 
 // promptRefused writes the audit line of a prompts/get refused as unknown,
 // hidden or denied.
@@ -381,7 +375,7 @@ func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
 	identity := upstream.IdentityFrom(ctx)
 	if t, ok := cat.lookup(kindTool, name); ok {
-		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.child.alias, Decision: DecisionDenied, Outcome: OutcomeRefused}
+		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.server, Decision: DecisionDenied, Outcome: OutcomeRefused}
 		if v := m.viewerOf(ctx); v.p.Allows(t.item()) {
 			if ref := v.refusal(t, seeing, nil); ref != nil {
 				rec.Decision, rec.Rule = DecisionRule, ref.Rule

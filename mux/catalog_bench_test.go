@@ -74,9 +74,9 @@ func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMe
 					b.ReportAllocs()
 					for b.Loop() {
 						if first {
-							c.vetted, c.checked = nil, nil
+							c.build.vetted, c.build.checked = nil, nil
 						}
-						if cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
+						if cat := c.build.build(lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
 							b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
 						}
 					}

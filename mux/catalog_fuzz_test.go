@@ -62,7 +62,7 @@ func FuzzCatalog(f *testing.F) {
 		build := func(tools []json.RawMessage) *childCatalog {
 			var raw [numKinds][]json.RawMessage
 			raw[kindTool] = tools
-			return m.buildChildCatalog(c, raw, mcp.ServerCapabilities{})
+			return c.build.build(raw, mcp.ServerCapabilities{})
 		}
 		cat := build(p.Items)
 		names := map[string]string{} // orig -> exposed

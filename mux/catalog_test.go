@@ -60,7 +60,7 @@ func (l *mergeLab) offer(t *testing.T, alias string, lists [numKinds]string) {
 			ListChanged bool `json:"listChanged,omitempty"`
 		}{}
 	}
-	c.publish(childState{phase: PhaseReady, listed: l.m.buildChildCatalog(c, raw, caps)})
+	c.publish(childState{phase: PhaseReady, listed: c.build.build(raw, caps)})
 }
 
 func (l *mergeLab) names(k kind) []string {

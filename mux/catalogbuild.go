@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/glob"
 	"github.com/mcpmux/mcpmux/mux/args"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
@@ -42,10 +44,45 @@ func (w *wireEntry) id(k kind) string {
 	return w.Name
 }
 
-// buildChildCatalog turns a child's raw lists into exposed entries. An item
-// that cannot be offered safely is left out and the log says why; it never
+// builder builds one child's catalog from the lists it read. It remembers
+// what it found in the last build, so that a re-read or a respawn listing
+// the same definitions checks nothing again and logs nothing twice. Only
+// its child's goroutines use it, one at a time.
+type builder struct {
+	alias         string
+	cfg           config.Server
+	separator     string
+	maxNameLength int
+	limits        config.Limits
+	pinned        bool // pinning is on: tools and prompts get their digests
+	log           zerolog.Logger
+
+	// leftOut remembers which items were reported as left out, and why.
+	leftOut map[string]string
+	// vetted is what vetting found of the inputSchemas (args.Memo).
+	vetted args.Memo
+	// checked is what checking found of each tool definition that passed,
+	// by the definition's SHA-256 (checkedTool).
+	checked map[[sha256.Size]byte]checkedTool
+}
+
+func newBuilder(cfg *config.Config, srv config.Server, pinned bool, log zerolog.Logger) *builder {
+	return &builder{
+		alias:         srv.Alias,
+		cfg:           srv,
+		separator:     cfg.Mux.Separator,
+		maxNameLength: cfg.Mux.MaxNameLength,
+		limits:        cfg.Limits,
+		pinned:        pinned,
+		log:           log,
+		leftOut:       map[string]string{},
+	}
+}
+
+// build turns a child's raw lists into exposed entries. An item that
+// cannot be offered safely is left out and the log says why; it never
 // fails the whole catalog.
-func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog {
+func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog {
 	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
 	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
 	cat := &childCatalog{caps: caps}
@@ -90,18 +127,18 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			}
 			seen[id] = true
 			if (k == kindTool || k == kindPrompt) && hide.Match(id) {
-				cat.hidden = append(cat.hidden, c.alias+m.cfg.Mux.Separator+naming.Sanitize(id))
+				cat.hidden = append(cat.hidden, c.alias+c.separator+naming.Sanitize(id))
 				continue
 			}
 			e := &entry{kind: k, orig: id, server: c.alias, def: r}
 			if k == kindPrompt {
-				e.pin = m.pinSum(c, k, id, r)
+				e.pin = c.pinSum(k, id, r)
 			}
 			if k == kindTool {
 				if !known {
 					var why string
 					var err error
-					if t, why, err = m.checkTool(c, &w, r, caps, vetted); why != "" {
+					if t, why, err = c.checkTool(&w, r, caps, vetted); why != "" {
 						skip(k, id, why, err)
 						continue
 					}
@@ -112,7 +149,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 					if fixed == nil {
 						fixed = r
 					}
-					t.pin = m.pinSum(c, k, id, fixed)
+					t.pin = c.pinSum(k, id, fixed)
 				}
 				if why := t.apply(e, readOnly.Match(id) || c.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
 					skip(k, id, why, nil)
@@ -125,7 +162,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 			cat.entries[k] = append(cat.entries[k], e)
 		}
 	}
-	if m.pinning != nil {
+	if c.pinned {
 		cat.digests = map[ownName]pins.Sum{}
 		for _, k := range []kind{kindTool, kindPrompt} {
 			for _, e := range cat.entries[k] {
@@ -136,7 +173,7 @@ func (m *Mux) buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps 
 	// Named once the whole list is known, so that no name depends on where
 	// the child listed it.
 	for _, k := range []kind{kindTool, kindPrompt} {
-		m.nameEntries(c, cat.entries[k])
+		c.nameEntries(cat.entries[k])
 	}
 	for _, k := range []kind{kindResource, kindTemplate} {
 		for _, e := range cat.entries[k] {
@@ -216,8 +253,9 @@ func foldedKey(raw []byte, known []string) string {
 	return ""
 }
 
-// exposeURI is the form a resource URI or template of c takes upstream.
-func (c *child) exposeURI(k kind, uri string) string {
+// exposeURI is the form a resource URI or template of c's child takes
+// upstream.
+func (c *builder) exposeURI(k kind, uri string) string {
 	switch {
 	case !c.cfg.Prefix:
 		return uri
@@ -275,7 +313,7 @@ func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities
 // checkTool checks the definition def of a tool, decoded as w, and vets
 // its inputSchema; it returns what it found, or why the tool must be left
 // out.
-func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
+func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
 	t := checkedTool{id: w.Name}
 	if w.Execution != nil {
 		t.task = w.Execution.TaskSupport
@@ -298,7 +336,7 @@ func (m *Mux) checkTool(c *child, w *wireEntry, def []byte, caps mcp.ServerCapab
 			return t, "not a valid definition", err
 		}
 	}
-	a, err := vetted.Checker(norm, m.cfg.Limits, c.vetted)
+	a, err := vetted.Checker(norm, c.limits, c.vetted)
 	if err != nil {
 		return t, args.SchemaRefusal(err), err
 	}
@@ -360,4 +398,20 @@ func mayAnnotateHeaders(def []byte) bool {
 		}
 	}
 	return false
+}
+
+// pinSum is the digest of the definition def of a tool or prompt of kind k
+// that c offers under its own name orig; the zero Sum, which no pin has,
+// when pinning is off or def has no canonical form (a definition the
+// catalog accepted always has one).
+func (c *builder) pinSum(k kind, orig string, def []byte) pins.Sum {
+	pk, ok := pinKindOf(k)
+	if !c.pinned || !ok {
+		return pins.Sum{}
+	}
+	sum, err := pins.Digest(pk, c.alias, orig, def)
+	if err != nil {
+		c.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
+	}
+	return sum
 }

@@ -122,11 +122,11 @@ func TestCheckedToolsRemembered(t *testing.T) {
 		}
 		return strings.Join(out, "\n")
 	}
-	first := describe(l.m.buildChildCatalog(c, raw, tasks))
-	if len(c.checked) != 3 {
-		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", len(c.checked))
+	first := describe(c.build.build(raw, tasks))
+	if len(c.build.checked) != 3 {
+		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", len(c.build.checked))
 	}
-	if again := describe(l.m.buildChildCatalog(c, raw, tasks)); again != first {
+	if again := describe(c.build.build(raw, tasks)); again != first {
 		t.Errorf("read again:\n%s\nwant, as the first time:\n%s", again, first)
 	}
 	for _, want := range []string{`task task="required"`, `"inputSchema":{"type":"object","properties":{}}`, "ro task=\"\" ro=true"} {
@@ -134,7 +134,7 @@ func TestCheckedToolsRemembered(t *testing.T) {
 			t.Errorf("catalog lacks %q:\n%s", want, first)
 		}
 	}
-	without := describe(l.m.buildChildCatalog(c, raw, mcp.ServerCapabilities{}))
+	without := describe(c.build.build(raw, mcp.ServerCapabilities{}))
 	if strings.Contains(without, "task task=") || !strings.Contains(l.log.String(), taskOnly) {
 		t.Errorf("without tasks declared, the task-only tool is still offered or its refusal not logged:\n%s\n%s", without, l.log.String())
 	}

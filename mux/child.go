@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
-	"github.com/mcpmux/mcpmux/mux/args"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -70,17 +68,8 @@ type child struct {
 	state   atomic.Pointer[childState]
 	refresh chan struct{} // the child said its tool list changed
 
-	// leftOut remembers which tools were already reported as left out, so a
-	// re-read of the same catalog does not repeat the warning. Only the
-	// goroutines of run touch it, one at a time.
-	leftOut map[string]string
-	// vetted is what vetting found of the inputSchemas of the last catalog
-	// built, for the next build (args.Memo); touched as leftOut is.
-	vetted args.Memo
-	// checked is what checking found of each tool definition of the last
-	// catalog built that passed, by the definition's SHA-256
-	// (checkedTool); touched as leftOut is.
-	checked map[[sha256.Size]byte]checkedTool
+	// build builds the child's catalog from each read of its lists.
+	build *builder
 }
 
 // childState is one published moment of a child's life. It is never
@@ -95,9 +84,9 @@ type childState struct {
 }
 
 // host is what a child needs of the multiplexer that runs it, and all it
-// may reach of it: the child tells it what it published, has it build its
-// catalog, and hands it what the child's sessions receive that is not an
-// answer to mcpmux's own request.
+// may reach of it: the child tells it what it published and hands it what
+// the child's sessions receive that is not an answer to mcpmux's own
+// request.
 type host interface {
 	// childPublished is told of each state c publishes, once in force.
 	childPublished(c *child, old, st *childState)
@@ -105,7 +94,6 @@ type host interface {
 	childRestarted(c *child)
 	// catalogRead is told that c read its lists afresh.
 	catalogRead()
-	buildChildCatalog(c *child, raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog
 	// spawn starts a child process.
 	spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error)
 	// subscribedURIs are the URIs of c's resources some client subscribed to.
@@ -127,8 +115,8 @@ func newChild(m *Mux, cfg config.Server) *child {
 		environ:     m.environ,
 		log:         m.log.With().Str("server", cfg.Alias).Logger(),
 		refresh:     make(chan struct{}, 1),
-		leftOut:     map[string]string{},
 	}
+	c.build = newBuilder(m.cfg, cfg, m.pinning != nil, c.log)
 	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
 	return c
 }
@@ -395,7 +383,7 @@ func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, 
 		}
 		raw[k] = items
 	}
-	cat := c.host.buildChildCatalog(c, raw, caps)
+	cat := c.build.build(raw, caps)
 	cat.instructions = sess.instructions
 	return cat, nil
 }

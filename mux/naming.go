@@ -7,16 +7,16 @@ import "github.com/mcpmux/mcpmux/mux/naming"
 // a hash. An entry of a child with prefix = false is named as the child
 // names it where that is a valid name, and gets its prefixed form as the
 // fallback for a name a server listed earlier also exposes.
-func (m *Mux) nameEntries(c *child, entries []*entry) {
+func (c *builder) nameEntries(entries []*entry) {
 	origs := make([]string, len(entries))
 	for i, e := range entries {
 		origs[i] = e.orig
 	}
-	prefix := c.alias + m.cfg.Mux.Separator
-	names := naming.ExposeNames(prefix, m.cfg.Mux.MaxNameLength, origs)
+	prefix := c.alias + c.separator
+	names := naming.ExposeNames(prefix, c.maxNameLength, origs)
 	var bare map[string]naming.Exposed
 	if !c.cfg.Prefix {
-		bare = naming.ExposeNames("", m.cfg.Mux.MaxNameLength, origs)
+		bare = naming.ExposeNames("", c.maxNameLength, origs)
 	}
 	for _, e := range entries {
 		n := names[e.orig]

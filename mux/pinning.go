@@ -206,22 +206,6 @@ func kindOfPin(pk pins.Kind) kind {
 	return kindTool // pins.Parse reads no other kind
 }
 
-// pinSum is the digest of the definition def of a tool or prompt of kind k
-// that c offers under its own name orig; the zero Sum, which no pin has,
-// when pinning is off or def has no canonical form (a definition the
-// catalog accepted always has one).
-func (m *Mux) pinSum(c *child, k kind, orig string, def []byte) pins.Sum {
-	pk, ok := pinKindOf(k)
-	if m.pinning == nil || !ok {
-		return pins.Sum{}
-	}
-	sum, err := pins.Digest(pk, c.alias, orig, def)
-	if err != nil {
-		c.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
-	}
-	return sum
-}
-
 // applyPins compares the digests of next's tools and prompts with their
 // pins, leaves the held ones out of next, and publishes what it found. It
 // returns the work left for the pin file: the entries to pin on first

@@ -32,10 +32,11 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	m.publishMu.Unlock()
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]
+	c.build.pinned = true
 	var lists [numKinds][]json.RawMessage
 	lists[kindTool] = raw
-	c.vetted, c.checked = nil, nil
-	cat := m.buildChildCatalog(c, lists, mcp.ServerCapabilities{})
+	c.build.vetted, c.build.checked = nil, nil
+	cat := c.build.build(lists, mcp.ServerCapabilities{})
 	st := *c.state.Load()
 	st.listed = cat
 	c.state.Store(&st)

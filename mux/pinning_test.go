@@ -64,6 +64,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	l.m.publishMu.Lock()
 	l.m.pinning = newPinning(&cfg, store, false)
 	l.m.publishMu.Unlock()
+	l.m.child("main").build.pinned = true // its catalogs get digests from now on
 	offer := func(toolDesc string, prompt bool) {
 		lists := [numKinds]string{kindTool: `[{"name":"t","description":"` + toolDesc + `","inputSchema":{"type":"object"}}]`}
 		if prompt {

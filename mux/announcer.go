@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -56,7 +57,7 @@ func (a *announcer) take() []func() {
 // announce tells upstream of each change handed to the announcer until ctx
 // ends. Start runs it.
 func (m *Mux) announce(ctx context.Context) {
-	toldCat, toldSet := emptyCatalog, m.policies.Current()
+	toldCat, toldSet := catalog.Empty, m.policies.Current()
 	for {
 		select {
 		case <-ctx.Done():
@@ -67,7 +68,7 @@ func (m *Mux) announce(ctx context.Context) {
 		// handed after is at least as new as what it waits for.
 		then := m.announcer.take()
 		cat, set := m.catalog.Load(), m.policies.Current()
-		if len(changedKinds(toldCat, cat)) > 0 {
+		if len(catalog.ChangedKinds(toldCat, cat)) > 0 {
 			m.registerWithServer(cat)
 		}
 		m.tell(toldCat, cat, toldSet, set)
@@ -83,30 +84,17 @@ func (m *Mux) announce(ctx context.Context) {
 // set is in force.
 func (m *Mux) PolicyChanged(old, new *policy.Set) { m.announcer.changed(nil) }
 
-// changedKinds returns the kinds whose lists differ between two catalogs.
-func changedKinds(prev, next *catalog) []kind {
-	var changed []kind
-	for k := range numKinds {
-		if prev.wire[k] != next.wire[k] {
-			changed = append(changed, k)
-		}
-	}
-	return changed
-}
-
-var allKinds = []kind{kindTool, kindPrompt, kindResource, kindTemplate}
-
 // tell sends each session one list_changed per list whose content it sees
 // changed between the catalog prev under the policies oldSet and next
 // under newSet.
 //
 // Sessions are known by identity, not by claims. For an identity whose
 // rules read claims, a session is told when the policy's widest view
-// (viewer.anyCaller) changed, which every caller's view is a part of, and
+// (Viewer.AnyCaller) changed, which every caller's view is a part of, and
 // on every edit of its policy: some callers may be told of a change that
 // leaves their own list as it was, none misses one.
-func (m *Mux) tell(prev, next *catalog, oldSet, newSet *policy.Set) {
-	kinds := changedKinds(prev, next)
+func (m *Mux) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
+	kinds := catalog.ChangedKinds(prev, next)
 	catalogChanged := len(kinds) > 0
 	edited := map[string]bool{}
 	if oldSet != newSet {
@@ -115,12 +103,12 @@ func (m *Mux) tell(prev, next *catalog, oldSet, newSet *policy.Set) {
 		}
 	}
 	if len(edited) > 0 {
-		kinds = allKinds
+		kinds = catalog.AllKinds
 	}
 	if len(kinds) == 0 {
 		return
 	}
-	type view struct{ changed [numKinds]bool }
+	type view struct{ changed [catalog.NumKinds]bool }
 	views := map[string]*view{}
 	for _, u := range m.sessions.All() {
 		identity := u.Identity
@@ -131,14 +119,14 @@ func (m *Mux) tell(prev, next *catalog, oldSet, newSet *policy.Set) {
 		if !ok {
 			v = &view{}
 			op, np := oldSet.For(identity), newSet.For(identity)
-			byClaims := readsClaims(op) || readsClaims(np)
+			byClaims := catalog.ReadsClaims(op) || catalog.ReadsClaims(np)
 			for _, k := range kinds {
-				if k == kindTool && byClaims && edited[identity] {
+				if k == catalog.KindTool && byClaims && edited[identity] {
 					v.changed[k] = true // an edit of the policy
 					continue
 				}
-				v.changed[k] = !bytes.Equal(prev.encode(k, viewer{p: op, anyCaller: byClaims}),
-					next.list(k, viewer{p: np, anyCaller: byClaims}))
+				v.changed[k] = !bytes.Equal(prev.Encode(k, catalog.Viewer{Policy: op, AnyCaller: byClaims}),
+					next.List(k, catalog.Viewer{Policy: np, AnyCaller: byClaims}))
 			}
 			views[identity] = v
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/args"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
@@ -114,21 +115,21 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 	identity := up.identity
 	begun := time.Now()
 	cat := m.catalog.Load()
-	t, ok := cat.lookup(kindTool, name)
+	t, ok := cat.Lookup(catalog.KindTool, name)
 	if !ok {
 		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
-	rec := CallRecord{Identity: identity, Tool: t.name, Server: t.server, Decision: DecisionAllowed}
-	v := viewer{p: m.policies.Current().For(identity)}
-	if !v.p.Allows(t.item()) {
+	rec := CallRecord{Identity: identity, Tool: t.Name, Server: t.Server, Decision: DecisionAllowed}
+	v := catalog.Viewer{Policy: m.policies.Current().For(identity)}
+	if !v.Policy.Allows(t.Item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
 		m.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
-	rules := len(v.p.Rules()) > 0
+	rules := len(v.Policy.Rules()) > 0
 	if rules {
-		v.claims = upstream.ClaimsFrom(ctx)
-		if ref := v.refusal(t, seeing, nil); ref != nil {
+		v.Claims = upstream.ClaimsFrom(ctx)
+		if ref := v.Refusal(t, catalog.Seeing, nil); ref != nil {
 			return m.ruleRefused(rec, ref, nil, begun)
 		}
 	}
@@ -140,7 +141,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 	}
 	argMap, raw, levels, err := args.Object(arguments)
 	if err == nil {
-		err = t.args.Check(argMap, levels)
+		err = t.Args.Check(argMap, levels)
 	}
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
@@ -149,7 +150,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
 	if rules {
-		if ref := v.refusal(t, calling, argMap); ref != nil {
+		if ref := v.Refusal(t, catalog.Calling, argMap); ref != nil {
 			return m.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
 		}
 	}
@@ -186,11 +187,11 @@ func (m *Mux) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallT
 
 // refused records a call whose name is not in the catalog and says why:
 // unknown, or hidden by the config.
-func (m *Mux) refused(identity, name string, cat *catalog, begun time.Time) Decision {
+func (m *Mux) refused(identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
-	if alias, hidden := cat.hidden[name]; hidden {
+	if alias, hidden := cat.Hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
-	} else if alias, held := m.heldBy(kindTool, name); held {
+	} else if alias, held := m.heldBy(catalog.KindTool, name); held {
 		rec.Decision, rec.Server = DecisionHeld, alias
 	}
 	m.auditLine(rec, name, time.Since(begun))
@@ -229,23 +230,23 @@ const (
 // It returns OutcomeRefused, and no answer, for a tool held by pinning
 // since it was looked up (stillPinned): the session it got lists another
 // definition.
-func (m *Mux) forward(ctx context.Context, up *upCall, t *tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
+func (m *Mux) forward(ctx context.Context, up *upCall, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
 	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(up))
 	defer cancel()
-	g := m.admit.gate(m.child(t.server))
+	g := m.admit.gate(m.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
-			return own(mcp.NewToolResultError(g.busyMessage(t.server))), OutcomeBusy, 0
+			return own(mcp.NewToolResultError(g.busyMessage(t.Server))), OutcomeBusy, 0
 		}
 		res, outcome := m.ctxEnded(ctx, up, t, stageQueued)
 		return own(res), outcome, 0
 	}
 	defer g.release()
-	m.observe.CallStarted(t.server)
-	defer m.observe.CallFinished(t.server)
+	m.observe.CallStarted(t.Server)
+	defer m.observe.CallFinished(t.Server)
 	sent := time.Now()
 	res, outcome = m.send(ctx, up, t, args)
 	return res, outcome, time.Since(sent)
@@ -283,10 +284,10 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 }
 
 // send is forward's part once the call has its slot.
-func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessage) (callAnswer, Outcome) {
+func (m *Mux) send(ctx context.Context, up *upCall, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
-	c := m.child(t.server)
+	c := m.child(t.Server)
 	for {
 		st, err := c.ready(ctx)
 		if err == nil && !m.stillPinned(st.listed, t) {
@@ -297,7 +298,7 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 				// The first attempt may have run: say so.
 				return own(mcp.NewToolResultError(fmt.Sprintf(
 					"server %s went away during the call to %s (%s); it was to be retried once, but %v",
-					t.server, t.name, lostWhy, err))), OutcomeInterrupted
+					t.Server, t.Name, lostWhy, err))), OutcomeInterrupted
 			}
 			if errors.Is(err, ErrUnavailable) {
 				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
@@ -305,19 +306,19 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
 		at, sess := stageSent, st.sess
-		raw, isError, err := sess.callTool(ctx, up, t.orig, args)
+		raw, isError, err := sess.callTool(ctx, up, t.Orig, args)
 		if errors.Is(err, errMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
-				t.orig, config.FormatSize(sess.limit)))), OutcomeToolError
+				t.Orig, config.FormatSize(sess.limit)))), OutcomeToolError
 		}
 		if err == nil {
 			return m.relayResult(t, raw, isError, retried)
 		}
 		if hs, ok := errors.AsType[*httpStatusError](err); ok {
 			// The one call failed; the body is not the caller's to see.
-			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.server, t.name, hs.code)
+			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.Server, t.Name, hs.code)
 			if hs.redirect {
 				text += ", a redirect, which mcpmux does not follow"
 			}
@@ -327,9 +328,9 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
 		if sess.failed(ctx, err) {
-			if (t.readOnly || neverDelivered(err)) && !retried {
+			if (t.ReadOnly || neverDelivered(err)) && !retried {
 				retried, lostWhy = true, sess.lostWhy
-				c.log.Warn().Str("tool", t.name).Str("why", sess.lostWhy).Bool("read_only", t.readOnly).
+				c.log.Warn().Str("tool", t.Name).Str("why", sess.lostWhy).Bool("read_only", t.ReadOnly).
 					Msg("server went away before answering; retrying once on its next session")
 				continue
 			}
@@ -339,10 +340,10 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *tool, args json.RawMessag
 			}
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",
-				t.server, t.name, sess.lostWhy, retry))), OutcomeInterrupted
+				t.Server, t.Name, sess.lostWhy, retry))), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
-		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.server, t.name, err))), OutcomeToolError
+		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.Server, t.Name, err))), OutcomeToolError
 	}
 }
 
@@ -350,11 +351,11 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
-func (m *Mux) relayResult(t *tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
-	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(m.child(t.server)))
+func (m *Mux) relayResult(t *catalog.Tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
+	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(m.child(t.Server)))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
-			t.server, t.name, err))), OutcomeToolError
+			t.Server, t.Name, err))), OutcomeToolError
 	}
 	switch {
 	case retried:
@@ -378,30 +379,30 @@ func neverDelivered(err error) bool {
 
 // ctxEnded answers a call whose context ended at stage at: mcpmux
 // stopping, the call timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, up *upCall, t *tool, at stage) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) ctxEnded(ctx context.Context, up *upCall, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		if at < stageSent {
 			return mcp.NewToolResultError(fmt.Sprintf(
-				"mcpmux is shutting down and cut off the call to %s before it was sent", t.name)), OutcomeInterrupted
+				"mcpmux is shutting down and cut off the call to %s before it was sent", t.Name)), OutcomeInterrupted
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"mcpmux is shutting down and cut off the call to %s; it may or may not have taken effect",
-			t.name)), OutcomeInterrupted
+			t.Name)), OutcomeInterrupted
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		switch at {
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.name, m.taskTimeout(up), t.server, cap(m.admit.gate(m.child(t.server)).slots))), OutcomeTimeout
+				t.Name, m.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.name, m.taskTimeout(up), t.server)), OutcomeTimeout
+				t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.name, m.taskTimeout(up), t.server)), OutcomeTimeout
+			t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
 // The catalog's benchmarks, with 100 and 10,000 tools in one child (the
@@ -48,7 +49,7 @@ func catalogLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	// Reading and checking 10,000 tools takes seconds under -race.
 	m := startLab(b, labSpec{tools: tools, allow: []string{"bench"},
 		limitLines: `max_catalog_bytes = "64MiB"`, serverLines: `startup_timeout = "2m"`})
-	if got := len(m.catalog.Load().kinds[kindTool].list); got != n {
+	if got := len(m.catalog.Load().Kinds[catalog.KindTool].List); got != n {
 		b.Fatalf("catalog holds %d tools, want %d", got, n)
 	}
 	return m, raw
@@ -65,8 +66,8 @@ func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMe
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			m, raw := lab(b, n)
 			c := m.children[0]
-			var lists [numKinds][]json.RawMessage
-			lists[kindTool] = raw
+			var lists [catalog.NumKinds][]json.RawMessage
+			lists[catalog.KindTool] = raw
 			// first: nothing remembered from a catalog before (a first start);
 			// reread: the same list read again (a re-read or a respawn).
 			for _, first := range []bool{true, false} {
@@ -74,10 +75,10 @@ func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMe
 					b.ReportAllocs()
 					for b.Loop() {
 						if first {
-							c.build.vetted, c.build.checked = nil, nil
+							c.build.Forget()
 						}
-						if cat := c.build.build(lists, mcp.ServerCapabilities{}); len(cat.tools()) != n {
-							b.Fatalf("%d tools built, want %d", len(cat.tools()), n)
+						if cat := c.build.Build(lists, mcp.ServerCapabilities{}); len(cat.Tools()) != n {
+							b.Fatalf("%d tools built, want %d", len(cat.Tools()), n)
 						}
 					}
 				})
@@ -107,7 +108,7 @@ func BenchmarkCatalogEncodeList(b *testing.B) {
 			p := m.policies.Current().For("bench")
 			b.ReportAllocs()
 			for b.Loop() {
-				cat.encode(kindTool, viewer{p: p})
+				cat.Encode(catalog.KindTool, catalog.Viewer{Policy: p})
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/args"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -59,52 +60,52 @@ func FuzzCatalog(f *testing.F) {
 		if err != nil {
 			return // readCatalog refuses the page
 		}
-		build := func(tools []json.RawMessage) *childCatalog {
-			var raw [numKinds][]json.RawMessage
-			raw[kindTool] = tools
-			return c.build.build(raw, mcp.ServerCapabilities{})
+		build := func(tools []json.RawMessage) *catalog.ChildCatalog {
+			var raw [catalog.NumKinds][]json.RawMessage
+			raw[catalog.KindTool] = tools
+			return c.build.Build(raw, mcp.ServerCapabilities{})
 		}
 		cat := build(p.Items)
 		names := map[string]string{} // orig -> exposed
 		taken := map[string]bool{}
-		for _, tl := range cat.tools() {
-			if !validExposed.MatchString(tl.name) || len(tl.name) > m.cfg.Mux.MaxNameLength {
-				t.Fatalf("tool %q is exposed as %q", tl.orig, tl.name)
+		for _, tl := range cat.Tools() {
+			if !validExposed.MatchString(tl.Name) || len(tl.Name) > m.cfg.Mux.MaxNameLength {
+				t.Fatalf("tool %q is exposed as %q", tl.Orig, tl.Name)
 			}
-			if taken[tl.name] || names[tl.orig] != "" {
-				t.Fatalf("tool %q: the name %q or the tool is exposed twice", tl.orig, tl.name)
+			if taken[tl.Name] || names[tl.Orig] != "" {
+				t.Fatalf("tool %q: the name %q or the tool is exposed twice", tl.Orig, tl.Name)
 			}
-			taken[tl.name], names[tl.orig] = true, tl.name
+			taken[tl.Name], names[tl.Orig] = true, tl.Name
 			var def struct {
 				Name         string          `json:"name"`
 				InputSchema  json.RawMessage `json:"inputSchema"`
 				OutputSchema json.RawMessage `json:"outputSchema"`
 			}
-			if err := json.Unmarshal(tl.def, &def); err != nil || def.Name != tl.name || tl.args == nil || tl.server != c.alias {
-				t.Fatalf("tool %q is not set up: %+v (%v)", tl.orig, tl, err)
+			if err := json.Unmarshal(tl.Def, &def); err != nil || def.Name != tl.Name || tl.Args == nil || tl.Server != c.alias {
+				t.Fatalf("tool %q is not set up: %+v (%v)", tl.Orig, tl, err)
 			}
-			checkObjectSchema(t, tl.orig, "inputSchema", def.InputSchema)
+			checkObjectSchema(t, tl.Orig, "inputSchema", def.InputSchema)
 			if def.OutputSchema != nil {
-				checkObjectSchema(t, tl.orig, "outputSchema", def.OutputSchema)
+				checkObjectSchema(t, tl.Orig, "outputSchema", def.OutputSchema)
 			}
-			if tl.readOnly != (len(tl.orig) >= 4 && tl.orig[:4] == "read") {
-				t.Fatalf("tool %q: readOnly is %v", tl.orig, tl.readOnly)
+			if tl.ReadOnly != (len(tl.Orig) >= 4 && tl.Orig[:4] == "read") {
+				t.Fatalf("tool %q: readOnly is %v", tl.Orig, tl.ReadOnly)
 			}
-			if !json.Valid(tl.def) {
-				t.Fatalf("tool %q: its definition is not valid JSON: %s", tl.orig, tl.def)
+			if !json.Valid(tl.Def) {
+				t.Fatalf("tool %q: its definition is not valid JSON: %s", tl.Orig, tl.Def)
 			}
 			// Checking arguments never panics, whatever the schema.
 			args, _, levels, err := args.Object(json.RawMessage(`{"a":[1,"x",{"b":null}]}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = tl.args.Check(args, levels)
+			_ = tl.Args.Check(args, levels)
 		}
 		reversed := slices.Clone(p.Items)
 		slices.Reverse(reversed)
 		again := map[string]string{}
-		for _, tl := range build(reversed).tools() {
-			again[tl.orig] = tl.name
+		for _, tl := range build(reversed).Tools() {
+			again[tl.Orig] = tl.Name
 		}
 		// With a name listed twice, the other definition is kept, and it may
 		// be refused where the first was not.

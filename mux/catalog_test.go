@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -41,10 +42,10 @@ func newMergeLab(t *testing.T, servers string) *mergeLab {
 
 // offer publishes what the child of alias lists, one JSON array per kind
 // ("" for none), as a ready child would.
-func (l *mergeLab) offer(t *testing.T, alias string, lists [numKinds]string) {
+func (l *mergeLab) offer(t *testing.T, alias string, lists [catalog.NumKinds]string) {
 	t.Helper()
 	c := l.m.child(alias)
-	var raw [numKinds][]json.RawMessage
+	var raw [catalog.NumKinds][]json.RawMessage
 	caps := mcp.ServerCapabilities{}
 	for k, list := range lists {
 		if list == "" {
@@ -54,19 +55,19 @@ func (l *mergeLab) offer(t *testing.T, alias string, lists [numKinds]string) {
 			t.Fatal(err)
 		}
 	}
-	if lists[kindResource] != "" || lists[kindTemplate] != "" {
+	if lists[catalog.KindResource] != "" || lists[catalog.KindTemplate] != "" {
 		caps.Resources = &struct {
 			Subscribe   bool `json:"subscribe,omitempty"`
 			ListChanged bool `json:"listChanged,omitempty"`
 		}{}
 	}
-	c.publish(childState{phase: PhaseReady, listed: c.build.build(raw, caps)})
+	c.publish(childState{phase: PhaseReady, listed: c.build.Build(raw, caps)})
 }
 
-func (l *mergeLab) names(k kind) []string {
+func (l *mergeLab) names(k catalog.Kind) []string {
 	var out []string
-	for _, e := range l.m.catalog.Load().kinds[k].list {
-		out = append(out, e.name)
+	for _, e := range l.m.catalog.Load().Kinds[k].List {
+		out = append(out, e.Name)
 	}
 	return out
 }
@@ -95,35 +96,35 @@ prefix = false
 		}
 		return "[" + strings.Join(b, ",") + "]"
 	}
-	l.offer(t, "main", [numKinds]string{
-		kindTool:     tool("search", "docs__open"),
-		kindPrompt:   `[{"name":"greet"}]`,
-		kindResource: `[{"uri":"file:///shared","name":"s"},{"uri":"file:///main-only","name":"m"}]`,
-		kindTemplate: `[{"uriTemplate":"db://{table}","name":"t"}]`,
+	l.offer(t, "main", [catalog.NumKinds]string{
+		catalog.KindTool:     tool("search", "docs__open"),
+		catalog.KindPrompt:   `[{"name":"greet"}]`,
+		catalog.KindResource: `[{"uri":"file:///shared","name":"s"},{"uri":"file:///main-only","name":"m"}]`,
+		catalog.KindTemplate: `[{"uriTemplate":"db://{table}","name":"t"}]`,
 	})
-	l.offer(t, "docs", [numKinds]string{
-		kindTool:     tool("search", "open"),
-		kindResource: `[{"uri":"file:///shared","name":"s"}]`,
+	l.offer(t, "docs", [catalog.NumKinds]string{
+		catalog.KindTool:     tool("search", "open"),
+		catalog.KindResource: `[{"uri":"file:///shared","name":"s"}]`,
 	})
-	l.offer(t, "side", [numKinds]string{
-		kindTool:     tool("search", "only-side"),
-		kindPrompt:   `[{"name":"greet"},{"name":"bye"}]`,
-		kindResource: `[{"uri":"file:///shared","name":"s"}]`,
-		kindTemplate: `[{"uriTemplate":"kv://{key}","name":"kv"}]`,
+	l.offer(t, "side", [catalog.NumKinds]string{
+		catalog.KindTool:     tool("search", "only-side"),
+		catalog.KindPrompt:   `[{"name":"greet"},{"name":"bye"}]`,
+		catalog.KindResource: `[{"uri":"file:///shared","name":"s"}]`,
+		catalog.KindTemplate: `[{"uriTemplate":"kv://{key}","name":"kv"}]`,
 	})
 	for _, c := range []struct {
-		k    kind
+		k    catalog.Kind
 		want string
 	}{
 		// main's "docs__open" is bare and listed first, so docs's own
 		// docs__open has no form left and is left out.
-		{kindTool, "search docs__open docs__search side__search only-side"},
-		{kindPrompt, "greet side__greet bye"},
-		{kindResource, "file:///shared file:///main-only mcpmux://docs/file:///shared mcpmux://side/file:///shared"},
-		{kindTemplate, "db://{table} kv://{key}"},
+		{catalog.KindTool, "search docs__open docs__search side__search only-side"},
+		{catalog.KindPrompt, "greet side__greet bye"},
+		{catalog.KindResource, "file:///shared file:///main-only mcpmux://docs/file:///shared mcpmux://side/file:///shared"},
+		{catalog.KindTemplate, "db://{table} kv://{key}"},
 	} {
 		if got := strings.Join(l.names(c.k), " "); got != c.want {
-			t.Errorf("%s: exposed %q, want %q", kindWire[c.k].label, got, c.want)
+			t.Errorf("%s: exposed %q, want %q", catalog.KindWire[c.k].Label, got, c.want)
 		}
 	}
 	for _, want := range []string{
@@ -136,11 +137,11 @@ prefix = false
 	}
 	// Every exposed definition carries its exposed name.
 	cat := l.m.catalog.Load()
-	for k := range numKinds {
-		for _, e := range cat.kinds[k].list {
+	for k := range catalog.NumKinds {
+		for _, e := range cat.Kinds[k].List {
 			var def map[string]any
-			if err := json.Unmarshal(e.def, &def); err != nil || def[kindWire[k].key] != e.name {
-				t.Errorf("%s %s: definition %s", kindWire[k].label, e.name, e.def)
+			if err := json.Unmarshal(e.Def, &def); err != nil || def[catalog.KindWire[k].Key] != e.Name {
+				t.Errorf("%s %s: definition %s", catalog.KindWire[k].Label, e.Name, e.Def)
 			}
 		}
 	}
@@ -175,7 +176,7 @@ func TestDefinitionsVerbatim(t *testing.T) {
 		`"annotations":{"readOnlyHint":true,"x-vendor":{"n":12345678901234567890}},"x-extra":[1,2.50,"z"]}`
 	bare := `{"name":"bare","inputSchema":{"type":"object"}}`
 	noType := `{"name":"untyped","inputSchema":{"properties":{}}}`
-	l.offer(t, "fs", [numKinds]string{kindTool: "[" + def + "," + bare + "," + noType + "]"})
+	l.offer(t, "fs", [catalog.NumKinds]string{catalog.KindTool: "[" + def + "," + bare + "," + noType + "]"})
 	cat := l.m.catalog.Load()
 	for _, c := range []struct{ name, want string }{
 		{"fs__read", strings.Replace(def, `"read"`, `"fs__read"`, 1)},
@@ -183,15 +184,15 @@ func TestDefinitionsVerbatim(t *testing.T) {
 		// MCP requires the type; it is the only thing added.
 		{"fs__untyped", `{"name":"fs__untyped","inputSchema":{"type":"object","properties":{}}}`},
 	} {
-		e, ok := cat.lookup(kindTool, c.name)
+		e, ok := cat.Lookup(catalog.KindTool, c.name)
 		if !ok {
 			t.Fatalf("%s not exposed", c.name)
 		}
-		if !bytes.Equal(e.def, []byte(c.want)) {
-			t.Errorf("%s: definition\n%s\nwant\n%s", c.name, e.def, c.want)
+		if !bytes.Equal(e.Def, []byte(c.want)) {
+			t.Errorf("%s: definition\n%s\nwant\n%s", c.name, e.Def, c.want)
 		}
 	}
-	if e, _ := cat.lookup(kindTool, "fs__read"); !e.readOnly {
+	if e, _ := cat.Lookup(catalog.KindTool, "fs__read"); !e.ReadOnly {
 		t.Error("readOnlyHint of a trusted child was not read")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/args"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
 // A tool whose x-mcp-header annotations mcp-go refuses is left out however
@@ -21,14 +22,14 @@ func TestHeaderAnnotationsAnySpelling(t *testing.T) {
 	bad := func(name, key string) string {
 		return `{"name":"` + name + `","inputSchema":{"type":"object","properties":{"p":{"type":"object","` + key + `":"X-P"}}}}`
 	}
-	l.offer(t, "main", [numKinds]string{kindTool: "[" + strings.Join([]string{
+	l.offer(t, "main", [catalog.NumKinds]string{catalog.KindTool: "[" + strings.Join([]string{
 		bad("plain", "x-mcp-header"),
 		bad("upper", "X-MCP-Header"),
 		bad("escaped", `x\u002dmcp-header`),
 		`{"name":"fine","description":"has x-mcp-headers in its text","inputSchema":{"type":"object","properties":{"p":{"type":"string","x-mcp-header":"X-P"}}}}`,
 		`{"name":"none","inputSchema":{"type":"object","properties":{"p":{"type":"object"}}}}`,
 	}, ",") + "]"})
-	if got := strings.Join(l.names(kindTool), " "); got != "main__fine main__none" {
+	if got := strings.Join(l.names(catalog.KindTool), " "); got != "main__fine main__none" {
 		t.Errorf("exposed %q, want main__fine main__none", got)
 	}
 	if n := strings.Count(l.log.String(), "invalid x-mcp-header annotations"); n != 3 {
@@ -50,7 +51,7 @@ func TestMayAnnotateHeaders(t *testing.T) {
 		{`x-mcp-heade`, false},
 		{``, false},
 	} {
-		if got := mayAnnotateHeaders([]byte(c.def)); got != c.want {
+		if got := catalog.MayAnnotateHeaders([]byte(c.def)); got != c.want {
 			t.Errorf("mayAnnotateHeaders(%s) = %v, want %v", c.def, got, c.want)
 		}
 	}
@@ -69,25 +70,25 @@ func TestSchemaVettingRemembered(t *testing.T) {
 	}
 	checkers := func() map[string]*args.Checker {
 		out := map[string]*args.Checker{}
-		for _, e := range l.m.catalog.Load().kinds[kindTool].list {
-			out[e.orig] = e.args
+		for _, e := range l.m.catalog.Load().Kinds[catalog.KindTool].List {
+			out[e.Orig] = e.Args
 		}
 		return out
 	}
 	bytesOf := func(a *args.Checker) *byte { return unsafe.SliceData(a.Schema()) }
 
-	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
+	l.offer(t, "main", [catalog.NumKinds]string{catalog.KindTool: list(shared)})
 	first := checkers()
 	if len(first) != 2 || bytesOf(first["a"]) != bytesOf(first["b"]) {
 		t.Fatalf("tools a and b with one schema: checkers %v, want two sharing the schema's bytes", first)
 	}
-	l.offer(t, "main", [numKinds]string{kindTool: list(shared)})
+	l.offer(t, "main", [catalog.NumKinds]string{catalog.KindTool: list(shared)})
 	second := checkers()
 	if second["a"] == first["a"] || bytesOf(second["a"]) != bytesOf(first["a"]) {
 		t.Errorf("re-read: checker %p on %p, want a new checker on the first read's bytes %p", second["a"], bytesOf(second["a"]), bytesOf(first["a"]))
 	}
-	l.offer(t, "main", [numKinds]string{kindTool: list(deep)})
-	if got := strings.Join(l.names(kindTool), " "); got != "main__a" {
+	l.offer(t, "main", [catalog.NumKinds]string{catalog.KindTool: list(deep)})
+	if got := strings.Join(l.names(catalog.KindTool), " "); got != "main__a" {
 		t.Errorf("b's schema now nests too deep: exposed %q, want main__a", got)
 	}
 	if !strings.Contains(l.log.String(), "its inputSchema is nested deeper than max_schema_depth") {
@@ -103,30 +104,30 @@ func TestSchemaVettingRemembered(t *testing.T) {
 func TestCheckedToolsRemembered(t *testing.T) {
 	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\nread_only = [\"ro\"]\n")
 	c := l.m.child("main")
-	var raw [numKinds][]json.RawMessage
+	var raw [catalog.NumKinds][]json.RawMessage
 	if err := json.Unmarshal([]byte(`[
 		{"name":"task","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
 		{"name":"untyped","inputSchema":{"properties":{}}},
 		{"name":"ro","inputSchema":{"type":"object"}},
 		{"name":"badout","inputSchema":{"type":"object"},"outputSchema":{"type":"string"}}
-	]`), &raw[kindTool]); err != nil {
+	]`), &raw[catalog.KindTool]); err != nil {
 		t.Fatal(err)
 	}
 	tasks := mcp.ServerCapabilities{Tasks: &mcp.TasksCapability{Requests: &mcp.TaskRequestsCapability{Tools: &struct {
 		Call *struct{} `json:"call,omitempty"`
 	}{Call: &struct{}{}}}}}
-	describe := func(cat *childCatalog) string {
+	describe := func(cat *catalog.ChildCatalog) string {
 		var out []string
-		for _, e := range cat.tools() {
-			out = append(out, fmt.Sprintf("%s task=%q ro=%t def=%s", e.orig, e.task, e.readOnly, e.def))
+		for _, e := range cat.Tools() {
+			out = append(out, fmt.Sprintf("%s task=%q ro=%t def=%s", e.Orig, e.Task, e.ReadOnly, e.Def))
 		}
 		return strings.Join(out, "\n")
 	}
-	first := describe(c.build.build(raw, tasks))
-	if len(c.build.checked) != 3 {
-		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", len(c.build.checked))
+	first := describe(c.build.Build(raw, tasks))
+	if c.build.Remembered() != 3 {
+		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", c.build.Remembered())
 	}
-	if again := describe(c.build.build(raw, tasks)); again != first {
+	if again := describe(c.build.Build(raw, tasks)); again != first {
 		t.Errorf("read again:\n%s\nwant, as the first time:\n%s", again, first)
 	}
 	for _, want := range []string{`task task="required"`, `"inputSchema":{"type":"object","properties":{}}`, "ro task=\"\" ro=true"} {
@@ -134,8 +135,8 @@ func TestCheckedToolsRemembered(t *testing.T) {
 			t.Errorf("catalog lacks %q:\n%s", want, first)
 		}
 	}
-	without := describe(c.build.build(raw, mcp.ServerCapabilities{}))
-	if strings.Contains(without, "task task=") || !strings.Contains(l.log.String(), taskOnly) {
+	without := describe(c.build.Build(raw, mcp.ServerCapabilities{}))
+	if strings.Contains(without, "task task=") || !strings.Contains(l.log.String(), catalog.TaskOnly) {
 		t.Errorf("without tasks declared, the task-only tool is still offered or its refusal not logged:\n%s\n%s", without, l.log.String())
 	}
 	if n := strings.Count(l.log.String(), "outputSchema left out"); n != 3 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -69,16 +70,16 @@ type child struct {
 	refresh chan struct{} // the child said its tool list changed
 
 	// build builds the child's catalog from each read of its lists.
-	build *builder
+	build *catalog.Builder
 }
 
 // childState is one published moment of a child's life. It is never
 // modified; a new one replaces it and closes changed.
 type childState struct {
 	phase   Phase
-	sess    *session      // non-nil only when ready
-	listed  *childCatalog // tools currently offered upstream; nil when withdrawn
-	attempt int           // consecutive failed starts
+	sess    *session              // non-nil only when ready
+	listed  *catalog.ChildCatalog // tools currently offered upstream; nil when withdrawn
+	attempt int                   // consecutive failed starts
 	lastErr error
 	changed chan struct{}
 }
@@ -116,7 +117,7 @@ func newChild(m *Mux, cfg config.Server) *child {
 		log:         m.log.With().Str("server", cfg.Alias).Logger(),
 		refresh:     make(chan struct{}, 1),
 	}
-	c.build = newBuilder(m.cfg, cfg, m.pinning != nil, c.log)
+	c.build = catalog.NewBuilder(m.cfg, cfg, m.pinning != nil, c.log)
 	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
 	return c
 }
@@ -198,8 +199,8 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			firstDone()
 		} else {
 			sv.listed, sv.withdraw = cat, nil
-			ready := c.log.Info().Int("tools", len(cat.tools())).Int("prompts", len(cat.entries[kindPrompt])).
-				Int("resources", len(cat.entries[kindResource])+len(cat.entries[kindTemplate]))
+			ready := c.log.Info().Int("tools", len(cat.Tools())).Int("prompts", len(cat.Entries[catalog.KindPrompt])).
+				Int("resources", len(cat.Entries[catalog.KindResource])+len(cat.Entries[catalog.KindTemplate]))
 			if sess.proc != nil {
 				ready = ready.Int("pid", sess.proc.Pid())
 			}
@@ -244,8 +245,8 @@ func restartErr(sess *session) error {
 // supervisor is the state of one child's run loop; only run touches it.
 type supervisor struct {
 	c       *child
-	attempt int           // consecutive failures, for the backoff
-	listed  *childCatalog // what the child offers upstream; nil when withdrawn
+	attempt int                   // consecutive failures, for the backoff
+	listed  *catalog.ChildCatalog // what the child offers upstream; nil when withdrawn
 	// withdraw fires when a child that went away has not come back within
 	// its startup timeout; nil when no withdrawal is pending.
 	withdraw <-chan time.Time
@@ -254,10 +255,10 @@ type supervisor struct {
 // start makes one start attempt. It runs the attempt in a goroutine, which
 // it always waits for, so that a pending withdrawal can happen during a slow
 // attempt.
-func (sv *supervisor) start(ctx context.Context) (*session, *childCatalog, error) {
+func (sv *supervisor) start(ctx context.Context) (*session, *catalog.ChildCatalog, error) {
 	type started struct {
 		sess *session
-		cat  *childCatalog
+		cat  *catalog.ChildCatalog
 		err  error
 	}
 	res := make(chan started, 1)
@@ -309,7 +310,7 @@ func backoff(attempt int) time.Duration {
 
 // serve watches a ready session until it is lost or ctx ends, re-reading the
 // catalog whenever the child says it changed. It returns why it stopped.
-func (c *child) serve(ctx context.Context, sess *session, listed **childCatalog) string {
+func (c *child) serve(ctx context.Context, sess *session, listed **catalog.ChildCatalog) string {
 	var lastRead time.Time
 	for {
 		select {
@@ -364,27 +365,27 @@ type listPage struct {
 // capabilities say it has) and builds its catalog. It fails once the lists
 // take more than max_catalog_pages pages, or more than max_catalog_bytes
 // together.
-func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
-	var raw [numKinds][]json.RawMessage
+func (c *child) readCatalog(ctx context.Context, sess *session) (*catalog.ChildCatalog, error) {
+	var raw [catalog.NumKinds][]json.RawMessage
 	budget := catalogBudget{pages: c.limits.MaxCatalogPages, bytes: c.limits.MaxCatalogBytes}
 	caps := sess.caps
-	for k := range numKinds {
+	for k := range catalog.NumKinds {
 		switch {
 		// A server that declares prompts or resources but no tools has none;
 		// one that declares nothing at all is asked for its tools anyway.
-		case k == kindTool && caps.Tools == nil && (caps.Prompts != nil || caps.Resources != nil),
-			k == kindPrompt && caps.Prompts == nil,
-			(k == kindResource || k == kindTemplate) && caps.Resources == nil:
+		case k == catalog.KindTool && caps.Tools == nil && (caps.Prompts != nil || caps.Resources != nil),
+			k == catalog.KindPrompt && caps.Prompts == nil,
+			(k == catalog.KindResource || k == catalog.KindTemplate) && caps.Resources == nil:
 			continue
 		}
 		items, err := c.readList(ctx, sess, k, &budget)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", kindWire[k].list, err)
+			return nil, fmt.Errorf("%s: %w", catalog.KindWire[k].List, err)
 		}
 		raw[k] = items
 	}
-	cat := c.build.build(raw, caps)
-	cat.instructions = sess.instructions
+	cat := c.build.Build(raw, caps)
+	cat.Instructions = sess.instructions
 	return cat, nil
 }
 
@@ -396,13 +397,13 @@ type catalogBudget struct {
 }
 
 // readList reads one list to its last page.
-func (c *child) readList(ctx context.Context, sess *session, k kind, budget *catalogBudget) ([]json.RawMessage, error) {
+func (c *child) readList(ctx context.Context, sess *session, k catalog.Kind, budget *catalogBudget) ([]json.RawMessage, error) {
 	lim := c.limits
 	var items []json.RawMessage
 	cursor := ""
 	seen := map[string]bool{}
 	// The limits bound all of a child's lists together.
-	what, is, has := "the "+kindWire[k].label+" list", "is", "has"
+	what, is, has := "the "+catalog.KindWire[k].Label+" list", "is", "has"
 	if budget.pages < lim.MaxCatalogPages {
 		what, is, has = what+" and the lists before it", "are", "have"
 	}
@@ -415,7 +416,7 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		result, err := sess.rawRequest(ctx, nil, kindWire[k].list, params)
+		result, err := sess.rawRequest(ctx, nil, catalog.KindWire[k].List, params)
 		if err != nil {
 			return nil, err
 		}
@@ -423,7 +424,7 @@ func (c *child) readList(ctx context.Context, sess *session, k kind, budget *cat
 			return nil, fmt.Errorf("%s %s larger than max_catalog_bytes (%s) after %d pages",
 				what, is, config.FormatSize(lim.MaxCatalogBytes), page+1)
 		}
-		p, err := decodePage(result, kindWire[k].member)
+		p, err := decodePage(result, catalog.KindWire[k].Member)
 		if err != nil {
 			return nil, fmt.Errorf("decode page %d: %w", page+1, err)
 		}

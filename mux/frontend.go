@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
@@ -35,7 +36,7 @@ func mayTake(method string) bool {
 // The _meta is read through cache, if not nil. cat is the catalog a
 // task-augmented call's tool is looked up in: one of a tool that does not
 // run as a task runs as a plain call, as mcp-go would run it.
-func takes(f *frame.Frame, cache *metaCache, cat *catalog) (params frame.Params, meta frame.Meta, err *frame.Error, ok bool) {
+func takes(f *frame.Frame, cache *metaCache, cat *catalog.Catalog) (params frame.Params, meta frame.Meta, err *frame.Error, ok bool) {
 	switch mcp.MCPMethod(f.Method) {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
 		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
@@ -55,8 +56,8 @@ func takes(f *frame.Frame, cache *metaCache, cat *catalog) (params frame.Params,
 	}
 	task := params.Task != nil
 	if task {
-		e, known := cat.lookup(kindTool, params.Name)
-		task = known && e.task != ""
+		e, known := cat.Lookup(catalog.KindTool, params.Name)
+		task = known && e.Task != ""
 	}
 	if !owned(f.Method, task, meta.Protocol.Modern) {
 		// A task-augmented call: mcp-go's task store takes it.

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -176,8 +177,8 @@ func standardHeaderError(h *HTTPUpstream, header http.Header, meta frame.Meta, f
 	if f.Method != string(mcp.MethodToolsCall) {
 		return nil
 	}
-	e, ok := h.m.catalog.Load().lookup(kindTool, p.Name)
-	if !ok || e.headerTool == nil {
+	e, ok := h.m.catalog.Load().Lookup(catalog.KindTool, p.Name)
+	if !ok || e.HeaderTool == nil {
 		return nil
 	}
 	lookup := func(name string) (string, bool) {
@@ -187,7 +188,7 @@ func standardHeaderError(h *HTTPUpstream, header http.Header, meta frame.Meta, f
 		}
 		return v[0], true
 	}
-	if err := mcp.ValidateParamHeadersLookup(lookup, e.headerTool, f.Params); err != nil {
+	if err := mcp.ValidateParamHeadersLookup(lookup, e.HeaderTool, f.Params); err != nil {
 		return &frame.Error{Code: mcp.HEADER_MISMATCH, Message: err.Error()}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -106,19 +107,19 @@ func logWanted(a *attachment, level mcp.LoggingLevel) bool {
 
 // seesAlias reports whether policy p lets its identity see anything of the
 // child alias: a tool, a prompt, a resource or a template.
-func seesAlias(p *policy.Policy, cat *catalog, alias string) bool {
+func seesAlias(p *policy.Policy, cat *catalog.Catalog, alias string) bool {
 	if p.Allows(policy.Item{Kind: policy.Resource, Server: alias}) {
-		for _, k := range []kind{kindResource, kindTemplate} {
-			for _, e := range cat.kinds[k].list {
-				if e.server == alias {
+		for _, k := range []catalog.Kind{catalog.KindResource, catalog.KindTemplate} {
+			for _, e := range cat.Kinds[k].List {
+				if e.Server == alias {
 					return true
 				}
 			}
 		}
 	}
-	for _, k := range []kind{kindTool, kindPrompt} {
-		for _, e := range cat.kinds[k].list {
-			if e.server == alias && p.Allows(e.item()) {
+	for _, k := range []catalog.Kind{catalog.KindTool, catalog.KindPrompt} {
+		for _, e := range cat.Kinds[k].List {
+			if e.Server == alias && p.Allows(e.Item()) {
 				return true
 			}
 		}

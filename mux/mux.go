@@ -66,6 +66,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -87,7 +88,7 @@ type Mux struct {
 	children []*child // config order
 	byAlias  map[string]*child
 	spawner  *childproc.Spawner
-	catalog  atomic.Pointer[catalog]
+	catalog  atomic.Pointer[catalog.Catalog]
 	pinning  *pinning // nil when pinning is off (pinning.go)
 
 	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
@@ -165,7 +166,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	if m.observe == nil {
 		m.observe = nopObserver{}
 	}
-	m.catalog.Store(emptyCatalog)
+	m.catalog.Store(catalog.Empty)
 	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
 	m.byAlias = map[string]*child{}
 	for _, s := range cfg.Servers {
@@ -262,8 +263,8 @@ type ToolInfo struct {
 // may see, in catalog order.
 func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 	var out []ToolInfo
-	for _, t := range m.catalog.Load().visible(kindTool, m.viewerOf(ctx)) {
-		out = append(out, ToolInfo{Name: t.name, Server: t.server, ChildName: t.orig, ReadOnly: t.readOnly, Def: t.def})
+	for _, t := range m.catalog.Load().Visible(catalog.KindTool, m.viewerOf(ctx)) {
+		out = append(out, ToolInfo{Name: t.Name, Server: t.Server, ChildName: t.Orig, ReadOnly: t.ReadOnly, Def: t.Def})
 	}
 	return out
 }
@@ -298,7 +299,7 @@ func (m *Mux) Status() []ChildStatus {
 		st := c.state.Load()
 		n := 0
 		if st.listed != nil {
-			n = len(st.listed.tools())
+			n = len(st.listed.Tools())
 		}
 		out = append(out, ChildStatus{Alias: c.alias, Phase: st.phase, Attempt: st.attempt, LastErr: st.lastErr, Tools: n})
 	}

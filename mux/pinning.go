@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -36,15 +37,15 @@ var errHeldSince = errors.New("held by pinning since it was looked up")
 // enforce, only if that catalog lists e's definition as e was looked up
 // with. A session a restart or a re-read brought, whose definition may be
 // held once the catalog is rebuilt, is visible to requests before then.
-func (m *Mux) stillPinned(listed *childCatalog, e *entry) bool {
+func (m *Mux) stillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bool {
 	if m.pinning == nil || !m.pinning.enforce {
 		return true
 	}
 	if listed == nil {
 		return false
 	}
-	sum, ok := listed.digests[ownName{e.kind, e.orig}]
-	return ok && sum == e.pin
+	sum, ok := listed.Digests[catalog.OwnName{Kind: e.Kind, Orig: e.Orig}]
+	return ok && sum == e.Pin
 }
 
 // pinning is the mux's side of pinning. Its fields but view, changes and
@@ -79,7 +80,7 @@ type pinning struct {
 // published: pinning fresh on first sight, and logging changed with
 // the fields that changed, which are read from the file.
 type pinWork struct {
-	fresh   []*entry
+	fresh   []*catalog.Entry
 	changed []pinNote
 	upgrade []pinUpgrade
 	// tofu: fresh are pinned on trust on first use, there being no pins
@@ -101,8 +102,8 @@ type pinKey struct {
 type pinView struct {
 	held   map[pinKey]string // -> alias
 	counts PinCounts
-	report []pinNote // changed, and new ones held, in catalog order; then gone ones
-	fresh  []*entry  // new ones pinned on sight: all of a catalog's at a first start
+	report []pinNote        // changed, and new ones held, in catalog order; then gone ones
+	fresh  []*catalog.Entry // new ones pinned on sight: all of a catalog's at a first start
 	// upgrade are the ones whose partial pins (pins.Pin.Partial) they
 	// match, to pin whole.
 	upgrade []pinUpgrade
@@ -112,7 +113,7 @@ type pinView struct {
 // set when its whole definition has more than the pin covers (_meta,
 // icons, any other member), which pinning it whole trusts as it is.
 type pinUpgrade struct {
-	e     *entry
+	e     *catalog.Entry
 	wider bool
 }
 
@@ -122,7 +123,7 @@ type pinNote struct {
 	kind   pins.Kind
 	name   string
 	server string
-	live   *entry // nil: the pin's tool or prompt is gone
+	live   *catalog.Entry // nil: the pin's tool or prompt is gone
 	pinned bool
 	pin    pins.Sum
 	held   bool
@@ -180,38 +181,12 @@ func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
 	return p
 }
 
-var pinKinds = [...]struct {
-	k    kind
-	kind pins.Kind
-}{{kindTool, pins.Tool}, {kindPrompt, pins.Prompt}}
-
-// pinKindOf is the pin kind of entries of kind k, and whether they are
-// pinned at all.
-func pinKindOf(k kind) (pins.Kind, bool) {
-	for _, pk := range pinKinds {
-		if pk.k == k {
-			return pk.kind, true
-		}
-	}
-	return "", false
-}
-
-// kindOfPin is the entry kind of pins of kind pk, pinKindOf's inverse.
-func kindOfPin(pk pins.Kind) kind {
-	for _, k := range pinKinds {
-		if k.kind == pk {
-			return k.k
-		}
-	}
-	return kindTool // pins.Parse reads no other kind
-}
-
 // applyPins compares the digests of next's tools and prompts with their
 // pins, leaves the held ones out of next, and publishes what it found. It
 // returns the work left for the pin file: the entries to pin on first
 // sight, and the definitions newly seen differing from their pins, to log
 // once each. Called under publishMu, before next is published.
-func (m *Mux) applyPins(next *catalog) pinWork {
+func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 	p := m.pinning
 	if p == nil {
 		return pinWork{}
@@ -228,32 +203,32 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	// Gone first, while next's names still hold the entries held below.
 	var gone []pinNote
 	set.Each(func(pk pins.Kind, name string, ref pins.Ref) {
-		if _, live := next.kinds[kindOfPin(pk)].byName[name]; !live && ready[ref.Server] {
+		if _, live := next.Kinds[catalog.KindOfPin(pk)].ByName[name]; !live && ready[ref.Server] {
 			gone = append(gone, pinNote{kind: pk, name: name, server: ref.Server, pinned: true, pin: ref.Sum})
 		}
 	})
 	slices.SortFunc(gone, func(a, b pinNote) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name)) })
 	view.counts.Gone = len(gone)
-	var fresh []*entry
+	var fresh []*catalog.Entry
 	var upgrade []pinUpgrade
-	for _, pk := range pinKinds {
-		sec := &next.kinds[pk.k]
-		kept := sec.list[:0]
-		for _, e := range sec.list {
-			key := pinKey{pk.kind, e.name}
-			ref, pinned := set.Get(pk.kind, e.name)
-			if pinned && ref.Partial && (ref.Sum == e.pin || m.partialSum(pk.kind, e) == ref.Sum) {
-				upgrade = append(upgrade, pinUpgrade{e, ref.Sum != e.pin})
+	for _, pk := range catalog.PinKinds {
+		sec := &next.Kinds[pk.K]
+		kept := sec.List[:0]
+		for _, e := range sec.List {
+			key := pinKey{pk.Pin, e.Name}
+			ref, pinned := set.Get(pk.Pin, e.Name)
+			if pinned && ref.Partial && (ref.Sum == e.Pin || m.partialSum(pk.Pin, e) == ref.Sum) {
+				upgrade = append(upgrade, pinUpgrade{e, ref.Sum != e.Pin})
 				view.counts.Pinned++
 				kept = append(kept, e)
 				continue
 			}
-			if pinned && ref.Sum == e.pin {
+			if pinned && ref.Sum == e.Pin {
 				view.counts.Pinned++
 				kept = append(kept, e)
 				continue
 			}
-			note := pinNote{kind: pk.kind, name: e.name, server: e.server, live: e, pinned: pinned, pin: ref.Sum}
+			note := pinNote{kind: pk.Pin, name: e.Name, server: e.Server, live: e, pinned: pinned, pin: ref.Sum}
 			if pinned {
 				note.held = p.enforce
 				view.counts.Changed++
@@ -267,11 +242,11 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				continue
 			}
 			view.report = append(view.report, note)
-			logged[key] = e.pin
-			if p.logged[key] != e.pin {
+			logged[key] = e.Pin
+			if p.logged[key] != e.Pin {
 				p.changes.Add(1)
 				if !pinned && !p.compare { // a changed one is logged by logChanged
-					m.logPinned(PinState{Kind: pk.kind, Name: e.name, Server: e.server, Held: note.held}, p.mode)
+					m.logPinned(PinState{Kind: pk.Pin, Name: e.Name, Server: e.Server, Held: note.held}, p.mode)
 				}
 			}
 			if !note.held {
@@ -279,15 +254,15 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 				continue
 			}
 			view.counts.Held++
-			view.held[key] = e.server
-			delete(sec.byName, e.name)
+			view.held[key] = e.Server
+			delete(sec.ByName, e.Name)
 		}
-		clear(sec.list[len(kept):]) // no held entry stays reachable
-		sec.list = kept
+		clear(sec.List[len(kept):]) // no held entry stays reachable
+		sec.List = kept
 	}
 	var changed []pinNote
 	for _, n := range view.report {
-		if n.live != nil && n.pinned && p.logged[pinKey{n.kind, n.name}] != n.live.pin {
+		if n.live != nil && n.pinned && p.logged[pinKey{n.kind, n.name}] != n.live.Pin {
 			changed = append(changed, n)
 		}
 	}
@@ -304,7 +279,7 @@ func (m *Mux) applyPins(next *catalog) pinWork {
 	held := map[pinKey]pins.Sum{}
 	for _, n := range view.report {
 		if n.held && n.live != nil {
-			held[pinKey{n.kind, n.name}] = n.live.pin
+			held[pinKey{n.kind, n.name}] = n.live.Pin
 			w.held = append(w.held, n)
 		}
 	}
@@ -331,7 +306,7 @@ func (w pinWork) do(m *Mux) {
 func (m *Mux) recordHeld(held []pinNote) {
 	ps := make([]pins.Pin, 0, len(held))
 	for _, n := range held {
-		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.orig, n.live.def)
+		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
 		if err != nil {
 			continue // matches no pin, and cannot be approved
 		}
@@ -343,8 +318,8 @@ func (m *Mux) recordHeld(held []pinNote) {
 // partialSum is the digest in the first canonical form of e's definition,
 // compared with a partial pin; the zero Sum, which no pin has, when it has
 // no canonical form.
-func (m *Mux) partialSum(pk pins.Kind, e *entry) pins.Sum {
-	sum, _ := pins.PartialDigest(pk, e.server, e.orig, e.def) // an error is logged by pinSum
+func (m *Mux) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
+	sum, _ := pins.PartialDigest(pk, e.Server, e.Orig, e.Def) // an error is logged by pinSum
 	return sum
 }
 
@@ -358,14 +333,14 @@ func (m *Mux) pinWhole(up []pinUpgrade) {
 	ps := make([]pins.Pin, 0, len(up))
 	var wider []string
 	for _, u := range up {
-		pk, _ := pinKindOf(u.e.kind)
-		def, err := pins.Canonical(pk, u.e.name, u.e.server, u.e.orig, u.e.def)
+		pk, _ := catalog.PinKindOf(u.e.Kind)
+		def, err := pins.Canonical(pk, u.e.Name, u.e.Server, u.e.Orig, u.e.Def)
 		if err != nil {
 			continue
 		}
 		ps = append(ps, pins.NewPin(def))
 		if u.wider {
-			wider = append(wider, u.e.name)
+			wider = append(wider, u.e.Name)
 		}
 	}
 	m.pinning.store.Pin(ps)
@@ -390,8 +365,8 @@ func (m *Mux) PinUpgrades() []pins.Pin {
 	}
 	var out []pins.Pin
 	for _, u := range m.pinning.view.Load().upgrade {
-		pk, _ := pinKindOf(u.e.kind)
-		if def, err := pins.Canonical(pk, u.e.name, u.e.server, u.e.orig, u.e.def); err == nil {
+		pk, _ := catalog.PinKindOf(u.e.Kind)
+		if def, err := pins.Canonical(pk, u.e.Name, u.e.Server, u.e.Orig, u.e.Def); err == nil {
 			out = append(out, pins.NewPin(def))
 		}
 	}
@@ -420,7 +395,7 @@ func (m *Mux) logChanged(notes []pinNote) {
 func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 	st := PinState{Kind: n.kind, Name: n.name, Server: n.server, Held: n.held}
 	if n.live != nil {
-		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.orig, n.live.def)
+		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
 		if err != nil {
 			def = pins.Def{Kind: n.kind, Name: n.name}
 		}
@@ -442,14 +417,14 @@ func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 
 // pinFresh pins on first sight the entries applyPins returned; tofu says
 // they are trusted on first use (pinWork.tofu).
-func (m *Mux) pinFresh(fresh []*entry, tofu bool) {
+func (m *Mux) pinFresh(fresh []*catalog.Entry, tofu bool) {
 	if len(fresh) == 0 {
 		return
 	}
 	ps := make([]pins.Pin, 0, len(fresh))
 	for _, e := range fresh {
-		pk, _ := pinKindOf(e.kind)
-		def, err := pins.Canonical(pk, e.name, e.server, e.orig, e.def)
+		pk, _ := catalog.PinKindOf(e.Kind)
+		def, err := pins.Canonical(pk, e.Name, e.Server, e.Orig, e.Def)
 		if err != nil {
 			continue // logged when its digest was not computed; it matches no pin
 		}
@@ -499,8 +474,8 @@ func (m *Mux) PinsChanged() {
 
 // heldBy returns the alias of the tool or prompt of kind k exposed as name
 // if pinning holds it.
-func (m *Mux) heldBy(k kind, name string) (string, bool) {
-	pk, ok := pinKindOf(k)
+func (m *Mux) heldBy(k catalog.Kind, name string) (string, bool) {
+	pk, ok := catalog.PinKindOf(k)
 	if m.pinning == nil || !ok {
 		return "", false
 	}
@@ -542,8 +517,8 @@ func (m *Mux) PinReport() []PinState {
 	}
 	out := make([]PinState, 0, len(view.report)+len(view.fresh))
 	for _, e := range view.fresh {
-		pk, _ := pinKindOf(e.kind)
-		out = append(out, m.pinState(pinNote{kind: pk, name: e.name, server: e.server, live: e}, set))
+		pk, _ := catalog.PinKindOf(e.Kind)
+		out = append(out, m.pinState(pinNote{kind: pk, name: e.Name, server: e.Server, live: e}, set))
 	}
 	for _, n := range view.report {
 		out = append(out, m.pinState(n, set))

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -32,11 +33,11 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	m.publishMu.Unlock()
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]
-	c.build.pinned = true
-	var lists [numKinds][]json.RawMessage
-	lists[kindTool] = raw
-	c.build.vetted, c.build.checked = nil, nil
-	cat := c.build.build(lists, mcp.ServerCapabilities{})
+	c.build.Pinned = true
+	var lists [catalog.NumKinds][]json.RawMessage
+	lists[catalog.KindTool] = raw
+	c.build.Forget()
+	cat := c.build.Build(lists, mcp.ServerCapabilities{})
 	st := *c.state.Load()
 	st.listed = cat
 	c.state.Store(&st)

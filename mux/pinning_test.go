@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -17,20 +18,20 @@ import (
 // folding) is left out, and the log says why; the exact spellings are kept.
 func TestCaseFoldedMembersLeftOut(t *testing.T) {
 	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\n")
-	l.offer(t, "main", [numKinds]string{
-		kindTool: `[` +
+	l.offer(t, "main", [catalog.NumKinds]string{
+		catalog.KindTool: `[` +
 			`{"name":"t","Description":"x","InputSchema":{"type":"object"}},` +
 			`{"name":"u","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"ReadOnlyHint":false}},` +
 			`{"name":"v","inputSchema":{"type":"object"},"annotations":{"readonlyhint":true}},` +
 			`{"name":"w","description":"a","DESCRIPTION":"b","inputSchema":{"type":"object"}},` +
 			`{"name":"fine","description":"x","inputSchema":{"type":"object","properties":{"Description":{"type":"string"}}},"annotations":{"readOnlyHint":true,"Other":1}}` +
 			`]`,
-		kindPrompt: `[{"name":"p","Description":"hi"},{"name":"q","description":"hi"}]`,
+		catalog.KindPrompt: `[{"name":"p","Description":"hi"},{"name":"q","description":"hi"}]`,
 	})
-	if got := strings.Join(l.names(kindTool), " "); got != "main__fine" {
+	if got := strings.Join(l.names(catalog.KindTool), " "); got != "main__fine" {
 		t.Errorf("tools exposed %q, want main__fine", got)
 	}
-	if got := strings.Join(l.names(kindPrompt), " "); got != "main__q" {
+	if got := strings.Join(l.names(catalog.KindPrompt), " "); got != "main__q" {
 		t.Errorf("prompts exposed %q, want main__q", got)
 	}
 	log := l.log.String()
@@ -64,11 +65,11 @@ func TestApplyPinsCounts(t *testing.T) {
 	l.m.publishMu.Lock()
 	l.m.pinning = newPinning(&cfg, store, false)
 	l.m.publishMu.Unlock()
-	l.m.child("main").build.pinned = true // its catalogs get digests from now on
+	l.m.child("main").build.Pinned = true // its catalogs get digests from now on
 	offer := func(toolDesc string, prompt bool) {
-		lists := [numKinds]string{kindTool: `[{"name":"t","description":"` + toolDesc + `","inputSchema":{"type":"object"}}]`}
+		lists := [catalog.NumKinds]string{catalog.KindTool: `[{"name":"t","description":"` + toolDesc + `","inputSchema":{"type":"object"}}]`}
 		if prompt {
-			lists[kindPrompt] = `[{"name":"p","description":"Greets."}]`
+			lists[catalog.KindPrompt] = `[{"name":"p","description":"Greets."}]`
 		}
 		l.offer(t, "main", lists)
 	}
@@ -92,10 +93,10 @@ func TestApplyPinsCounts(t *testing.T) {
 	check("changed", PinCounts{Pinned: 1, Changed: 1, Held: 1})
 	l.m.rebuildCatalog()
 	l.m.rebuildCatalog()
-	if got := strings.Join(l.names(kindTool), " "); got != "" {
+	if got := strings.Join(l.names(catalog.KindTool), " "); got != "" {
 		t.Errorf("tools %q listed, want the changed one held", got)
 	}
-	if _, held := l.m.heldBy(kindTool, "main__t"); !held {
+	if _, held := l.m.heldBy(catalog.KindTool, "main__t"); !held {
 		t.Error("the changed tool is not reported held")
 	}
 	if n := strings.Count(l.log.String(), `"tool":"main__t","server":"main","pinning":"enforce","held":true`); n != 1 {

@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -71,9 +72,9 @@ func (m *Mux) serve(ctx context.Context, r *upRequest) (a answer) {
 // serveCall answers a tools/call.
 func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 	name := r.p.Name
-	visible := func() (*tool, bool) {
-		t, ok := m.catalog.Load().lookup(kindTool, name)
-		return t, ok && m.viewerOf(ctx).sees(t)
+	visible := func() (*catalog.Tool, bool) {
+		t, ok := m.catalog.Load().Lookup(catalog.KindTool, name)
+		return t, ok && m.viewerOf(ctx).Sees(t)
 	}
 	allowed := func() bool { _, ok := visible(); return ok }
 	t, ok := visible()
@@ -81,10 +82,10 @@ func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 		m.classifyRefusal(ctx, name)
 		return answer{err: toolNotFound(name)}
 	}
-	if ok && t.task == mcp.TaskSupportRequired {
+	if ok && t.Task == mcp.TaskSupportRequired {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
-		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.name, Server: t.server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
+		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.Name, Server: t.Server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
 		m.done(rec, time.Now())
 		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
@@ -141,8 +142,8 @@ func (m *Mux) servePrompt(ctx context.Context, r *upRequest) answer {
 	if err != nil {
 		return answer{err: err}
 	}
-	e, ok := m.catalog.Load().lookup(kindPrompt, name)
-	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.item()) }
+	e, ok := m.catalog.Load().Lookup(catalog.KindPrompt, name)
+	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.Item()) }
 	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
 		m.promptRefused(ctx, name, begun)
 		return answer{err: promptNotFound(name)}
@@ -191,29 +192,29 @@ func promptNotFound(name string) *frame.Error {
 
 // getPrompt gets prompt e with args at its child and writes the audit line
 // of the prompts/get begun then.
-func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *entry, args map[string]string, begun time.Time) (a answer) {
+func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
 	d := DecisionAllowed
 	var err error
-	defer func() { m.auditAccess(ctx, "prompt", e.name, e.server, d, err, begun) }()
-	params := map[string]any{"name": e.orig}
+	defer func() { m.auditAccess(ctx, "prompt", e.Name, e.Server, d, err, begun) }()
+	params := map[string]any{"name": e.Orig}
 	if args != nil {
 		params["arguments"] = args
 	}
-	raw, err := m.requestPinned(ctx, up, m.child(e.server), e, string(mcp.MethodPromptsGet), params)
+	raw, err := m.requestPinned(ctx, up, m.child(e.Server), e, string(mcp.MethodPromptsGet), params)
 	if errors.Is(err, errHeldSince) {
 		d = DecisionHeld
-		return answer{err: promptNotFound(e.name)}
+		return answer{err: promptNotFound(e.Name)}
 	}
 	if err != nil {
 		return errorAnswer(err)
 	}
 	// Relayed as it is, so it must be what a client can read.
 	if _, err = mcp.ParseGetPromptResult(&raw); err != nil {
-		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.server, errMalformedResult, err)
+		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.Server, errMalformedResult, err)
 		return errorAnswer(err)
 	}
-	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(m.child(e.server))); err != nil {
-		err = fmt.Errorf("server %s: prompts/get: %w", e.server, err)
+	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(m.child(e.Server))); err != nil {
+		err = fmt.Errorf("server %s: prompts/get: %w", e.Server, err)
 		return errorAnswer(err)
 	}
 	return answer{result: raw}
@@ -317,11 +318,11 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 	cat := m.catalog.Load()
 	switch ref.Type {
 	case "ref/prompt":
-		e, ok := cat.lookup(kindPrompt, ref.Name)
-		if !ok || !m.policyFor(ctx).Allows(e.item()) {
+		e, ok := cat.Lookup(catalog.KindPrompt, ref.Name)
+		if !ok || !m.policyFor(ctx).Allows(e.Item()) {
 			return answer{err: promptNotFound(ref.Name)}
 		}
-		a := m.complete(ctx, up, r, m.child(e.server), e, map[string]any{"type": "ref/prompt", "name": e.orig})
+		a := m.complete(ctx, up, r, m.child(e.Server), e, map[string]any{"type": "ref/prompt", "name": e.Orig})
 		if a.err != nil && errors.Is(a.err, errHeldSince) {
 			return answer{err: promptNotFound(ref.Name)}
 		}
@@ -329,8 +330,8 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 	case "ref/resource":
 		var c *child
 		orig := ref.URI
-		if e, ok := cat.lookup(kindTemplate, ref.URI); ok {
-			c, orig = m.child(e.server), e.orig
+		if e, ok := cat.Lookup(catalog.KindTemplate, ref.URI); ok {
+			c, orig = m.child(e.Server), e.Orig
 		} else if rc, o, ok := m.routeURI(cat, ref.URI); ok {
 			c, orig = rc, o
 		}
@@ -344,7 +345,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 
 // complete asks c to complete ref for r, refused with errHeldSince where e
 // (a prompt, if not nil) is held since it was looked up (requestPinned).
-func (m *Mux) complete(ctx context.Context, up *upCall, r *upRequest, c *child, e *entry, ref map[string]any) answer {
+func (m *Mux) complete(ctx context.Context, up *upCall, r *upRequest, c *child, e *catalog.Entry, ref map[string]any) answer {
 	params := map[string]any{"ref": ref}
 	if r.p.Argument != nil {
 		params["argument"] = json.RawMessage(r.p.Argument)
@@ -414,9 +415,9 @@ func decodeCursor(c string) (int, bool) {
 }
 
 // listKinds are the kinds the list methods list.
-var listKinds = map[mcp.MCPMethod]kind{
-	mcp.MethodToolsList: kindTool, mcp.MethodPromptsList: kindPrompt,
-	mcp.MethodResourcesList: kindResource, mcp.MethodResourcesTemplatesList: kindTemplate,
+var listKinds = map[mcp.MCPMethod]catalog.Kind{
+	mcp.MethodToolsList: catalog.KindTool, mcp.MethodPromptsList: catalog.KindPrompt,
+	mcp.MethodResourcesList: catalog.KindResource, mcp.MethodResourcesTemplatesList: catalog.KindTemplate,
 }
 
 // serveList answers a list request: what the caller may see, from the
@@ -432,10 +433,10 @@ func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
 		}
 	}
 	cat, v := m.catalog.Load(), m.viewerOf(ctx)
-	member := kindWire[k].member
+	member := catalog.KindWire[k].Member
 	size := m.cfg.Mux.PageSize
 	if size == 0 {
-		list := cat.list(k, v)
+		list := cat.List(k, v)
 		out := make([]byte, 0, len(member)+len(list)+5)
 		out = append(out, `{"`...)
 		out = append(out, member...)
@@ -443,11 +444,11 @@ func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
 		out = append(out, list...)
 		return answer{result: append(out, '}')}
 	}
-	all := cat.listed(k, v).entries
+	all := cat.Listed(k, v).Entries
 	start = min(start, len(all))
 	end := min(start+size, len(all))
 	out := []byte(`{"` + member + `":`)
-	out = append(out, encodeEntries(all[start:end])...)
+	out = append(out, catalog.EncodeEntries(all[start:end])...)
 	if end < len(all) {
 		out = fmt.Appendf(out, `,"nextCursor":%q`, encodeCursor(end))
 	}

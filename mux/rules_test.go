@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -159,12 +160,12 @@ func TestRuleHidesTool(t *testing.T) {
 
 	// The list is a cache: one encoding per view, whoever asks.
 	cat := m.catalog.Load()
-	dev2 := viewer{p: m.policies.Current().For("reader"), claims: map[string]any{"team": "qa"}}
-	a, b := cat.list(kindTool, viewer{p: dev2.p, claims: upstream.ClaimsFrom(dev)}), cat.list(kindTool, dev2)
+	dev2 := catalog.Viewer{Policy: m.policies.Current().For("reader"), Claims: map[string]any{"team": "qa"}}
+	a, b := cat.List(catalog.KindTool, catalog.Viewer{Policy: dev2.Policy, Claims: upstream.ClaimsFrom(dev)}), cat.List(catalog.KindTool, dev2)
 	if &a[0] != &b[0] {
 		t.Error("two callers with the same view got separate encodings")
 	}
-	if c := cat.list(kindTool, viewer{p: dev2.p, claims: upstream.ClaimsFrom(ops)}); &c[0] == &a[0] {
+	if c := cat.List(catalog.KindTool, catalog.Viewer{Policy: dev2.Policy, Claims: upstream.ClaimsFrom(ops)}); &c[0] == &a[0] {
 		t.Error("ops and dev share an encoding")
 	}
 }
@@ -174,11 +175,11 @@ func TestRuleHidesTool(t *testing.T) {
 // free.
 func TestRuleViewWithoutRulesIsFree(t *testing.T) {
 	m := startRulesLab(t).m
-	cat, v := m.catalog.Load(), viewer{p: m.policies.Current().For("plain")}
-	if n := testing.AllocsPerRun(100, func() { _ = cat.list(kindTool, v) }); n != 0 {
+	cat, v := m.catalog.Load(), catalog.Viewer{Policy: m.policies.Current().For("plain")}
+	if n := testing.AllocsPerRun(100, func() { _ = cat.List(catalog.KindTool, v) }); n != 0 {
 		t.Errorf("a cached list without rules allocates %v times", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = v.sees(cat.kinds[kindTool].list[0]) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = v.Sees(cat.Kinds[catalog.KindTool].List[0]) }); n != 0 {
 		t.Errorf("sees without rules allocates %v times", n)
 	}
 }
@@ -385,14 +386,7 @@ func TestRuleClaimSetsListedApart(t *testing.T) {
 	}
 	// Cached by what the rule decides: ops' two claim sets share one list,
 	// dev and no claims another.
-	n := 0
-	l.m.catalog.Load().lists.Range(func(k, _ any) bool {
-		if k.(listKey).policy == l.m.policies.Current().For("team") {
-			n++
-		}
-		return true
-	})
-	if n != 2 {
+	if n := l.m.catalog.Load().Cached(l.m.policies.Current().For("team")); n != 2 {
 		t.Errorf("%d lists kept for team, want 2", n)
 	}
 }
@@ -412,7 +406,7 @@ func TestRuleListCacheBounded(t *testing.T) {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n", dir, url)
 	})
 	cat, p := m.catalog.Load(), m.policies.Current().For("many")
-	viewOf := func(bits int) (viewer, string) {
+	viewOf := func(bits int) (catalog.Viewer, string) {
 		claims, want := map[string]any{}, []string{}
 		for i := range tools {
 			name := fmt.Sprintf("lab__t%d", i)
@@ -422,7 +416,7 @@ func TestRuleListCacheBounded(t *testing.T) {
 				want = append(want, `"`+name+`"`)
 			}
 		}
-		return viewer{p: p, claims: claims}, strings.Join(want, " ")
+		return catalog.Viewer{Policy: p, Claims: claims}, strings.Join(want, " ")
 	}
 	listed := func(b []byte) string {
 		var defs []struct{ Name string }
@@ -437,21 +431,20 @@ func TestRuleListCacheBounded(t *testing.T) {
 	}
 	for bits := range 1 << tools {
 		v, want := viewOf(bits)
-		if got := listed(cat.list(kindTool, v)); got != want {
+		if got := listed(cat.List(catalog.KindTool, v)); got != want {
 			t.Fatalf("view %07b lists %s, want %s", bits, got, want)
 		}
 	}
-	kept := 0
-	cat.lists.Range(func(any, any) bool { kept++; return true })
-	if kept != maxViews {
-		t.Errorf("%d lists kept, want %d", kept, maxViews)
+	any0, _ := viewOf(0)
+	if kept := cat.Cached(any0.Policy); kept != catalog.MaxViews {
+		t.Errorf("%d lists kept, want %d", kept, catalog.MaxViews)
 	}
 	first, _ := viewOf(0)
-	if a, b := cat.list(kindTool, first), cat.list(kindTool, first); &a[0] != &b[0] {
+	if a, b := cat.List(catalog.KindTool, first), cat.List(catalog.KindTool, first); &a[0] != &b[0] {
 		t.Error("the first view is not kept")
 	}
 	last, want := viewOf(1<<tools - 1)
-	if a, b := cat.list(kindTool, last), cat.list(kindTool, last); &a[0] == &b[0] || listed(a) != want {
+	if a, b := cat.List(catalog.KindTool, last), cat.List(catalog.KindTool, last); &a[0] == &b[0] || listed(a) != want {
 		t.Errorf("a view beyond the bound: kept, or listed %s", listed(a))
 	}
 }

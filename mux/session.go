@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -280,7 +281,7 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 // start opens a new session on the child: it starts the process or
 // connects, runs initialize and reads the catalog, all within the startup
 // timeout.
-func (c *child) start(ctx context.Context) (*session, *childCatalog, error) {
+func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, error) {
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
 	defer cancel()
 	var sess *session

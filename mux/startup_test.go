@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
 // The children's first starts build the merged catalog once, when the
@@ -37,8 +38,8 @@ func TestFirstStartsBuildOneCatalog(t *testing.T) {
 		return src + "\n[servers.gone]\nurl = \"http://127.0.0.1:1/mcp\"\nstartup_timeout = \"2s\"\n"
 	})
 	var names []string
-	for _, e := range m.catalog.Load().kinds[kindTool].list {
-		names = append(names, e.name)
+	for _, e := range m.catalog.Load().Kinds[catalog.KindTool].List {
+		names = append(names, e.Name)
 	}
 	if got := strings.Join(names, " "); got != "c0__t c1__t c2__t" {
 		t.Errorf("catalog once the first starts are over: %q, want c0__t c1__t c2__t", got)
@@ -51,7 +52,7 @@ func TestFirstStartsBuildOneCatalog(t *testing.T) {
 		return mcp.NewToolResultText("ok"), nil
 	})
 	testsupport.WaitFor(t, "c1's new tool in the catalog", func() bool {
-		_, ok := m.catalog.Load().lookup(kindTool, "c1__u")
+		_, ok := m.catalog.Load().Lookup(catalog.KindTool, "c1__u")
 		return ok
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/naming"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -111,7 +112,7 @@ func (m *Mux) sessionEnded(u *upstream.Session) {
 func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	m.awaitFirstStart(ctx, mcp.MethodInitialize)
 	m.declare(&res.Capabilities)
-	res.Capabilities.Tasks = m.catalog.Load().caps.Tasks
+	res.Capabilities.Tasks = m.catalog.Load().Caps.Tasks
 	res.Instructions = m.instructionsFor(ctx)
 	cs := server.ClientSessionFromContext(ctx)
 	key, ok := jsonwire.IDKey(id)
@@ -143,14 +144,14 @@ func withAnswerWatch(ctx context.Context, w answerWatch) context.Context {
 func (m *Mux) instructionsFor(ctx context.Context) string {
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	var b strings.Builder
-	for _, in := range cat.instructions {
-		if !seesAlias(p, cat, in.alias) {
+	for _, in := range cat.Instructions {
+		if !seesAlias(p, cat, in.Alias) {
 			continue
 		}
 		if b.Len() > 0 {
 			b.WriteString("\n\n")
 		}
-		b.WriteString("## " + in.alias + "\n\n" + in.text)
+		b.WriteString("## " + in.Alias + "\n\n" + in.Text)
 	}
 	return b.String()
 }
@@ -171,7 +172,7 @@ func (m *Mux) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
 
 // declare sets caps to what the mux offers now.
 func (m *Mux) declare(caps *mcp.ServerCapabilities) {
-	offered := m.catalog.Load().caps
+	offered := m.catalog.Load().Caps
 	caps.Tools = &struct {
 		ListChanged bool `json:"listChanged,omitempty"`
 	}{ListChanged: true}
@@ -200,10 +201,10 @@ func (m *Mux) policyFor(ctx context.Context) *policy.Policy {
 }
 
 // viewerOf returns the caller of ctx as its lists and tools are filtered.
-func (m *Mux) viewerOf(ctx context.Context) viewer {
-	v := viewer{p: m.policyFor(ctx)}
-	if len(v.p.Rules()) > 0 {
-		v.claims = upstream.ClaimsFrom(ctx)
+func (m *Mux) viewerOf(ctx context.Context) catalog.Viewer {
+	v := catalog.Viewer{Policy: m.policyFor(ctx)}
+	if len(v.Policy.Rules()) > 0 {
+		v.Claims = upstream.ClaimsFrom(ctx)
 	}
 	return v
 }
@@ -216,7 +217,7 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if len(tools) != 1 {
 		return nil
 	}
-	if e, ok := m.catalog.Load().lookup(kindTool, tools[0].Name); ok && m.viewerOf(ctx).sees(e) {
+	if e, ok := m.catalog.Load().Lookup(catalog.KindTool, tools[0].Name); ok && m.viewerOf(ctx).Sees(e) {
 		return tools
 	}
 	return nil
@@ -225,7 +226,7 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 // requestPinned is request for the tool or prompt e of c (if not nil),
 // refused with errHeldSince where the session it gets does not list e as
 // e was looked up (stillPinned).
-func (m *Mux) requestPinned(ctx context.Context, up *upCall, c *child, e *entry, method string, params map[string]any) (json.RawMessage, error) {
+func (m *Mux) requestPinned(ctx context.Context, up *upCall, c *child, e *catalog.Entry, method string, params map[string]any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
 	st, err := c.ready(ctx)
@@ -271,9 +272,9 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 // scheme under the alias of a child that offers resources; a URI that one of the unprefixed children's templates matches
 // (first in config order); or, when exactly one unprefixed child offers
 // resources, any other URI.
-func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
-	if e, ok := cat.lookup(kindResource, uri); ok {
-		return m.child(e.server), e.orig, true
+func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child, string, bool) {
+	if e, ok := cat.Lookup(catalog.KindResource, uri); ok {
+		return m.child(e.Server), e.Orig, true
 	}
 	if alias, orig, ok := naming.SplitURI(uri); ok {
 		// Only a child that offers resources owns the URIs under its
@@ -285,12 +286,12 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 	}
 	var only *child
 	n := 0
-	for _, e := range cat.kinds[kindTemplate].list {
-		c := m.child(e.server)
+	for _, e := range cat.Kinds[catalog.KindTemplate].List {
+		c := m.child(e.Server)
 		if c.cfg.Prefix {
 			continue
 		}
-		if e.match(uri) {
+		if e.Match(uri) {
 			return c, uri, true
 		}
 	}
@@ -308,7 +309,7 @@ func (m *Mux) routeURI(cat *catalog, uri string) (*child, string, bool) {
 // offersResources reports whether c's current catalog declares resources.
 func offersResources(c *child) bool {
 	l := c.state.Load().listed
-	return l != nil && l.caps.Resources != nil
+	return l != nil && l.Caps.Resources != nil
 }
 
 // child returns the child of alias, or nil.
@@ -319,11 +320,11 @@ func (m *Mux) child(alias string) *child { return m.byAlias[alias] }
 func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
 	cat := m.catalog.Load()
 	d := DecisionDenied
-	if _, ok := cat.lookup(kindPrompt, name); !ok {
+	if _, ok := cat.Lookup(catalog.KindPrompt, name); !ok {
 		d = DecisionUnknown
-		if _, hidden := cat.hidden[name]; hidden {
+		if _, hidden := cat.Hidden[name]; hidden {
 			d = DecisionHidden
-		} else if _, held := m.heldBy(kindPrompt, name); held {
+		} else if _, held := m.heldBy(catalog.KindPrompt, name); held {
 			d = DecisionHeld
 		}
 	}
@@ -374,10 +375,10 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 	cat := m.catalog.Load()
 	identity := upstream.IdentityFrom(ctx)
-	if t, ok := cat.lookup(kindTool, name); ok {
-		rec := CallRecord{Identity: identity, Tool: t.name, Server: t.server, Decision: DecisionDenied, Outcome: OutcomeRefused}
-		if v := m.viewerOf(ctx); v.p.Allows(t.item()) {
-			if ref := v.refusal(t, seeing, nil); ref != nil {
+	if t, ok := cat.Lookup(catalog.KindTool, name); ok {
+		rec := CallRecord{Identity: identity, Tool: t.Name, Server: t.Server, Decision: DecisionDenied, Outcome: OutcomeRefused}
+		if v := m.viewerOf(ctx); v.Policy.Allows(t.Item()) {
+			if ref := v.Refusal(t, catalog.Seeing, nil); ref != nil {
 				rec.Decision, rec.Rule = DecisionRule, ref.Rule
 			}
 		}
@@ -388,20 +389,20 @@ func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 }
 
 // listChanged is the notification that tells a client a kind's list changed.
-var listChanged = [numKinds]mcp.MCPMethod{
-	kindTool:     mcp.MethodNotificationToolsListChanged,
-	kindPrompt:   mcp.MethodNotificationPromptsListChanged,
-	kindResource: mcp.MethodNotificationResourcesListChanged,
-	kindTemplate: mcp.MethodNotificationResourcesListChanged,
+var listChanged = [catalog.NumKinds]mcp.MCPMethod{
+	catalog.KindTool:     mcp.MethodNotificationToolsListChanged,
+	catalog.KindPrompt:   mcp.MethodNotificationPromptsListChanged,
+	catalog.KindResource: mcp.MethodNotificationResourcesListChanged,
+	catalog.KindTemplate: mcp.MethodNotificationResourcesListChanged,
 }
 
 // wants reports whether a 2026-07-28 listener's filter asks for changes of
 // kind k.
-func wants(f mcp.SubscriptionFilter, k kind) bool {
+func wants(f mcp.SubscriptionFilter, k catalog.Kind) bool {
 	switch k {
-	case kindTool:
+	case catalog.KindTool:
 		return f.ToolsListChanged
-	case kindPrompt:
+	case catalog.KindPrompt:
 		return f.PromptsListChanged
 	}
 	return f.ResourcesListChanged

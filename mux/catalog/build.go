@@ -1,4 +1,4 @@
-package mux
+package catalog
 
 import (
 	"bytes"
@@ -34,27 +34,27 @@ type wireEntry struct {
 	Execution    *mcp.ToolExecution `json:"execution"`
 }
 
-func (w *wireEntry) id(k kind) string {
+func (w *wireEntry) id(k Kind) string {
 	switch k {
-	case kindResource:
+	case KindResource:
 		return w.URI
-	case kindTemplate:
+	case KindTemplate:
 		return w.URITemplate
 	}
 	return w.Name
 }
 
-// builder builds one child's catalog from the lists it read. It remembers
+// Builder builds one child's catalog from the lists it read. It remembers
 // what it found in the last build, so that a re-read or a respawn listing
 // the same definitions checks nothing again and logs nothing twice. Only
 // its child's goroutines use it, one at a time.
-type builder struct {
+type Builder struct {
 	alias         string
 	cfg           config.Server
 	separator     string
 	maxNameLength int
 	limits        config.Limits
-	pinned        bool // pinning is on: tools and prompts get their digests
+	Pinned        bool // pinning is on: tools and prompts get their digests
 	log           zerolog.Logger
 
 	// leftOut remembers which items were reported as left out, and why.
@@ -66,48 +66,48 @@ type builder struct {
 	checked map[[sha256.Size]byte]checkedTool
 }
 
-func newBuilder(cfg *config.Config, srv config.Server, pinned bool, log zerolog.Logger) *builder {
-	return &builder{
+func NewBuilder(cfg *config.Config, srv config.Server, pinned bool, log zerolog.Logger) *Builder {
+	return &Builder{
 		alias:         srv.Alias,
 		cfg:           srv,
 		separator:     cfg.Mux.Separator,
 		maxNameLength: cfg.Mux.MaxNameLength,
 		limits:        cfg.Limits,
-		pinned:        pinned,
+		Pinned:        pinned,
 		log:           log,
 		leftOut:       map[string]string{},
 	}
 }
 
-// build turns a child's raw lists into exposed entries. An item that
+// Build turns a child's raw lists into exposed entries. An item that
 // cannot be offered safely is left out and the log says why; it never
 // fails the whole catalog.
-func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabilities) *childCatalog {
-	hide, _ := glob.CompileSet(c.cfg.Hide)         // validated with the config
-	readOnly, _ := glob.CompileSet(c.cfg.ReadOnly) // likewise
-	cat := &childCatalog{caps: caps}
+func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabilities) *ChildCatalog {
+	hide, _ := glob.CompileSet(b.cfg.Hide)         // validated with the config
+	readOnly, _ := glob.CompileSet(b.cfg.ReadOnly) // likewise
+	cat := &ChildCatalog{Caps: caps}
 	leftOut := map[string]string{}
 	vetted := args.Memo{}
 	checked := map[[sha256.Size]byte]checkedTool{}
 	// skip logs an item that is left out, once for as long as the reason holds.
-	skip := func(k kind, name, why string, err error) {
-		key := kindWire[k].label + " " + name
+	skip := func(k Kind, name, why string, err error) {
+		key := KindWire[k].Label + " " + name
 		leftOut[key] = why
-		if c.leftOut[key] != why {
-			c.log.Warn().Str(kindWire[k].logKey, name).AnErr("error", err).
-				Msg(kindWire[k].label + " left out: " + why)
+		if b.leftOut[key] != why {
+			b.log.Warn().Str(KindWire[k].LogKey, name).AnErr("error", err).
+				Msg(KindWire[k].Label + " left out: " + why)
 		}
 	}
-	defer func() { c.leftOut, c.vetted, c.checked = leftOut, vetted, checked }()
-	for k := range numKinds {
+	defer func() { b.leftOut, b.vetted, b.checked = leftOut, vetted, checked }()
+	for k := range NumKinds {
 		seen := map[string]bool{}
 		for i, r := range raw[k] {
 			var w wireEntry
 			var sum [sha256.Size]byte
 			t, known := checkedTool{}, false
-			if k == kindTool {
+			if k == KindTool {
 				sum = sha256.Sum256(r)
-				t, known = c.checked[sum]
+				t, known = b.checked[sum]
 			}
 			id := t.id
 			if !known {
@@ -116,29 +116,29 @@ func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabili
 					continue
 				}
 				if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
-					skip(k, fmt.Sprintf("#%d", i), "not a valid "+kindWire[k].label+" definition", err)
+					skip(k, fmt.Sprintf("#%d", i), "not a valid "+KindWire[k].Label+" definition", err)
 					continue
 				}
 				id = w.id(k)
 			}
 			if seen[id] {
-				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+kindWire[k].noun+" twice; the first definition is kept", nil)
+				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+KindWire[k].Noun+" twice; the first definition is kept", nil)
 				continue
 			}
 			seen[id] = true
-			if (k == kindTool || k == kindPrompt) && hide.Match(id) {
-				cat.hidden = append(cat.hidden, c.alias+c.separator+naming.Sanitize(id))
+			if (k == KindTool || k == KindPrompt) && hide.Match(id) {
+				cat.Hidden = append(cat.Hidden, b.alias+b.separator+naming.Sanitize(id))
 				continue
 			}
-			e := &entry{kind: k, orig: id, server: c.alias, def: r}
-			if k == kindPrompt {
-				e.pin = c.pinSum(k, id, r)
+			e := &Entry{Kind: k, Orig: id, Server: b.alias, Def: r}
+			if k == KindPrompt {
+				e.Pin = b.pinSum(k, id, r)
 			}
-			if k == kindTool {
+			if k == KindTool {
 				if !known {
 					var why string
 					var err error
-					if t, why, err = c.checkTool(&w, r, caps, vetted); why != "" {
+					if t, why, err = b.checkTool(&w, r, caps, vetted); why != "" {
 						skip(k, id, why, err)
 						continue
 					}
@@ -149,9 +149,9 @@ func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabili
 					if fixed == nil {
 						fixed = r
 					}
-					t.pin = c.pinSum(k, id, fixed)
+					t.pin = b.pinSum(k, id, fixed)
 				}
-				if why := t.apply(e, readOnly.Match(id) || c.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
+				if why := t.apply(e, readOnly.Match(id) || b.cfg.TrustAnnotations && t.readOnlyHint, caps); why != "" {
 					skip(k, id, why, nil)
 					continue
 				}
@@ -159,46 +159,46 @@ func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabili
 					checked[sum] = t
 				}
 			}
-			cat.entries[k] = append(cat.entries[k], e)
+			cat.Entries[k] = append(cat.Entries[k], e)
 		}
 	}
-	if c.pinned {
-		cat.digests = map[ownName]pins.Sum{}
-		for _, k := range []kind{kindTool, kindPrompt} {
-			for _, e := range cat.entries[k] {
-				cat.digests[ownName{k, e.orig}] = e.pin
+	if b.Pinned {
+		cat.Digests = map[OwnName]pins.Sum{}
+		for _, k := range []Kind{KindTool, KindPrompt} {
+			for _, e := range cat.Entries[k] {
+				cat.Digests[OwnName{k, e.Orig}] = e.Pin
 			}
 		}
 	}
 	// Named once the whole list is known, so that no name depends on where
 	// the child listed it.
-	for _, k := range []kind{kindTool, kindPrompt} {
-		c.nameEntries(cat.entries[k])
+	for _, k := range []Kind{KindTool, KindPrompt} {
+		b.nameEntries(cat.Entries[k])
 	}
-	for _, k := range []kind{kindResource, kindTemplate} {
-		for _, e := range cat.entries[k] {
-			e.name = c.exposeURI(k, e.orig)
-			if c.cfg.Prefix {
+	for _, k := range []Kind{KindResource, KindTemplate} {
+		for _, e := range cat.Entries[k] {
+			e.Name = b.exposeURI(k, e.Orig)
+			if b.cfg.Prefix {
 				continue
 			}
-			e.prefixed = &entry{kind: k, name: naming.ExposeURI(c.alias, e.orig), orig: e.orig, server: c.alias, def: e.def}
-			if k == kindTemplate {
-				e.prefixed.name = naming.ExposeTemplate(c.alias, e.orig)
-				t, err := naming.CompileTemplate(e.orig)
+			e.Prefixed = &Entry{Kind: k, Name: naming.ExposeURI(b.alias, e.Orig), Orig: e.Orig, Server: b.alias, Def: e.Def}
+			if k == KindTemplate {
+				e.Prefixed.Name = naming.ExposeTemplate(b.alias, e.Orig)
+				t, err := naming.CompileTemplate(e.Orig)
 				if err != nil {
-					c.log.Warn().Err(err).Str(kindWire[kindTemplate].logKey, e.orig).Msg("resource template cannot route reads: not an RFC 6570 template")
+					b.log.Warn().Err(err).Str(KindWire[KindTemplate].LogKey, e.Orig).Msg("resource template cannot route reads: not an RFC 6570 template")
 				}
-				e.tmpl = t
+				e.Tmpl = t
 			}
 		}
 	}
-	for k := range numKinds {
-		for _, e := range cat.entries[k] {
+	for k := range NumKinds {
+		for _, e := range cat.Entries[k] {
 			if err := e.rename(); err != nil {
-				c.log.Warn().Err(err).Str(kindWire[k].logKey, e.orig).Msg("definition could not be renamed")
+				b.log.Warn().Err(err).Str(KindWire[k].LogKey, e.Orig).Msg("definition could not be renamed")
 			}
-			if e.prefixed != nil {
-				_ = e.prefixed.rename()
+			if e.Prefixed != nil {
+				_ = e.Prefixed.rename()
 			}
 		}
 	}
@@ -213,11 +213,11 @@ func (c *builder) build(raw [numKinds][]json.RawMessage, caps mcp.ServerCapabili
 // like a known field in another case ("Description", a tool's annotation
 // "ReadOnlyHint"), could make what is checked and pinned differ from what
 // a client acts on.
-func ambiguousKeys(raw []byte, k kind) string {
+func ambiguousKeys(raw []byte, k Kind) string {
 	if why := foldedKey(raw, wireFields); why != "" {
 		return "its definition has " + why
 	}
-	if k != kindTool {
+	if k != KindTool {
 		return ""
 	}
 	o, _ := jsonwire.Members(raw)
@@ -255,24 +255,24 @@ func foldedKey(raw []byte, known []string) string {
 
 // exposeURI is the form a resource URI or template of c's child takes
 // upstream.
-func (c *builder) exposeURI(k kind, uri string) string {
+func (b *Builder) exposeURI(k Kind, uri string) string {
 	switch {
-	case !c.cfg.Prefix:
+	case !b.cfg.Prefix:
 		return uri
-	case k == kindTemplate:
-		return naming.ExposeTemplate(c.alias, uri)
+	case k == KindTemplate:
+		return naming.ExposeTemplate(b.alias, uri)
 	}
-	return naming.ExposeURI(c.alias, uri)
+	return naming.ExposeURI(b.alias, uri)
 }
 
 // rename puts the exposed name into the definition.
-func (e *entry) rename() error {
-	v, _ := json.Marshal(e.name)
-	def, err := jsonwire.WithField(e.def, kindWire[e.kind].key, v)
+func (e *Entry) rename() error {
+	v, _ := json.Marshal(e.Name)
+	def, err := jsonwire.WithField(e.Def, KindWire[e.Kind].Key, v)
 	if err != nil {
 		return err
 	}
-	e.def = def
+	e.Def = def
 	return nil
 }
 
@@ -286,40 +286,40 @@ type checkedTool struct {
 	schema       args.Vetted
 	task         mcp.TaskSupport // as listed in execution.taskSupport
 	readOnlyHint bool
-	pin          pins.Sum // the pin digest of def (pinning.go)
+	pin          pins.Sum // the pin digest of def
 	headerTool   *mcp.Tool
 }
 
 // apply gives e what t found, and the task support and read-only marking
 // that the child's declared capabilities and the config add; it returns why
 // the tool must be left out, or "".
-func (t *checkedTool) apply(e *entry, readOnly bool, caps mcp.ServerCapabilities) string {
-	if (t.task == mcp.TaskSupportOptional || t.task == mcp.TaskSupportRequired) && toolTasks(caps) != nil {
-		e.task = t.task
+func (t *checkedTool) apply(e *Entry, readOnly bool, caps mcp.ServerCapabilities) string {
+	if (t.task == mcp.TaskSupportOptional || t.task == mcp.TaskSupportRequired) && ToolTasks(caps) != nil {
+		e.Task = t.task
 	}
-	if t.task == mcp.TaskSupportRequired && e.task == "" {
-		return taskOnly
+	if t.task == mcp.TaskSupportRequired && e.Task == "" {
+		return TaskOnly
 	}
 	if t.def != nil {
-		e.def = t.def
+		e.Def = t.def
 	}
-	e.pin, e.headerTool = t.pin, t.headerTool
+	e.Pin, e.HeaderTool = t.pin, t.headerTool
 	// A new checker: compiled copies for calls are never carried over.
-	e.args = t.schema.Checker()
-	e.readOnly = readOnly
+	e.Args = t.schema.Checker()
+	e.ReadOnly = readOnly
 	return ""
 }
 
 // checkTool checks the definition def of a tool, decoded as w, and vets
 // its inputSchema; it returns what it found, or why the tool must be left
 // out.
-func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
+func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
 	t := checkedTool{id: w.Name}
 	if w.Execution != nil {
 		t.task = w.Execution.TaskSupport
 	}
-	if t.task == mcp.TaskSupportRequired && toolTasks(caps) == nil {
-		return t, taskOnly, nil
+	if t.task == mcp.TaskSupportRequired && ToolTasks(caps) == nil {
+		return t, TaskOnly, nil
 	}
 	fixed, changed := def, false
 	in := w.InputSchema
@@ -336,7 +336,7 @@ func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 			return t, "not a valid definition", err
 		}
 	}
-	a, err := vetted.Checker(norm, c.limits, c.vetted)
+	a, err := vetted.Checker(norm, b.limits, b.vetted)
 	if err != nil {
 		return t, args.SchemaRefusal(err), err
 	}
@@ -347,7 +347,7 @@ func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 		case bytes.Equal(out, []byte("null")) || err != nil:
 			// The tool still works; clients just cannot check its structured
 			// content. Not remembered, so that every read says so.
-			c.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
+			b.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
 			t.id, changed = "", true
 			fixed, err = jsonwire.WithoutField(fixed, "outputSchema")
 		case !bytes.Equal(repaired, w.OutputSchema):
@@ -362,7 +362,7 @@ func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 	if err := json.Unmarshal(fixed, &typed); err != nil {
 		return t, "not a valid definition", err
 	}
-	if mayAnnotateHeaders(fixed) {
+	if MayAnnotateHeaders(fixed) {
 		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
 			return t, "invalid x-mcp-header annotations", err
 		}
@@ -382,13 +382,13 @@ func (c *builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 // headerKey is the member mcp-go's header annotations check looks for.
 const headerKey = "x-mcp-header"
 
-// mayAnnotateHeaders reports whether a tool's definition could hold an
+// MayAnnotateHeaders reports whether a tool's definition could hold an
 // x-mcp-header member as encoding/json, which mcp-go's check decodes with,
 // would read it: in any case (none of its letters folds to a non-ASCII
 // one), or spelled with escapes (any backslash). A definition without one
 // passes that check, which re-encodes and decodes the whole inputSchema to
 // find out.
-func mayAnnotateHeaders(def []byte) bool {
+func MayAnnotateHeaders(def []byte) bool {
 	if bytes.IndexByte(def, '\\') >= 0 {
 		return true
 	}
@@ -404,14 +404,47 @@ func mayAnnotateHeaders(def []byte) bool {
 // that c offers under its own name orig; the zero Sum, which no pin has,
 // when pinning is off or def has no canonical form (a definition the
 // catalog accepted always has one).
-func (c *builder) pinSum(k kind, orig string, def []byte) pins.Sum {
-	pk, ok := pinKindOf(k)
-	if !c.pinned || !ok {
+func (b *Builder) pinSum(k Kind, orig string, def []byte) pins.Sum {
+	pk, ok := PinKindOf(k)
+	if !b.Pinned || !ok {
 		return pins.Sum{}
 	}
-	sum, err := pins.Digest(pk, c.alias, orig, def)
+	sum, err := pins.Digest(pk, b.alias, orig, def)
 	if err != nil {
-		c.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
+		b.log.Error().Err(err).Msg("definition has no canonical form: it matches no pin")
 	}
 	return sum
 }
+
+var PinKinds = [...]struct {
+	K   Kind
+	Pin pins.Kind
+}{{KindTool, pins.Tool}, {KindPrompt, pins.Prompt}}
+
+// PinKindOf is the pin kind of entries of kind k, and whether they are
+// pinned at all.
+func PinKindOf(k Kind) (pins.Kind, bool) {
+	for _, pk := range PinKinds {
+		if pk.K == k {
+			return pk.Pin, true
+		}
+	}
+	return "", false
+}
+
+// KindOfPin is the entry kind of pins of kind pk, PinKindOf's inverse.
+func KindOfPin(pk pins.Kind) Kind {
+	for _, k := range PinKinds {
+		if k.Pin == pk {
+			return k.K
+		}
+	}
+	return KindTool // pins.Parse reads no other kind
+}
+
+// Forget drops what b remembers of its earlier builds: the next build
+// checks every definition afresh.
+func (b *Builder) Forget() { b.vetted, b.checked = nil, nil }
+
+// Remembered is how many tool definitions b remembers as checked.
+func (b *Builder) Remembered() int { return len(b.checked) }

@@ -1,4 +1,4 @@
-package mux
+package catalog
 
 import "github.com/mcpmux/mcpmux/mux/naming"
 
@@ -7,29 +7,29 @@ import "github.com/mcpmux/mcpmux/mux/naming"
 // a hash. An entry of a child with prefix = false is named as the child
 // names it where that is a valid name, and gets its prefixed form as the
 // fallback for a name a server listed earlier also exposes.
-func (c *builder) nameEntries(entries []*entry) {
+func (b *Builder) nameEntries(entries []*Entry) {
 	origs := make([]string, len(entries))
 	for i, e := range entries {
-		origs[i] = e.orig
+		origs[i] = e.Orig
 	}
-	prefix := c.alias + c.separator
-	names := naming.ExposeNames(prefix, c.maxNameLength, origs)
+	prefix := b.alias + b.separator
+	names := naming.ExposeNames(prefix, b.maxNameLength, origs)
 	var bare map[string]naming.Exposed
-	if !c.cfg.Prefix {
-		bare = naming.ExposeNames("", c.maxNameLength, origs)
+	if !b.cfg.Prefix {
+		bare = naming.ExposeNames("", b.maxNameLength, origs)
 	}
 	for _, e := range entries {
-		n := names[e.orig]
+		n := names[e.Orig]
 		if bare != nil {
 			fallback := *e
-			fallback.name = n.Name
-			e.prefixed = &fallback
-			n = bare[e.orig]
+			fallback.Name = n.Name
+			e.Prefixed = &fallback
+			n = bare[e.Orig]
 		}
 		if n.Collided {
-			c.log.Warn().Str(kindWire[e.kind].logKey, e.orig).Str(kindWire[e.kind].label, n.Name).
-				Msg("exposed name collided with another " + kindWire[e.kind].label + " of this server; a hash was appended")
+			b.log.Warn().Str(KindWire[e.Kind].LogKey, e.Orig).Str(KindWire[e.Kind].Label, n.Name).
+				Msg("exposed name collided with another " + KindWire[e.Kind].Label + " of this server; a hash was appended")
 		}
-		e.name = n.Name
+		e.Name = n.Name
 	}
 }

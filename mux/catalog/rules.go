@@ -1,4 +1,4 @@
-package mux
+package catalog
 
 import (
 	"github.com/mcpmux/mcpmux/policy"
@@ -11,60 +11,60 @@ import (
 // the caller sees the tool: a tool one of them refuses is not listed, and a
 // call of it is refused as a call of an unknown name.
 
-// viewer is whose view of a list or a tool is asked about: an identity's
+// Viewer is whose view of a list or a tool is asked about: an identity's
 // policy and the caller's JWT claims (nil for any other credential).
-type viewer struct {
-	p      *policy.Policy
-	claims map[string]any
-	// anyCaller leaves out the rules that read claims: the policy's widest
+type Viewer struct {
+	Policy *policy.Policy
+	Claims map[string]any
+	// AnyCaller leaves out the rules that read claims: the policy's widest
 	// view, which every caller's view is a part of, for telling whether a
 	// change of the catalog can have changed any caller's view.
-	anyCaller bool
+	AnyCaller bool
 }
 
-// sees reports whether v may see and call e: the policy allows it and no
+// Sees reports whether v may see and call e: the policy allows it and no
 // rule that ignores the arguments refuses it.
-func (v viewer) sees(e *entry) bool {
-	if !v.p.Allows(e.item()) {
+func (v Viewer) Sees(e *Entry) bool {
+	if !v.Policy.Allows(e.Item()) {
 		return false
 	}
-	return e.kind != kindTool || len(v.p.Rules()) == 0 || v.refusal(e, seeing, nil) == nil
+	return e.Kind != KindTool || len(v.Policy.Rules()) == 0 || v.Refusal(e, Seeing, nil) == nil
 }
 
-// ruleStage is which of a policy's rules a question is about.
-type ruleStage bool
+// RuleStage is which of a policy's rules a question is about.
+type RuleStage bool
 
 const (
-	// seeing: the rules that ignore the arguments, which decide whether a
-	// caller sees a tool (for a viewer with anyCaller, of those only the
+	// Seeing: the rules that ignore the arguments, which decide whether a
+	// caller sees a tool (for a Viewer with AnyCaller, of those only the
 	// ones that ignore claims too).
-	seeing ruleStage = false
-	// calling: the rules that read the arguments, which decide whether a
+	Seeing RuleStage = false
+	// Calling: the rules that read the arguments, which decide whether a
 	// validated call may leave.
-	calling ruleStage = true
+	Calling RuleStage = true
 )
 
-// refusal returns the refusal of the first rule of stage s that applies to
+// Refusal returns the Refusal of the first rule of stage s that applies to
 // t and refuses v the tool (a call of it with args, when calling), or nil.
-func (v viewer) refusal(t *tool, s ruleStage, args map[string]any) *policy.Refusal {
+func (v Viewer) Refusal(t *Tool, s RuleStage, args map[string]any) *policy.Refusal {
 	var in *policy.Input
-	for _, r := range v.p.Rules() {
-		if r.ReadsArgs() != bool(s) || s == seeing && v.anyCaller && r.ReadsClaims() || !r.Applies(t.name) {
+	for _, r := range v.Policy.Rules() {
+		if r.ReadsArgs() != bool(s) || s == Seeing && v.AnyCaller && r.ReadsClaims() || !r.Applies(t.Name) {
 			continue
 		}
 		if in == nil {
-			in = &policy.Input{Args: args, Tool: t.name, Server: t.server, Claims: v.claims}
+			in = &policy.Input{Args: args, Tool: t.Name, Server: t.Server, Claims: v.Claims}
 		}
-		if ref := r.Check(v.p.Identity, in); ref != nil {
+		if ref := r.Check(v.Policy.Identity, in); ref != nil {
 			return ref
 		}
 	}
 	return nil
 }
 
-// readsClaims reports whether some rule of p that ignores the arguments
+// ReadsClaims reports whether some rule of p that ignores the arguments
 // reads claims, so that callers of p's identity may see different lists.
-func readsClaims(p *policy.Policy) bool {
+func ReadsClaims(p *policy.Policy) bool {
 	for _, r := range p.Rules() {
 		if !r.ReadsArgs() && r.ReadsClaims() {
 			return true
@@ -84,14 +84,14 @@ func readsClaims(p *policy.Policy) bool {
 // is one evaluation per rule that reads claims, and for one that reads tool
 // or server too, one per tool it applies to; that much is inherent in such
 // a rule, which decides tool by tool for each caller.
-func (c *catalog) view(v viewer) string {
-	if v.anyCaller || !readsClaims(v.p) {
+func (c *Catalog) view(v Viewer) string {
+	if v.AnyCaller || !ReadsClaims(v.Policy) {
 		return ""
 	}
 	var (
 		bits []byte
 		n    int
-		in   = policy.Input{Claims: v.claims}
+		in   = policy.Input{Claims: v.Claims}
 	)
 	add := func(refused bool) {
 		if n%8 == 0 {
@@ -102,18 +102,18 @@ func (c *catalog) view(v viewer) string {
 		}
 		n++
 	}
-	for _, r := range v.p.Rules() {
+	for _, r := range v.Policy.Rules() {
 		if r.ReadsArgs() || !r.ReadsClaims() {
 			continue
 		}
 		if !r.ReadsTool() {
-			add(r.Check(v.p.Identity, &in) != nil)
+			add(r.Check(v.Policy.Identity, &in) != nil)
 			continue
 		}
-		for _, e := range c.kinds[kindTool].list {
-			if r.Applies(e.name) && v.p.Allows(e.item()) {
-				in.Tool, in.Server = e.name, e.server
-				add(r.Check(v.p.Identity, &in) != nil)
+		for _, e := range c.Kinds[KindTool].List {
+			if r.Applies(e.Name) && v.Policy.Allows(e.Item()) {
+				in.Tool, in.Server = e.Name, e.Server
+				add(r.Check(v.Policy.Identity, &in) != nil)
 			}
 		}
 		in.Tool, in.Server = "", ""

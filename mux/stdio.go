@@ -47,7 +47,7 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
 		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
 	w := drain.writer(out) // first: the reader answers oversized messages through it
-	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls)}
+	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls), work: make(chan func())}
 	front.u = m.sessions.OpenStdio(identity, stdioOut{front})
 	defer m.sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must

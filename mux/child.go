@@ -350,6 +350,7 @@ type listPage struct {
 // take more than max_catalog_pages pages, or more than max_catalog_bytes
 // together.
 func (c *child) readCatalog(ctx context.Context, sess *session) (*childCatalog, error) {
+	defer tightGC()()
 	var raw [numKinds][]json.RawMessage
 	budget := catalogBudget{pages: c.deps.cfg.Limits.MaxCatalogPages, bytes: c.deps.cfg.Limits.MaxCatalogBytes}
 	caps := sess.caps

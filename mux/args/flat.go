@@ -39,7 +39,7 @@ func readFlatSchema(raw []byte) *flatSchema {
 		switch {
 		case kw == "type":
 			var t string
-			if json.Unmarshal(v, &t) != nil || t != "object" {
+			if v[0] != '"' || json.Unmarshal(v, &t) != nil || t != "object" {
 				return nil
 			}
 		case kw == "properties":
@@ -55,12 +55,12 @@ func readFlatSchema(raw []byte) *flatSchema {
 				f.props[name] = t
 			}
 		case kw == "required":
-			if json.Unmarshal(v, &f.require) != nil {
+			if v[0] != '[' || json.Unmarshal(v, &f.require) != nil {
 				return nil
 			}
 		case kw == "additionalProperties":
 			var open bool
-			if json.Unmarshal(v, &open) != nil {
+			if (v[0] != 't' && v[0] != 'f') || json.Unmarshal(v, &open) != nil {
 				return nil
 			}
 			f.closed = !open
@@ -85,8 +85,8 @@ func flatProperty(raw json.RawMessage) (string, bool) {
 	for kw, v := range s {
 		switch {
 		case kw == "type":
-			if json.Unmarshal(v, &typ) != nil {
-				return "", false
+			if v[0] != '"' || json.Unmarshal(v, &typ) != nil {
+				return "", false // null is no type name
 			}
 			switch typ {
 			case "string", "number", "integer", "boolean", "object", "array", "null":

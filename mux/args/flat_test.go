@@ -28,6 +28,8 @@ func TestFlatSchemaAgreesWithValidator(t *testing.T) {
 		{`{"type":"object","properties":{"s":true}}`, false, []string{`{"s":1}`}},
 		{`{"properties":{"s":{"type":"string"}}}`, false, []string{`{"s":1}`}},
 		{`{"type":"object","additionalProperties":{"type":"string"}}`, false, []string{`{"s":1}`, `{"s":"x"}`}},
+		{`{"type":"object","properties":{"s":{"type":null}}}`, false, []string{`{"s":1}`}},
+		{`{"type":"object","required":null,"additionalProperties":null}`, false, []string{`{"s":1}`}},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, false, []string{`{}`}},
 	}
 	for _, c := range cases {

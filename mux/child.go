@@ -366,6 +366,7 @@ type listPage struct {
 // take more than max_catalog_pages pages, or more than max_catalog_bytes
 // together.
 func (c *child) readCatalog(ctx context.Context, sess *session) (*catalog.ChildCatalog, error) {
+	defer tightGC()()
 	var raw [catalog.NumKinds][]json.RawMessage
 	budget := catalogBudget{pages: c.limits.MaxCatalogPages, bytes: c.limits.MaxCatalogBytes}
 	caps := sess.caps

@@ -76,7 +76,7 @@ func (h *HTTPUpstream) sessionOf(r *http.Request) *upstream.Session {
 // streamable HTTP server, in its order, so that every request is refused
 // alike wherever it goes.
 func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *frame.Frame, p frame.Params, meta frame.Meta, perr *frame.Error) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !jsonContentType(r.Header.Get("Content-Type")) {
 		http.Error(w, "Invalid content type: must be 'application/json'", http.StatusBadRequest)
 		return
 	}
@@ -142,6 +142,17 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 	req := request(f, p, meta, u, postOut{rec: rec, u: u})
 	a := h.m.serve(ctx, req)
 	rec.answer(decoration.encode(req, a), modern, a.err)
+}
+
+// jsonContentType reports whether a request's Content-Type is
+// application/json, as mime.ParseMediaType reads it; the plain spelling
+// every client sends is not parsed.
+func jsonContentType(ct string) bool {
+	if ct == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
 }
 
 // modernTransportError is what a 2026-07-28 request must be refused with

@@ -22,6 +22,42 @@ func returnMemory() {
 	childproc.DropFilePages()
 }
 
+// catalogGCPercent is the collector's GOGC while a child's catalog is
+// read and built. Reading one leaves garbage several times the catalog's
+// size, which at GOGC 100 is let grow to as much again as the heap in use
+// before it is collected: the process's peak RSS. Collecting more often
+// for the moment of the read costs CPU at start-up and on re-reads only.
+const catalogGCPercent = 25
+
+// catalogGC counts the catalog reads under way, which share one lowered
+// GOGC; saved is the one to restore when the last ends.
+var catalogGC struct {
+	mu    sync.Mutex
+	reads int
+	saved int
+}
+
+// tightGC lowers GOGC to catalogGCPercent, unless it is lower already (or
+// off), until the returned function is called.
+func tightGC() (restore func()) {
+	catalogGC.mu.Lock()
+	if catalogGC.reads == 0 {
+		catalogGC.saved = debug.SetGCPercent(catalogGCPercent)
+		if catalogGC.saved < catalogGCPercent {
+			debug.SetGCPercent(catalogGC.saved)
+		}
+	}
+	catalogGC.reads++
+	catalogGC.mu.Unlock()
+	return sync.OnceFunc(func() {
+		catalogGC.mu.Lock()
+		defer catalogGC.mu.Unlock()
+		if catalogGC.reads--; catalogGC.reads == 0 {
+			debug.SetGCPercent(catalogGC.saved)
+		}
+	})
+}
+
 // memoryReturnEvery is how often memory is returned at most: a child that
 // re-reads its catalog on every list_changed, or restarts in a loop, would
 // otherwise have mcpmux collect its whole heap each time.

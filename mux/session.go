@@ -216,11 +216,53 @@ type callParams struct {
 }
 
 func (p callParams) MarshalJSON() ([]byte, error) {
+	if b, ok := p.plainJSON(); ok {
+		return b, nil
+	}
 	b, err := json.Marshal(p.CallToolParams)
 	if err != nil || p.meta == nil {
 		return b, err
 	}
 	return jsonwire.WithField(b, "_meta", p.meta)
+}
+
+// plainJSON is MarshalJSON of a call with JSON arguments and nothing but a
+// name and a _meta beside them, written without reflection: the encoder
+// that takes it compacts and escapes it, which makes the bytes the child
+// gets those of MarshalJSON's general path.
+func (p callParams) plainJSON() ([]byte, bool) {
+	args, ok := p.Arguments.(json.RawMessage)
+	if !ok || len(args) == 0 || p.Task != nil || p.Meta != nil || p.RawArguments != nil ||
+		p.RequestState != "" || p.InputResponses != nil {
+		return nil, false
+	}
+	b := make([]byte, 0, len(p.Name)+len(args)+len(p.meta)+32)
+	b = append(b, `{"name":`...)
+	if plainName(p.Name) {
+		b = append(append(append(b, '"'), p.Name...), '"')
+	} else {
+		name, err := json.Marshal(p.Name)
+		if err != nil {
+			return nil, false
+		}
+		b = append(b, name...)
+	}
+	b = append(append(b, `,"arguments":`...), args...)
+	if p.meta != nil {
+		b = append(append(b, `,"_meta":`...), p.meta...)
+	}
+	return append(b, '}'), true
+}
+
+// plainName reports a name encoding/json writes as it is between quotes,
+// HTML escaping and all.
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // errMalformedResult is wrapped by the error for a result a client could

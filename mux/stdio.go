@@ -47,7 +47,7 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
 		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
 	w := drain.writer(out) // first: the reader answers oversized messages through it
-	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls)}
+	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls), work: make(chan func())}
 	front.u = m.sessions.OpenStdio(identity, stdioOut{front})
 	defer m.sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
@@ -346,7 +346,14 @@ func (rr *requestReader) admit(line []byte) []byte {
 // for a line that goes on to mcp-go.
 func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 	h, front := rr.h, rr.front
-	f := frame.Read(line)
+	// A call outlives the reader's buffer and reads its own copy: a line
+	// of common size is copied first and read once; a longer one is read
+	// in place, and again in its copy only if it is taken.
+	msg, copied := line, len(line) <= readCopied
+	if copied {
+		msg = bytes.Clone(line)
+	}
+	f := frame.Read(msg)
 	switch {
 	case f.Refused != nil:
 		if f.Kind != frame.Notification {
@@ -358,8 +365,9 @@ func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 	case f.Kind != frame.Request || !mayTake(f.Method):
 		return false
 	}
-	// The call outlives the reader's buffer: it reads its own copy.
-	f = frame.Read(bytes.Clone(line))
+	if !copied {
+		f = frame.Read(bytes.Clone(line))
+	}
 	serve := front.serving(&f)
 	if serve == nil {
 		return false
@@ -372,6 +380,9 @@ func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 	front.run(dup, serve)
 	return true
 }
+
+// readCopied is the longest line frontAdmit copies before reading it.
+const readCopied = 4 << 10
 
 // handOn is admit for a message mcp-go answers.
 func (rr *requestReader) handOn(line []byte) []byte {

@@ -33,6 +33,48 @@ type stdioFront struct {
 	mu     sync.Mutex
 	calls  map[string]context.CancelFunc
 	closed bool // no call starts once end has begun
+
+	// work hands a call to the goroutine of one that has ended and waits
+	// for the next (idle of them, stdioIdleWorkers at most), so that serial
+	// calls run on one goroutine and its grown stack rather than each on a
+	// new one; workers counts those goroutines, which close waits for.
+	work    chan func()
+	idle    atomic.Int32
+	workers sync.WaitGroup
+}
+
+// stdioIdleWorkers bounds the goroutines kept waiting for the next call.
+const stdioIdleWorkers = 4
+
+// spawn runs job on a waiting worker, or on a new one.
+func (f *stdioFront) spawn(job func()) {
+	select {
+	case f.work <- job:
+		return
+	default:
+	}
+	f.workers.Add(1)
+	go f.worker(job)
+}
+
+// worker runs job, then the calls handed to it while it waits, until
+// enough others wait or the session ends.
+func (f *stdioFront) worker(job func()) {
+	defer f.workers.Done()
+	for {
+		job()
+		if f.idle.Add(1) > stdioIdleWorkers {
+			f.idle.Add(-1)
+			return
+		}
+		select {
+		case job = <-f.work:
+			f.idle.Add(-1)
+		case <-f.base.Done():
+			f.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // serving returns how the front end answers fr, a request, if mcpmux
@@ -55,7 +97,7 @@ func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
 }
 
 // run answers the request under key with what serve makes of it, on a
-// goroutine of its own once a turn is free.
+// goroutine of its own (a worker's, spawn) once a turn is free.
 func (f *stdioFront) run(key string, serve func(context.Context) []byte) {
 	f.mu.Lock()
 	if f.closed || f.base.Err() != nil {
@@ -75,7 +117,7 @@ func (f *stdioFront) run(key string, serve func(context.Context) []byte) {
 	if queued {
 		f.sem <- struct{}{} // the reader waits its turn too
 	}
-	go func() {
+	f.spawn(func() {
 		defer f.wg.Done()
 		turn := queued
 		if !queued {
@@ -95,7 +137,7 @@ func (f *stdioFront) run(key string, serve func(context.Context) []byte) {
 		delete(f.calls, key)
 		f.mu.Unlock()
 		f.aw.answer(key, ans)
-	}()
+	})
 }
 
 // cancelled cancels the call in flight under key, if there is one.
@@ -125,6 +167,7 @@ func (f *stdioFront) close() {
 	f.end()
 	f.stop()
 	f.wg.Wait()
+	f.workers.Wait()
 }
 
 // stdioOut is the stdio client's edge as a request's (and its session's)

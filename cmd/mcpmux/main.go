@@ -57,7 +57,10 @@ func main() {
 	// SIGPIPE: children would skip their graceful stop. Caught rather than
 	// ignored, since an ignored signal stays ignored in children.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stopProfiles := startProfiles()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stopProfiles()
+	os.Exit(code)
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -36,6 +36,14 @@ const maxArgumentDepth = 128
 // decodes them into an any. levels counts the values at each depth
 // (levels[0] is the object itself), for the validation budget.
 func Decode(raw []byte) (args map[string]any, levels []int, err error) {
+	if args, levels, ok := decodeFlat(raw); ok {
+		return args, levels, nil
+	}
+	return decodeGeneral(raw)
+}
+
+// decodeGeneral is Decode of any arguments, by encoding/json's tokens.
+func decodeGeneral(raw []byte) (args map[string]any, levels []int, err error) {
 	d := argDecoder{dec: json.NewDecoder(bytes.NewReader(raw))}
 	tok, err := d.dec.Token()
 	if err != nil {

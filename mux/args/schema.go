@@ -54,6 +54,10 @@ type Checker struct {
 	// validating, when set (by tests), is called once a check holds its
 	// copy, before it validates.
 	validating func()
+	// flat is the schema read as a flatSchema on the first check, nil if
+	// it is not one: arguments it accepts need no compiled copy.
+	flatOnce sync.Once
+	flat     *flatSchema
 }
 
 // spareSchemaBudget bounds the inputSchema bytes of all spare copies alive
@@ -167,6 +171,12 @@ func (a *Checker) Check(args map[string]any, levels []int) error {
 	if w := validationWork(a.perValue, levels); w > maxValidationWork {
 		return fmt.Errorf("%w: validating these arguments against the tool's inputSchema could take %s schema evaluations, more than the %d allowed; send fewer values",
 			ErrInvalid, workString(w), maxValidationWork)
+	}
+	if a.validating == nil {
+		a.flatOnce.Do(func() { a.flat = readFlatSchema(a.raw) })
+		if a.flat != nil && a.flat.accepts(args) {
+			return nil
+		}
 	}
 	s, err := a.take()
 	if err != nil {

@@ -1,0 +1,135 @@
+package mux
+
+import (
+	"io"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
+)
+
+// The stdio edge's writer: every message to the stdio client, mcp-go's
+// and mcpmux's own, whole and in the order written.
+
+// answerWriter writes the stdio client's output: mcp-go's messages, passed
+// through (its announcements dropped) and counted, and mcpmux's own, the
+// answers of the front end's requests among them. mcp-go writes each
+// message with one Write (writeResponse's Fprintf); mu keeps mcpmux's own
+// messages from landing inside one of them.
+type answerWriter struct {
+	h  *halfClose
+	mu sync.Mutex
+	w  io.Writer
+
+	watchMu sync.Mutex
+	watch   map[string]func() // run once the answer under the id is written (afterAnswer)
+}
+
+// afterAnswer runs f once the answer under id has been written, after the
+// write: what f lets through comes after it.
+func (aw *answerWriter) afterAnswer(id string, f func()) {
+	aw.watchMu.Lock()
+	defer aw.watchMu.Unlock()
+	if aw.watch == nil {
+		aw.watch = map[string]func(){}
+	}
+	aw.watch[id] = f
+}
+
+// watched takes what is to run after the answer under id.
+func (aw *answerWriter) watched(id string) func() {
+	aw.watchMu.Lock()
+	defer aw.watchMu.Unlock()
+	f := aw.watch[id]
+	delete(aw.watch, id)
+	return f
+}
+
+// writeOwn writes a whole message of mcpmux's own, which is not counted.
+func (aw *answerWriter) writeOwn(msg []byte) {
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	_, _ = aw.w.Write(msg)
+}
+
+func (aw *answerWriter) Write(p []byte) (int, error) {
+	id, at, isAnswer := answerIDAt(p)
+	msg := p
+	if isAnswer {
+		if orig := aw.h.clientID(id); orig != nil {
+			msg = jsonwire.WithValue(p, at, orig) // the client's id, for mcp-go's stand-in
+		}
+	}
+	// mcp-go's announcements of its own go; mcpmux's pass without their
+	// mark (announce.go).
+	out, swapped := announcement(msg)
+	if !swapped {
+		out = msg
+	}
+	swapped = swapped || len(msg) != len(p)
+	var n int
+	var err error
+	if isAnswer {
+		n, err = aw.answer(id, out)
+	} else {
+		aw.mu.Lock()
+		n, err = aw.w.Write(out)
+		aw.mu.Unlock()
+	}
+	if swapped && err == nil {
+		n = len(p)
+	}
+	return n, err
+}
+
+// answer writes msg, the whole answer under id, unless its request was
+// cancelled, and counts it.
+func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
+	n = len(msg)
+	after := aw.watched(id)
+	aw.h.free(id)
+	if !aw.h.dropAnswer(id) {
+		aw.mu.Lock()
+		n, err = aw.w.Write(msg)
+		aw.mu.Unlock()
+		if after != nil {
+			after()
+		}
+	}
+	if aw.h.answered(id) {
+		select {
+		case aw.h.idle <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// answerID returns the id, in canonical form, of a response with an id: the
+// first of the top-level keys method, result and error decides, and the id
+// must come before it. msg is mcp-go's (valid JSON); the result is skipped,
+// not decoded.
+func answerID(msg []byte) (string, bool) {
+	id, _, ok := answerIDAt(msg)
+	return id, ok
+}
+
+// answerIDAt is answerID, with where the id sits in msg.
+func answerIDAt(msg []byte) (string, jsonwire.Member, bool) {
+	top, ok := jsonwire.Members(msg)
+	if !ok {
+		return "", jsonwire.Member{}, false
+	}
+	var id jsonwire.Member
+	for _, m := range top.Members {
+		switch m.Key {
+		case "method":
+			return "", jsonwire.Member{}, false
+		case "result", "error":
+			k, ok := jsonwire.AnswerIDKey(msg[id.Start:id.End])
+			return k, id, ok
+		case "id":
+			id = m
+		}
+	}
+	return "", jsonwire.Member{}, false
+}

@@ -23,12 +23,10 @@
 //     to their call; childtasks.go follows a call run as a task at the
 //     child; reason.go names why a child is down; memory.go returns freed
 //     heap once catalogs are built;
-//   - catalog.go: the merged snapshot, its views and pre-encoded lists;
-//     catalogbuild.go, naming.go: one child's part of it, checked and named
-//     (package naming); pinning.go: definitions held when they differ from
-//     their pins (package pins); rules.go: what a policy's [[rule]]s decide
-//     a caller sees and may call; announcer.go: the one goroutine that tells
-//     mcp-go and the sessions what changed;
+//   - publish.go: each new snapshot of the catalog (package catalog)
+//     published, after pinning.go has held the definitions that differ
+//     from their pins (package pins); announcer.go: the one goroutine that
+//     tells mcp-go and the sessions what changed;
 //   - frontend.go, stdiofront.go, httpfront.go: the front end of each
 //     edge; request.go, pipeline.go: a request mcpmux answers and its
 //     steps; call.go: tools/call and its audit line; callresult.go: the
@@ -39,13 +37,14 @@
 //     subscriptions;
 //   - upstream.go: mcp-go's server, its hooks and what is declared in
 //     initialize; stdio.go and http.go: the two transports, whose writers
-//     are the edge; announce.go: mcp-go's own list_changed dropped at the
+//     (stdiowriter.go, httpwriter.go) are the edge; announce.go: mcp-go's own list_changed dropped at the
 //     edge; requestids.go: the client's request ids carried exactly past
 //     mcp-go; observer.go: what metrics are told; liblog.go: the loggers
 //     handed to the libraries, which write into mcpmux's.
 //
-// Packages below mux hold what needs none of its state: upstream owns the
-// upstream sessions; frame reads a message once and writes mcpmux's own
+// Packages below mux hold what needs none of its state: catalog owns the
+// snapshot of what the children offer and each caller's view of it;
+// upstream owns the upstream sessions; frame reads a message once and writes mcpmux's own
 // answers; jsonwire reads and edits JSON (and JSON-RPC ids) without
 // decoding it; args decodes a call's arguments, vets each tool's
 // inputSchema and checks calls against it; naming makes the exposed names

@@ -253,7 +253,7 @@ func foldedKey(raw []byte, known []string) string {
 	return ""
 }
 
-// exposeURI is the form a resource URI or template of c's child takes
+// exposeURI is the form a resource URI or template of b's child takes
 // upstream.
 func (b *Builder) exposeURI(k Kind, uri string) string {
 	switch {

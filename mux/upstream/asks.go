@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 
@@ -19,21 +20,31 @@ type Asks struct {
 	mu      sync.Mutex
 	next    uint64
 	waiting map[string]chan askAnswer // the id as JSON -> its answer
+	ended   bool                      // the session ended: no answer can come
 }
+
+// ErrSessionEnded is what an ask returns once its session has ended: its
+// client can answer no more.
+var ErrSessionEnded = errors.New("the client's session ended")
 
 // askAnswer is a client's answer to an ask: a result, or an error.
 type askAnswer struct {
 	result json.RawMessage
 	err    *frame.Error
+	gone   bool // the session ended first
 }
 
 // askPrefix opens the ids of asks, as JSON.
 const askPrefix = `"mcpmux-ask-`
 
-// open returns a new ask's id, as JSON, and where its answer comes.
-func (a *Asks) open() (id string, answer <-chan askAnswer) {
+// open returns a new ask's id, as JSON, and where its answer comes; false
+// once the session has ended.
+func (a *Asks) open() (id string, answer <-chan askAnswer, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.ended {
+		return "", nil, false
+	}
 	a.next++
 	id = askPrefix + strconv.FormatUint(a.next, 10) + `"`
 	ch := make(chan askAnswer, 1)
@@ -41,7 +52,20 @@ func (a *Asks) open() (id string, answer <-chan askAnswer) {
 		a.waiting = map[string]chan askAnswer{}
 	}
 	a.waiting[id] = ch
-	return id, ch
+	return id, ch, true
+}
+
+// end answers every ask still waiting with ErrSessionEnded, and every later
+// one at once: the session ended, and with it any answer its client could
+// give.
+func (a *Asks) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ended = true
+	for id, ch := range a.waiting {
+		ch <- askAnswer{gone: true}
+		delete(a.waiting, id)
+	}
 }
 
 // drop forgets the ask id, whose answer nobody waits for any more.
@@ -79,10 +103,13 @@ func (a *Asks) Answered(f *frame.Frame) bool {
 }
 
 // Ask sends a request of method with params down send (one JSON-RPC line,
-// written at once) and waits for the client's answer until ctx ends: its
-// result, or its error as a *frame.Error.
+// written at once) and waits for the client's answer until ctx or the
+// session ends: its result, or its error as a *frame.Error.
 func (a *Asks) Ask(ctx context.Context, send func(line []byte) error, method string, params json.RawMessage) (json.RawMessage, error) {
-	id, answer := a.open()
+	id, answer, ok := a.open()
+	if !ok {
+		return nil, ErrSessionEnded
+	}
 	defer a.drop(id)
 	m, _ := json.Marshal(method)
 	line := make([]byte, 0, 64+len(params))
@@ -100,6 +127,9 @@ func (a *Asks) Ask(ctx context.Context, send func(line []byte) error, method str
 	}
 	select {
 	case ans := <-answer:
+		if ans.gone {
+			return nil, ErrSessionEnded
+		}
 		if ans.err != nil {
 			return nil, ans.err
 		}

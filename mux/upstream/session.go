@@ -179,6 +179,7 @@ func (u *Session) endLocked() bool {
 		return false
 	}
 	u.ended.Store(true)
+	u.Asks.end()
 	for _, s := range u.streams {
 		s.cancel()
 	}

@@ -21,6 +21,7 @@ import (
 // A call that runs past call_timeout is answered with isError, and the
 // child is told to cancel it.
 func TestCallTimeoutCancelsTheChild(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, `call_timeout = "300ms"`, ts.Server{Alias: "docs"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -35,6 +36,7 @@ func TestCallTimeoutCancelsTheChild(t *testing.T) {
 
 // A client that cancels its call has the cancellation passed on.
 func TestClientCancellationReachesTheChild(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -60,6 +62,7 @@ func TestClientCancellationReachesTheChild(t *testing.T) {
 // has its tools withdrawn with list_changed, and gets them back when it
 // returns. The other child serves throughout.
 func TestUnavailableChildIsWithdrawnAndComesBack(t *testing.T) {
+	t.Parallel()
 	blocker := filepath.Join(t.TempDir(), "fail-init")
 	lab := ts.NewLab(t, `call_timeout = "30s"`,
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`},
@@ -103,6 +106,7 @@ func TestUnavailableChildIsWithdrawnAndComesBack(t *testing.T) {
 
 // A child that cannot start at all does not stop the others.
 func TestChildThatCannotStart(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		srv  ts.Server
@@ -112,6 +116,7 @@ func TestChildThatCannotStart(t *testing.T) {
 		{"silent initialize", ts.Server{Alias: "broken", Env: map[string]string{"LAB_SILENT": "1"}, Extra: `startup_timeout = "500ms"`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, c.srv)
 			lab.WritePolicy(t, "reader", `allow = ["*"]`)
 			m := ts.StartMux(t, lab)
@@ -139,6 +144,7 @@ func TestChildThatCannotStart(t *testing.T) {
 // Nothing a child started outlives mcpmux, even when mcpmux is killed with
 // SIGKILL and cannot clean up.
 func TestNoOrphansAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -154,6 +160,7 @@ func TestNoOrphansAfterSIGKILL(t *testing.T) {
 // servers) exit on mcpmux's death at about the moment the supervisor is
 // told of it; their grandchildren still die with them.
 func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
+	t.Parallel()
 	peek := ts.ProcpeekBinary(t)
 	aliases := []string{"a", "b", "c", "d", "e"}
 	var servers []ts.Server
@@ -173,6 +180,7 @@ func TestNoOrphansWhenChildrenExitOnStdinEOF(t *testing.T) {
 
 // SIGTERM stops mcpmux and every child gracefully.
 func TestSIGTERMStopsChildren(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -195,6 +203,7 @@ func TestSIGTERMStopsChildren(t *testing.T) {
 // The child's own list_changed makes mcpmux read its catalog again and tell
 // upstream.
 func TestChildListChangedIsRelayed(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -216,6 +225,7 @@ func TestChildListChangedIsRelayed(t *testing.T) {
 // A schema with oneOf, minProperties, $schema and a top-level description
 // is advertised byte for byte as the child wrote it, and enforced.
 func TestRawSchemaSurvives(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -264,6 +274,7 @@ func TestRawSchemaSurvives(t *testing.T) {
 // A child that lists its tools in pages is read to the end; upstream pages
 // with opaque cursors keep catalog order.
 func TestPaging(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "page_size = 3",
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_PAGE_SIZE": "2"}},
 		ts.Server{Alias: "tickets"},
@@ -311,6 +322,7 @@ func TestPaging(t *testing.T) {
 // every answer reaches its own caller, and a slow call on one child does not
 // hold up another child.
 func TestConcurrentMixedCalls(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"}, ts.Server{Alias: "tickets"})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -373,6 +385,7 @@ func TestConcurrentMixedCalls(t *testing.T) {
 // that mcpmux declares what the children support and the client sees the
 // whole catalog at once, even when a child is slow to start.
 func TestFirstListWaitsForChildren(t *testing.T) {
+	t.Parallel()
 	// Only the slow child offers prompts.
 	lab := ts.NewLab(t, "",
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_START_DELAY_MS": "3000", "LAB_FIDELITY": "1"}},
@@ -394,6 +407,7 @@ func TestFirstListWaitsForChildren(t *testing.T) {
 // (and the child restarted), never as the child's own refusal. The call's
 // timeout falls inside the time mcpmux would otherwise wait for the exit.
 func TestBrokenPipeIsNotTheChildsAnswer(t *testing.T) {
+	t.Parallel()
 	_, labBin := ts.Binaries(t)
 	lab := ts.NewLab(t, `call_timeout = "2500ms"`, ts.Server{
 		Alias:   "docs",
@@ -418,6 +432,7 @@ func TestBrokenPipeIsNotTheChildsAnswer(t *testing.T) {
 // A read-only call whose child dies under it, and whose retry finds the
 // child still down, says that it may have run once.
 func TestRetryThatFindsTheChildDownSaysItRan(t *testing.T) {
+	t.Parallel()
 	blocker := filepath.Join(t.TempDir(), "fail-init")
 	lab := ts.NewLab(t, `call_timeout = "30s"`,
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`})

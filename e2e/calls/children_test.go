@@ -22,6 +22,7 @@ func crashLab(t *testing.T, extra string) *ts.Lab {
 // A read-only call whose child is killed under it is re-run once on the
 // restarted child, and the caller gets the retry's answer.
 func TestChildKilledDuringReadOnlyCallIsRetried(t *testing.T) {
+	t.Parallel()
 	lab := crashLab(t, "")
 	m := ts.StartMux(t, lab)
 	before := ts.ChildPid(t, m, "docs")
@@ -73,6 +74,7 @@ func TestChildKilledDuringReadOnlyCallIsRetried(t *testing.T) {
 // file proves it ran exactly once, and the caller is told it may or may not
 // have taken effect.
 func TestChildKilledDuringWriteIsNotReplayed(t *testing.T) {
+	t.Parallel()
 	lab := crashLab(t, "")
 	m := ts.StartMux(t, lab)
 	pid := ts.ChildPid(t, m, "docs")
@@ -115,6 +117,7 @@ func TestChildKilledDuringWriteIsNotReplayed(t *testing.T) {
 // An exit is noticed when it happens, not at the next call: the child is
 // restarted with a fresh initialize before anyone calls it.
 func TestExitNoticedWithoutACall(t *testing.T) {
+	t.Parallel()
 	lab := crashLab(t, "")
 	m := ts.StartMux(t, lab)
 	pid := ts.ChildPid(t, m, "docs")

@@ -24,6 +24,7 @@ func seedLab(t *testing.T, muxLines string) *ts.Lab {
 // stays in force, the two search tools answer from different sources, each
 // answer keeps its own request, and a name with no mapping is refused.
 func TestSeedDocument(t *testing.T) {
+	t.Parallel()
 	lab := seedLab(t, "")
 	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`+"\n"+`allow_read_only = ["tickets__*"]`)
 	m := ts.StartMux(t, lab)
@@ -108,6 +109,7 @@ func TestSeedDocument(t *testing.T) {
 // TestAuditNeverLogsArguments checks that argument values stay out of the
 // log at info level.
 func TestAuditNeverLogsArguments(t *testing.T) {
+	t.Parallel()
 	lab := seedLab(t, "")
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartMux(t, lab)
@@ -125,6 +127,7 @@ func TestAuditNeverLogsArguments(t *testing.T) {
 // Clients of the 2026-07-28 protocol, which has no initialize, get the same
 // catalog and answers, keyed on the same identity.
 func TestModernProtocolClient(t *testing.T) {
+	t.Parallel()
 	lab := seedLab(t, "")
 	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`)
 	m := ts.StartMuxModern(t, lab)

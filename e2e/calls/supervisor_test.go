@@ -11,6 +11,7 @@ import (
 // One supervisor process, mcpmux's only child, forks every child server;
 // a SIGKILLed mcpmux takes it, every child and every grandchild down.
 func TestOneSupervisorForAllChildren(t *testing.T) {
+	t.Parallel()
 	aliases := []string{"a", "b", "c"}
 	var servers []ts.Server
 	for _, a := range aliases {

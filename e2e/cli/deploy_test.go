@@ -13,6 +13,7 @@ import (
 // The configs shipped for Docker and Kubernetes must pass validate, so that
 // what the README shows actually starts.
 func TestShippedConfigsValidate(t *testing.T) {
+	t.Parallel()
 	bin, _ := ts.Binaries(t)
 	root := ts.RepoRoot()
 

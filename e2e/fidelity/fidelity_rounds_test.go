@@ -136,6 +136,7 @@ func everythingDirect(t *testing.T, node, entry string) *client.Client {
 // call: mcpmux cannot hand that to a 2026-07-28 client, so the child asks
 // again during get-roots-list, in a round.
 func TestFidelityRoundsWithServerEverything(t *testing.T) {
+	t.Parallel()
 	node, entry := ts.EverythingCommand(t)
 	direct := everythingDirect(t, node, entry)
 	want := map[string]string{}

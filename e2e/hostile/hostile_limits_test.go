@@ -51,6 +51,7 @@ func labEchoes(t *testing.T, m *ts.Mux, n int) {
 // memory stays bounded, and a tools/list_changed flood costs fewer catalog
 // re-reads than 1% of the notifications.
 func TestHostileNotificationFlood(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"message", "progress", "list_changed"} {
 		t.Run(kind, func(t *testing.T) {
 			tools := `[` + hostileEcho + `,{"name":"stats","inputSchema":{"type":"object"}}]`
@@ -101,6 +102,7 @@ func TestHostileNotificationFlood(t *testing.T) {
 // the burst folds into fewer re-reads than 1% of it, and the change is
 // listed.
 func TestHostileListChangedBurstCoalesces(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,{"name":"flood","inputSchema":{"type":"object"}},{"name":"stats","inputSchema":{"type":"object"}}]`
 	lab := ts.HostileLab(t, "", tools, nil)
 	m := ts.StartMux(t, lab)
@@ -140,6 +142,7 @@ func stats(t *testing.T, m *ts.Mux) floodStats {
 // so, and the child is told to cancel each of them; the child is not
 // restarted and the other child is not affected.
 func TestHostileAnswersEveryOtherCall(t *testing.T) {
+	t.Parallel()
 	lab := withLab(t, `call_timeout = "1s"`, `[`+hostileEcho+`]`, map[string]string{"HOSTILE_SKIP": "1"})
 	m := ts.StartMux(t, lab)
 	const calls = 10
@@ -205,6 +208,7 @@ func TestHostileAnswersEveryOtherCall(t *testing.T) {
 // answer arrives, mcpmux notices the exit itself (not a stdout that never
 // ends), restarts the child, and the grandchild dies with the group.
 func TestHostileGrandchildHoldsStdout(t *testing.T) {
+	t.Parallel()
 	lab := ts.HostileLab(t, `call_timeout = "10s"`, `[`+hostileEcho+`,{"name":"fork_exit","inputSchema":{"type":"object"}}]`, nil)
 	m := ts.StartMux(t, lab)
 	first := m.Log.WaitLine(t, "first ready", ts.Msg("server ready", "server", "h"))["pid"]
@@ -232,6 +236,7 @@ func TestHostileGrandchildHoldsStdout(t *testing.T) {
 // on, and mcpmux's memory stays within a few times the limit, whatever the
 // child offers.
 func TestHostileOversizedLine(t *testing.T) {
+	t.Parallel()
 	dropped := func(tool string) string {
 		return "the server's response to " + tool + " exceeded max_message_bytes (16MiB) and was dropped; the call reached the server"
 	}
@@ -317,6 +322,7 @@ func TestHostileOversizedLine(t *testing.T) {
 // does not start, each attempt fails with an error naming the limit and is
 // retried with backoff, a call gets that error, and the other child serves.
 func TestHostileCatalogOverLimitAtStart(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -326,6 +332,7 @@ func TestHostileCatalogOverLimitAtStart(t *testing.T) {
 		{"bytes", map[string]string{"HOSTILE_PAGES": "5", "HOSTILE_PAGE_PAD": "5000"}, "tools/list: the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			limits := "call_timeout = \"10s\"\n\n[limits]\nmax_catalog_pages = 5\nmax_catalog_bytes = \"16KiB\""
 			lab := ts.HostileLab(t, limits, `[`+hostileEcho+`]`, c.env)
 			lab.AddServer(t, ts.Server{Alias: "lab", ReadOnly: []string{"echo"}})
@@ -350,6 +357,7 @@ func TestHostileCatalogOverLimitAtStart(t *testing.T) {
 // an error naming the limit, the previous catalog stays listed and
 // callable, and the child keeps its session.
 func TestHostileCatalogOverLimitOnReread(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		args map[string]any
@@ -359,6 +367,7 @@ func TestHostileCatalogOverLimitOnReread(t *testing.T) {
 		{"bytes", map[string]any{"pages": 5, "pad": 5000}, "tools/list: the tool list is larger than max_catalog_bytes (16KiB) after 5 pages"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			limits := "call_timeout = \"10s\"\n\n[limits]\nmax_catalog_pages = 5\nmax_catalog_bytes = \"16KiB\""
 			lab := ts.HostileLab(t, limits, `[`+hostileEcho+`,{"name":"grow","inputSchema":{"type":"object"}}]`,
 				map[string]string{"HOSTILE_PAGES": "3"})

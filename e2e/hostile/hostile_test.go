@@ -53,6 +53,7 @@ const hostileEcho = `{"name":"echo","inputSchema":{"type":"object"}}`
 // line saying why, names are made safe and short the same way every run, and
 // the good tools work.
 func TestHostileCatalog(t *testing.T) {
+	t.Parallel()
 	var fetched atomic.Int64
 	refs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetched.Add(1)
@@ -216,6 +217,7 @@ func TestHostileCatalog(t *testing.T) {
 // would cost the client every tool of every child. Each must be left out, or
 // listed in a shape strict clients accept; the others stay listed.
 func TestHostileListingFitsStrictClients(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,
 		{"name":"no_type","inputSchema":{}},
 		{"name":"no_type_props","inputSchema":{"properties":{"a":{"type":"string"}}}},
@@ -285,6 +287,7 @@ func strictShape(schema any, optional bool) string {
 // the schema library rewrites while validating): every answer is the right
 // one, and mcpmux stays up.
 func TestHostileConcurrentPatternSchema(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,{"name":"pat","inputSchema":{"type":"object",
 		"properties":{"id":{"type":"string","pattern":"^id-[0-9]+$"}},
 		"patternProperties":{"^k_[a-z]+$":{"type":"string","pattern":"^[0-9]{3}$"}},
@@ -352,6 +355,7 @@ func TestHostileConcurrentPatternSchema(t *testing.T) {
 // while answering: the answer comes, the long line is logged cut, every
 // short line is logged, and the child goes on serving.
 func TestHostileStderrFlood(t *testing.T) {
+	t.Parallel()
 	lab := ts.HostileLab(t, `call_timeout = "10s"`, `[`+hostileEcho+`,{"name":"bigerr","inputSchema":{"type":"object"}}]`, nil)
 	m := ts.StartMux(t, lab)
 	res := m.MustCall("h__bigerr", nil)
@@ -385,6 +389,7 @@ func TestHostileStderrFlood(t *testing.T) {
 // is ignored, and the real call then times out (and is cancelled) rather
 // than hanging or taking mcpmux down.
 func TestHostileGarbageAndWrongID(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,{"name":"garbage","inputSchema":{"type":"object"}},{"name":"wrongid","inputSchema":{"type":"object"}}]`
 	lab := ts.HostileLab(t, `call_timeout = "1s"`, tools, nil)
 	m := ts.StartMux(t, lab)
@@ -417,6 +422,7 @@ func TestHostileGarbageAndWrongID(t *testing.T) {
 
 // A JSON-RPC error from the child becomes an isError result quoting it.
 func TestHostileRPCError(t *testing.T) {
+	t.Parallel()
 	lab := ts.HostileLab(t, "", `[`+hostileEcho+`,{"name":"rpcerror","inputSchema":{"type":"object"}}]`, nil)
 	m := ts.StartMux(t, lab)
 	res := m.MustCall("h__rpcerror", nil)
@@ -432,6 +438,7 @@ func TestHostileRPCError(t *testing.T) {
 // Arguments reach the child byte for byte: integers above 2^53 and long
 // decimals keep every digit, also when the schema checks their type.
 func TestHostileArgumentPrecision(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,{"name":"typed","inputSchema":{"type":"object","properties":{"n":{"type":"integer"},"f":{"type":"number"}}}}]`
 	lab := ts.HostileLab(t, "", tools, nil)
 	m := ts.StartMux(t, lab)
@@ -452,6 +459,7 @@ func TestHostileArgumentPrecision(t *testing.T) {
 // A child that exits in the middle of a call (not read-only): the caller is
 // told it may or may not have taken effect, and the child is restarted.
 func TestHostileExitMidCall(t *testing.T) {
+	t.Parallel()
 	lab := ts.HostileLab(t, `call_timeout = "10s"`, `[`+hostileEcho+`,{"name":"exit","inputSchema":{"type":"object"}}]`, nil)
 	m := ts.StartMux(t, lab)
 	res := m.MustCall("h__exit", nil)

@@ -13,6 +13,7 @@ import (
 // answer, as mcp-go keeps it, and the call after it gets its own. Each
 // round gives the second answer another chance to reach the first call.
 func TestHostileAnswerTwice(t *testing.T) {
+	t.Parallel()
 	tools := `[` + hostileEcho + `,{"name":"twice","inputSchema":{"type":"object"}}]`
 	m := ts.StartMux(t, ts.HostileLab(t, "", tools, nil))
 	for i := range 20 {

@@ -81,6 +81,7 @@ func unprivileged(t *testing.T, lab *ts.Lab) func(*exec.Cmd) {
 // memory through /proc, nor its supervisor's, while it can read its own and,
 // as a control, a sibling child's.
 func TestChildCannotReadMuxOrSupervisor(t *testing.T) {
+	t.Parallel()
 	peek := ts.ProcpeekBinary(t)
 	lab := ts.NewLab(t, "",
 		ts.Server{Alias: "a", Command: peek, Env: map[string]string{"PEEK_MARK": "mark-a"}},
@@ -138,6 +139,7 @@ func TestChildCannotReadMuxOrSupervisor(t *testing.T) {
 // runs as mcpmux's. Neither the nobody child nor anything it started
 // survives mcpmux's SIGKILL.
 func TestChildRunsAsConfiguredUser(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mcpmux starts a child as another user only as root")
 	}
@@ -185,6 +187,7 @@ func TestChildRunsAsConfiguredUser(t *testing.T) {
 // saying why, and keeps the others; the config itself is valid, since who
 // mcpmux runs as is a property of where it runs.
 func TestUserSwitchNeedsRoot(t *testing.T) {
+	t.Parallel()
 	peek := ts.ProcpeekBinary(t)
 	lab := ts.NewLab(t, "",
 		ts.Server{Alias: "other", Command: peek, Extra: `user = "root"`},

@@ -16,6 +16,7 @@ import (
 // logged, and nothing else is affected: the requests around it are
 // answered, and mcpmux's memory does not grow with the line.
 func TestClientLineOverMessageLimit(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewLab(t, "call_timeout = \"10s\"\n\n[limits]\nmax_message_bytes = \"64KiB\"", ts.Server{Alias: "lab", ReadOnly: []string{"echo"}})
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)
 	m := ts.StartRawMux(t, lab)
@@ -76,8 +77,10 @@ func TestClientLineOverMessageLimit(t *testing.T) {
 // the stream is given up and the child is connected again. Either way the
 // next call works.
 func TestRemoteResponseOverMessageLimit(t *testing.T) {
+	t.Parallel()
 	for _, transport := range ts.RemoteTransports {
 		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
 			lab, _ := ts.RemoteLabMux(t, "call_timeout = \"10s\"\n\n[limits]\nmax_message_bytes = \"16KiB\"", transport, "")
 			m := ts.StartMux(t, lab)
 			// The answer carries the message twice: as text and as

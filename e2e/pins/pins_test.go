@@ -62,6 +62,7 @@ func firstSightPinned(l map[string]any) bool {
 func getPrompt(prompt string) map[string]any { return map[string]any{"name": prompt} }
 
 func TestPinsEnforceHoldsChangedDefinitions(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	if names := m.ToolNames(); !ts.Contains(names, ts.PinnedTool) {
@@ -151,6 +152,7 @@ func TestPinsEnforceHoldsChangedDefinitions(t *testing.T) {
 // new process lists a changed definition, whether it reaches the session
 // before the catalog is rebuilt or after; the child is not asked.
 func TestPinsHeldAcrossARestartWhileARequestWaits(t *testing.T) {
+	t.Parallel()
 	rpc := func(method string, params func(name string) map[string]any) func(m *ts.Mux, name string) error {
 		return func(m *ts.Mux, name string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), ts.Wait)
@@ -184,6 +186,7 @@ func TestPinsHeldAcrossARestartWhileARequestWaits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
 			lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 			m := ts.StartMux(t, lab.Lab)
 			m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
@@ -228,6 +231,7 @@ func TestPinsHeldAcrossARestartWhileARequestWaits(t *testing.T) {
 }
 
 func TestPinsWarnKeepsChangedDefinitionsExposed(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "warn"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
@@ -254,6 +258,7 @@ func TestPinsWarnKeepsChangedDefinitionsExposed(t *testing.T) {
 }
 
 func TestPinsNewHeldUntilApproved(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`+"\n"+`pin_new = "hold"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	if names := m.ToolNames(); len(names) != 0 {
@@ -285,6 +290,7 @@ func TestPinsNewHeldUntilApproved(t *testing.T) {
 // pins approve NAME approves every tool and prompt of that name, and says
 // the digest it writes of each, which is the live one pins diff showed.
 func TestPinsApproveEveryMatchAndItsDigest(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`+"\n"+`pin_new = "hold"`,
 		ts.PinDefs{Description: "Search the docs.", PromptDesc: "Greets.", PromptName: "pinned"})
 	m := ts.StartMux(t, lab.Lab)
@@ -312,6 +318,7 @@ func TestPinsApproveEveryMatchAndItsDigest(t *testing.T) {
 }
 
 func TestPinsUnwritableFileKeepsPinsInMemory(t *testing.T) {
+	t.Parallel()
 	// Nothing can be created in /proc, by root either: what a read-only
 	// ConfigMap mount does to a write.
 	lab := ts.NewPinLab(t, `pinning = "enforce"`+"\n"+`pin_file = "/proc/mcpmux-pins-test.lock"`, ts.FirstDefs)
@@ -355,6 +362,7 @@ func toStrings(v any) []string {
 // mcpmux tools --as and call --as offer what serve would: a tool the pin
 // file holds is neither listed nor called, and they never write the file.
 func TestPinsHoldInToolsAndCall(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	tools := func() ts.CLIResult {
 		t.Helper()
@@ -407,6 +415,7 @@ func TestPinsHoldInToolsAndCall(t *testing.T) {
 // prompts list_changed, without a restart, after which it is listed with
 // its new description and prompts/get reaches the child.
 func TestPinsApprovedPromptListChanged(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
@@ -452,6 +461,7 @@ func TestPinsApprovedPromptListChanged(t *testing.T) {
 // prompt, and the child is not asked; of the same prompt pinned, it
 // reaches the child under the child's own name.
 func TestPinsHeldPromptRefusedInCompletion(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
@@ -486,6 +496,7 @@ func TestPinsHeldPromptRefusedInCompletion(t *testing.T) {
 // their log names no serving mode and claims nothing is exposed or pinned
 // for a run, whatever pinning serve runs with.
 func TestPinsCommandsLogNoServingMode(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	first := ts.RunCLI(t, "pins", "approve", "--config", lab.Config)
 	if first.Code != 0 {
@@ -512,11 +523,13 @@ func TestPinsCommandsLogNoServingMode(t *testing.T) {
 // child adds it or the alias points at a server offering more tools. An
 // explicit pin_new = "pin" still pins it on sight.
 func TestPinsEnforceHoldsNewOnceAPinFileExists(t *testing.T) {
+	t.Parallel()
 	tofu := func(l map[string]any) bool {
 		msg, _ := l["message"].(string)
 		return firstSightPinned(l) && strings.Contains(msg, "trust on first use")
 	}
 	t.Run("default", func(t *testing.T) {
+		t.Parallel()
 		lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 		m := ts.StartMux(t, lab.Lab)
 		if names := m.ToolNames(); !ts.Contains(names, ts.PinnedTool) {
@@ -551,6 +564,7 @@ func TestPinsEnforceHoldsNewOnceAPinFileExists(t *testing.T) {
 		}
 	})
 	t.Run("explicit pin", func(t *testing.T) {
+		t.Parallel()
 		lab := ts.NewPinLab(t, `pinning = "enforce"`+"\n"+`pin_new = "pin"`, ts.FirstDefs)
 		m := ts.StartMux(t, lab.Lab)
 		m.Log.WaitLine(t, "first-sight pins", firstSightPinned)
@@ -566,6 +580,7 @@ func TestPinsEnforceHoldsNewOnceAPinFileExists(t *testing.T) {
 // under enforce, a tool whose _meta changes and a prompt that gains an
 // icon are held like any other change, and the log names those fields.
 func TestPinsEnforceHoldsMetaAndIconChanges(t *testing.T) {
+	t.Parallel()
 	first := ts.FirstDefs
 	first.ToolMeta = map[string]any{"hint": "read-only search"}
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, first)
@@ -598,6 +613,7 @@ func TestPinsEnforceHoldsMetaAndIconChanges(t *testing.T) {
 // covered matches by the fields the pin has, serve pins it whole (one
 // warning names it), and from then on a change of its _meta is held.
 func TestPinsFormat1FileUpgraded(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	if r := ts.RunCLI(t, "pins", "approve", "--config", lab.Config); r.Code != 0 {
 		t.Fatalf("pins approve exited %d:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
@@ -646,6 +662,7 @@ func TestPinsFormat1FileUpgraded(t *testing.T) {
 // their own records; one killed leaves a record that is dropped, one that
 // stops removes its own.
 func TestPinsApproveWhatServeHolds(t *testing.T) {
+	t.Parallel()
 	lab := ts.NewPinLab(t, `pinning = "enforce"`, ts.FirstDefs)
 	m := ts.StartMux(t, lab.Lab)
 	m.Log.WaitLine(t, "first-sight pins", firstSightPinned)

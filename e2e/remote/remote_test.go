@@ -457,6 +457,7 @@ func TestRemoteCallTimeoutCancelsTheRemoteCall(t *testing.T) {
 // The caller's token authenticates the caller to mcpmux and goes no
 // further: a remote child sees only the headers its own config gives it.
 func TestRemoteNeverSeesTheCallersToken(t *testing.T) {
+	t.Parallel()
 	const callerToken = "caller-token-must-not-travel"
 	lab := ts.HTTPLab(t, "", `listen = "127.0.0.1:0"`+ts.TokenEntry("reader", "sha256", ts.SHA256Hex(callerToken)), tickets)
 	lab.WritePolicy(t, "reader", `allow = ["*"]`)

@@ -14,17 +14,33 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-echo "== go vet"
-go vet ./...
-
-# The npm packages first: end-to-end tests run the reference servers
-# (server-everything, server-filesystem) as children, and must not skip them
-# here (MCPMUX_NEED_NODE makes a missing one a failure).
+# The npm packages before the Go tests: end-to-end tests run the reference
+# servers (server-everything, server-filesystem) as children, and must not
+# skip them here (MCPMUX_NEED_NODE makes a missing one a failure). npm ci
+# mostly waits on the network and the disk, so it runs while go vet builds.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "node and npm are needed (Node 20 or later): the end-to-end and interop tests run the npm reference servers"; exit 1
 fi
+work=$(mktemp -d)
+npm_pid=
+cleanup() {
+  if [ -n "$npm_pid" ]; then kill "$npm_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+(cd interop && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 &
+npm_pid=$!
+
+echo "== go vet"
+go vet ./...
+
 echo "== npm ci (interop)"
-(cd interop && npm ci --no-audit --no-fund --loglevel=error)
+npm_rc=0; wait "$npm_pid" || npm_rc=$?
+npm_pid=
+cat "$work/npm.log"
+if [ "$npm_rc" != 0 ]; then
+  echo "npm ci failed ($npm_rc)"; exit 1
+fi
 export MCPMUX_NEED_NODE=1
 
 echo "== go test -race"
@@ -43,7 +59,14 @@ go test -race -count=1 -timeout 10m -v ./soak
 fuzztime=${MCPMUX_FUZZTIME:-8s}
 echo "== fuzz ($fuzztime per target)"
 fuzz_start=$SECONDS
-targets=$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $1 } /^ok / { if (names != "") print $2 names; names = "" }')
+# The targets are read from the test files (go test -list would build and
+# run every test binary only to list them): "pkg FuzzA FuzzB" per package.
+targets=$(go list -f '{{.ImportPath}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}' ./... |
+  while read -r pkg files; do
+    [ -n "$files" ] || continue
+    names=$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)([A-Za-z0-9_]* \*testing\.F) {$/\1/p' $files | tr '\n' ' ')
+    if [ -n "$names" ]; then echo "$pkg $names"; fi
+  done)
 if [ -z "$targets" ]; then
   echo "no fuzz targets found"; exit 1
 fi
@@ -86,8 +109,7 @@ echo "== benchmark smoke"
 go run ./bench -smoke
 
 echo "== interop (TypeScript SDK client, server-everything child)"
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
+bin="$work/bin"; mkdir -p "$bin"
 go build -o "$bin/" ./cmd/mcpmux ./internal/labserver
 (cd interop && MCPMUX_BIN="$bin/mcpmux" LABSERVER_BIN="$bin/labserver" npm test)
 

@@ -19,7 +19,8 @@ go vet ./...
 
 # The npm packages first: end-to-end tests run the reference servers
 # (server-everything, server-filesystem) as children, and must not skip them
-# here (MCPMUX_NEED_NODE makes a missing one a failure).
+# here (MCPMUX_NEED_NODE makes a missing one a failure). (Run beside go vet,
+# npm ci took as long as both one after the other: both want the CPU.)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "node and npm are needed (Node 20 or later): the end-to-end and interop tests run the npm reference servers"; exit 1
 fi
@@ -27,13 +28,15 @@ echo "== npm ci (interop)"
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 export MCPMUX_NEED_NODE=1
 
+# The end-to-end packages, and the multiplexer's, take longest: they go
+# first, so that go test starts them first rather than last. Their tests
+# mostly wait (children starting, restarting, timing out), so up to 4 of a
+# package's parallel tests run at once, not GOMAXPROCS (2 on CI).
 echo "== go test -race"
-go test -race -count=1 -timeout 10m $(go list ./... | grep -v '/soak$')
+pkgs=$(go list ./... | grep -v '/soak$')
+ordered=$(for first in '/e2e/wire$' '/mux$' '/e2e/' '/internal/childproc$' ''; do grep -E "$first" <<< "$pkgs" || true; done | awk '!seen[$0]++')
+go test -race -count=1 -timeout 10m -parallel 4 $ordered
 
-# The chaos soak, on its own so that its figures are printed (-v);
-# go test -race -v ./soak -soak.duration=5m runs it longer.
-echo "== soak"
-go test -race -count=1 -timeout 10m -v ./soak
 
 # Every fuzz target in the module, each fuzzed briefly (their seed corpora,
 # testdata/fuzz/FuzzXxx, already ran as tests above). MCPMUX_FUZZTIME sets
@@ -43,7 +46,14 @@ go test -race -count=1 -timeout 10m -v ./soak
 fuzztime=${MCPMUX_FUZZTIME:-8s}
 echo "== fuzz ($fuzztime per target)"
 fuzz_start=$SECONDS
-targets=$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $1 } /^ok / { if (names != "") print $2 names; names = "" }')
+# The targets are read from the test files (go test -list would build and
+# run every test binary only to list them): "pkg FuzzA FuzzB" per package.
+targets=$(go list -f '{{.ImportPath}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}' ./... |
+  while read -r pkg files; do
+    [ -n "$files" ] || continue
+    names=$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)([A-Za-z0-9_]* \*testing\.F) {$/\1/p' $files | tr '\n' ' ')
+    if [ -n "$names" ]; then echo "$pkg $names"; fi
+  done)
 if [ -z "$targets" ]; then
   echo "no fuzz targets found"; exit 1
 fi
@@ -85,9 +95,28 @@ echo "fuzzing took $((SECONDS - fuzz_start))s"
 echo "== benchmark smoke"
 go run ./bench -smoke
 
-echo "== interop (TypeScript SDK client, server-everything child)"
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
+soak_pid=
+cleanup() {
+  # A soak still running when a step fails: its process group (go test and
+  # the test binary) goes too.
+  if [ -n "$soak_pid" ]; then kill -- -"$soak_pid" 2>/dev/null || true; fi
+  rm -rf "$bin"
+}
+trap cleanup EXIT
+
+# The chaos soak runs beside the interop and conformance tests, which mostly
+# wait on Node and on mcpmux's children, and its figures (-v) are printed
+# after them. It judges its own load (at least 80% of its kill ticks must
+# kill a ready child; every call is checked against the children's own
+# records; RSS and goroutines must come back), so a soak starved of the CPU
+# fails rather than passes without its chaos.
+# go test -race -v ./soak -soak.duration=5m runs it longer.
+echo "== soak (started; its output follows the conformance suite)"
+setsid go test -race -count=1 -timeout 10m -v ./soak >"$bin/soak.log" 2>&1 &
+soak_pid=$!
+
+echo "== interop (TypeScript SDK client, server-everything child)"
 go build -o "$bin/" ./cmd/mcpmux ./internal/labserver
 (cd interop && MCPMUX_BIN="$bin/mcpmux" LABSERVER_BIN="$bin/labserver" npm test)
 
@@ -99,3 +128,11 @@ go build -o "$bin/" ./cmd/mcpmux ./internal/labserver
 echo "== conformance (official MCP conformance suite)"
 go build -o "$bin/" ./internal/fixtureserver
 (cd interop && MCPMUX_BIN="$bin/mcpmux" FIXTURESERVER_BIN="$bin/fixtureserver" node conformance.mjs)
+
+echo "== soak"
+soak_rc=0; wait "$soak_pid" || soak_rc=$?
+soak_pid=
+cat "$bin/soak.log"
+if [ "$soak_rc" != 0 ]; then
+  echo "the soak failed ($soak_rc)"; exit 1
+fi

@@ -37,7 +37,16 @@ var (
 )
 
 // Main runs the tests and removes the binaries they built.
+//
+// Under -race every binary the tests start would sleep a second as it exits
+// (GORACE's atexit_sleep_ms), so that reports of races found at the last
+// moment get out; each test starts and stops mcpmux and its supervisor at
+// least once. Main sets atexit_sleep_ms=0 unless GORACE is set, as e2e/wire
+// does: a race found while they run is still reported at once.
 func Main(m *testing.M) {
+	if os.Getenv("GORACE") == "" {
+		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)

@@ -62,7 +62,8 @@ func TestClientCancellationReachesTheChild(t *testing.T) {
 // has its tools withdrawn with list_changed, and gets them back when it
 // returns. The other child serves throughout.
 func TestUnavailableChildIsWithdrawnAndComesBack(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its child's startup_timeout of 1s, which bounds the
+	// start it lets fail, must also hold for its first start.
 	blocker := filepath.Join(t.TempDir(), "fail-init")
 	lab := ts.NewLab(t, `call_timeout = "30s"`,
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`},
@@ -432,7 +433,8 @@ func TestBrokenPipeIsNotTheChildsAnswer(t *testing.T) {
 // A read-only call whose child dies under it, and whose retry finds the
 // child still down, says that it may have run once.
 func TestRetryThatFindsTheChildDownSaysItRan(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its child's startup_timeout of 1s, which bounds the
+	// start it lets fail, must also hold for its first start.
 	blocker := filepath.Join(t.TempDir(), "fail-init")
 	lab := ts.NewLab(t, `call_timeout = "30s"`,
 		ts.Server{Alias: "docs", Env: map[string]string{"LAB_FAIL_INIT_FILE": blocker}, Extra: `startup_timeout = "1s"`})

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -173,14 +174,15 @@ func validID(v []byte) bool {
 	return c == '"' || c == '-' || c >= '0' && c <= '9'
 }
 
-// stringValue decodes v, a valid JSON value, when it is a string; a string
-// without escapes is v's own bytes.
+// stringValue decodes v, a valid JSON value, when it is a string, as
+// encoding/json (and so mcp-go) does: a string without escapes, all of it
+// UTF-8, is v's own bytes; a byte that is not UTF-8 reads as U+FFFD.
 func stringValue(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	if bytes.IndexByte(v, '\\') < 0 {
-		return string(v[1 : len(v)-1]), true
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {

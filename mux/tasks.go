@@ -58,6 +58,10 @@ type upTask struct {
 	// is answered with it, serveTaskResult), nil otherwise.
 	done chan struct{}
 	raw  json.RawMessage
+	// stored is closed once mcp-go's task store holds the task's end
+	// (taskStatus): from then on tasks/get answers it.
+	stored     chan struct{}
+	storedOnce sync.Once
 
 	mu      sync.Mutex
 	ttl     *int64        // as the client asked
@@ -113,7 +117,7 @@ func (m *Mux) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 	if u == nil || info == nil {
 		return
 	}
-	t := &upTask{id: tm.TaskID, sess: u, done: make(chan struct{})}
+	t := &upTask{id: tm.TaskID, sess: u, done: make(chan struct{}), stored: make(chan struct{})}
 	// The task outlives the request that made it: what it sends goes to
 	// the session, never down that request's response.
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -382,6 +386,7 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	if t == nil || tm.CompletedAt == nil {
 		return
 	}
+	t.storedOnce.Do(func() { close(t.stored) })
 	t.mu.Lock()
 	created, ttl := t.created, t.ttl
 	t.mu.Unlock()
@@ -528,14 +533,24 @@ func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 // mcp-go's store, which holds the task's outcome.
 func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *upTask) []byte {
 	t.resultAsked(&attachment{ctx: ctx, sess: u, out: out})
+	ran := false
 	select {
 	case <-t.done:
+		ran = true // t.raw is set, if it ever is
 	case <-ctx.Done():
 	}
-	if t.raw != nil && ctx.Err() == nil {
-		id, _ := json.Marshal(t.id)
-		member := append([]byte(`"`+mcp.RelatedTaskMetaKey+`":{"taskId":`), id...)
-		return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
+	if ran && t.raw != nil {
+		// Answered once tasks/get says the task completed too, so that a
+		// client that asks it next is not told it is still working.
+		select {
+		case <-t.stored:
+		case <-ctx.Done():
+		}
+		if ctx.Err() == nil {
+			id, _ := json.Marshal(t.id)
+			member := append([]byte(`"`+mcp.RelatedTaskMetaKey+`":{"taskId":`), id...)
+			return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
+		}
 	}
 	resp := m.srv.HandleMessage(m.srv.WithContext(ctx, u.MCP()), f.Raw)
 	b, err := json.Marshal(resp)

@@ -19,6 +19,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpmux/mcpmux/config"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 const wantMetadataURL = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
@@ -511,7 +513,7 @@ func TestRefusedKeysLogged(t *testing.T) {
 		json.RawMessage(`{"kty":"RSA","kid":"broken","n":"!!!","e":"AQAB"}`),
 		json.RawMessage(`42`))
 	data, _ := json.Marshal(map[string]any{"keys": set.Keys})
-	writeAtomic(t, up.JWT.JWKSFile, data)
+	testsupport.ReplaceFile(t, up.JWT.JWKSFile, data)
 	buf, log := newLogger()
 	a, err := New(up, log)
 	if err != nil {

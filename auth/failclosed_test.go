@@ -14,6 +14,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // traffic sends requests with a bearer token to a server from its own
@@ -146,7 +148,9 @@ const notUsableMsg = "JWKS file not usable; no JWT is accepted until it is fixed
 func TestWatchFailsClosed(t *testing.T) {
 	good := func(t *testing.T) []byte { return jwksJSON(t, jwkEntry{kid: "rsa1", pub: &rsaKey1().PublicKey}) }
 	replace := func(content string) func(t *testing.T, dir, name string) {
-		return func(t *testing.T, dir, name string) { writeAtomic(t, filepath.Join(dir, name), []byte(content)) }
+		return func(t *testing.T, dir, name string) {
+			testsupport.ReplaceFile(t, filepath.Join(dir, name), []byte(content))
+		}
 	}
 	inPlace := func(content string) func(t *testing.T, dir, name string) {
 		return func(t *testing.T, dir, name string) {
@@ -254,7 +258,7 @@ func TestWatchFailsClosed(t *testing.T) {
 			if tc.restore != nil {
 				tc.restore(t, dir, name, good(t))
 			} else {
-				writeAtomic(t, up.JWT.JWKSFile, good(t))
+				testsupport.ReplaceFile(t, up.JWT.JWKSFile, good(t))
 			}
 			await(t, reloads, "keys restored", goodReload)
 			tr.enter(http.StatusOK)
@@ -305,7 +309,7 @@ func TestWatchPartlyBadJWKS(t *testing.T) {
 	}
 	data, err := json.Marshal(map[string]any{"keys": keys})
 	must(t, err)
-	writeAtomic(t, up.JWT.JWKSFile, data)
+	testsupport.ReplaceFile(t, up.JWT.JWKSFile, data)
 	await(t, reloads, "the partly bad file", goodReload)
 	tr.enter(http.StatusOK) // rsa1's tokens were accepted all along
 

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +23,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 const (
@@ -97,19 +98,6 @@ func jwksJSON(t testing.TB, keys ...jwkEntry) []byte {
 	return data
 }
 
-// writeAtomic writes data to path by renaming a new file over it, as
-// editors and deployment tools do.
-func writeAtomic(t testing.TB, path string, data []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // defaultKeys is the JWKS most tests use: an RSA and an EC key.
 func defaultKeys() []jwkEntry {
 	return []jwkEntry{
@@ -136,7 +124,7 @@ func testUpstream(t testing.TB, keys ...jwkEntry) config.Upstream {
 		keys = defaultKeys()
 	}
 	file := filepath.Join(t.TempDir(), "jwks.json")
-	writeAtomic(t, file, jwksJSON(t, keys...))
+	testsupport.ReplaceFile(t, file, jwksJSON(t, keys...))
 	return config.Upstream{
 		Identity: "stdio-user",
 		Listen:   "127.0.0.1:0",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
@@ -160,7 +161,7 @@ func TestWatchKeyRotation(t *testing.T) {
 		replace func(t *testing.T, dir, name string, data []byte)
 	}{
 		{"rename over", nil, func(t *testing.T, dir, name string, data []byte) {
-			writeAtomic(t, filepath.Join(dir, name), data)
+			testsupport.ReplaceFile(t, filepath.Join(dir, name), data)
 		}},
 		{"write in place", nil, func(t *testing.T, dir, name string, data []byte) {
 			must(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))

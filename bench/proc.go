@@ -47,19 +47,25 @@ func treeOf(root int) []procInfo {
 	return out
 }
 
-// parentOf reads the ppid field of /proc/PID/stat; the command name before
-// it is in parentheses and may itself hold spaces or parentheses.
-func parentOf(pid int) (int, bool) {
+// statFields returns the fields of /proc/PID/stat after the command name,
+// which is in parentheses and may itself hold spaces or parentheses: the
+// first is the state (field 3 of proc(5)).
+func statFields(pid int) ([]string, bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return nil, false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	return strings.Fields(string(b[i+1:])), true
+}
+
+// parentOf reads the ppid field of /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])
@@ -164,17 +170,9 @@ var clockTicks = func() float64 {
 // cpuTicks returns utime+stime of pid (every thread of it, alive or
 // ended), in clock ticks, from /proc/PID/stat.
 func cpuTicks(pid int) (int64, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
 	// After the command: state (field 3) ... utime (14), stime (15).
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 13 {
 		return 0, false
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)

@@ -5,8 +5,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -57,18 +55,6 @@ func JWKS(t testing.TB, keys map[string]*rsa.PrivateKey) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// ReplaceFile writes data to path by renaming a new file over it.
-func ReplaceFile(t testing.TB, path string, data []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // SignJWT signs claims valid for alice, with changes applied (nil deletes a

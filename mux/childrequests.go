@@ -82,7 +82,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	if err != nil {
 		return fail(mcp.INVALID_REQUEST, "mcpmux cannot tell which client %s is for: %v", req.Method, err)
 	}
-	var to *attachment
+	var to *upstream.Attachment
 	switch {
 	case call != nil && call.round != nil:
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
@@ -96,7 +96,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 		// once it has its initialize answer.
 		u := m.sessions.Stdio()
 		if u != nil && u.Answered() && seesAlias(m.policies.Current().For(u.Identity), m.catalog.Load(), c.alias) {
-			to = &attachment{ctx: upstream.WithIdentity(context.Background(), u.Identity), sess: u, out: u.Out()}
+			to = &upstream.Attachment{Ctx: upstream.WithIdentity(context.Background(), u.Identity), Sess: u, Out: u.Out()}
 			break
 		}
 		switch {
@@ -115,7 +115,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	if missing := missingCapability(to, mcp.MCPMethod(req.Method)); missing != "" {
 		return refuseMissing(req, c, missing)
 	}
-	if to.out == nil {
+	if to.Out == nil {
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, upstream.ErrNoAsk)
 	}
 	params, err := childParams(req)
@@ -124,11 +124,11 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	}
 	// The request lasts while both the call and the child's wait for it do,
 	// and at most the call timeout.
-	rctx, cancel := context.WithTimeout(to.ctx, m.cfg.Mux.CallTimeout)
+	rctx, cancel := context.WithTimeout(to.Ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	result, err := to.out.Ask(rctx, req.Method, params)
+	result, err := to.Out.Ask(rctx, req.Method, params)
 	var fe *frame.Error
 	switch {
 	case errors.As(err, &fe):
@@ -167,8 +167,8 @@ func childParams(req transport.JSONRPCRequest) (json.RawMessage, error) {
 // lacks for a request of method, or returns "". A 2026-07-28 request
 // declares its client's capabilities itself; an earlier client declared
 // them in initialize.
-func missingCapability(a *attachment, method mcp.MCPMethod) string {
-	caps := a.caps()
+func missingCapability(a *upstream.Attachment, method mcp.MCPMethod) string {
+	caps := a.Caps()
 	switch {
 	case method == mcp.MethodSamplingCreateMessage && caps.Sampling == nil:
 		return "sampling"

@@ -38,7 +38,7 @@ type inCall struct {
 	task     *taskCall // the upstream task the call runs as; nil for none
 	// own is the upstream request the call was made for; round, when not
 	// nil, replaces it with the round's attached request.
-	own   attachment
+	own   upstream.Attachment
 	round *round
 
 	mu      sync.Mutex
@@ -51,7 +51,7 @@ type inCall struct {
 
 // attached returns the upstream request c's notifications and requests
 // reach now; nil for a round's call between rounds.
-func (c *inCall) attached() *attachment {
+func (c *inCall) attached() *upstream.Attachment {
 	if c.round != nil {
 		return c.round.attached()
 	}
@@ -61,7 +61,7 @@ func (c *inCall) attached() *attachment {
 // queued is a notification for a call's client, in the order the child
 // sent it: progress and log messages.
 type queued struct {
-	to     *attachment
+	to     *upstream.Attachment
 	method string
 	params map[string]any
 }
@@ -161,9 +161,9 @@ func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
 	for k, v := range fields {
 		params[k] = v
 	}
-	m.enqueue(c, string(mcp.MethodNotificationProgress), params, func(to *attachment) bool {
-		params["progressToken"] = to.token
-		return to.token != nil
+	m.enqueue(c, string(mcp.MethodNotificationProgress), params, func(to *upstream.Attachment) bool {
+		params["progressToken"] = to.Token
+		return to.Token != nil
 	})
 }
 
@@ -171,7 +171,7 @@ func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
 // before it and before c's answer, if keep agrees for the upstream request
 // it is for (keep may complete params for it); once c has ended, or
 // between a round's requests, it is dropped. It never blocks.
-func (m *Mux) enqueue(c *inCall, method string, params map[string]any, keep func(*attachment) bool) {
+func (m *Mux) enqueue(c *inCall, method string, params map[string]any, keep func(*upstream.Attachment) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
@@ -225,24 +225,24 @@ func (m *Mux) writeQueued(c *inCall) {
 // which has no request left to answer, to its session outside any call,
 // waiting (with a growing pause, while the task lasts) when the session's
 // queue is full.
-func (m *Mux) notifyCall(a *attachment, method string, params map[string]any) {
-	if a.out != nil {
+func (m *Mux) notifyCall(a *upstream.Attachment, method string, params map[string]any) {
+	if a.Out != nil {
 		if line, err := upstream.NotificationLine(method, params); err == nil {
-			a.out.Notify(append(line, '\n'))
+			a.Out.Notify(append(line, '\n'))
 		}
 		return
 	}
-	if a.sess == nil {
+	if a.Sess == nil {
 		return
 	}
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := m.sessions.Notify(a.sess, method, params)
+		err := m.sessions.Notify(a.Sess, method, params)
 		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
 			return
 		}
 		t := time.NewTimer(pause)
 		select {
-		case <-a.ctx.Done():
+		case <-a.Ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -49,7 +50,7 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		return
 	case call != nil:
 		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) })
+			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) })
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
@@ -61,7 +62,7 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 			ok = seesAlias(set.For(u.Identity), cat, c.alias)
 			sees[u.Identity] = ok
 		}
-		if ok && logWanted(&attachment{sess: u}, mcp.LoggingLevel(level)) {
+		if ok && logWanted(&upstream.Attachment{Sess: u}, mcp.LoggingLevel(level)) {
 			_ = m.sessions.Notify(u, string(mcp.MethodNotificationMessage), params)
 		}
 	}
@@ -92,14 +93,14 @@ func childLevel(level mcp.LoggingLevel) zerolog.Level {
 // it connected to the child directly (mcp-go's default for a session,
 // error, would drop a child's warning). A level the protocol does not
 // define is never wanted.
-func logWanted(a *attachment, level mcp.LoggingLevel) bool {
-	if a.proto.Modern {
-		return a.proto.LogLevel != "" && level.ShouldSendTo(a.proto.LogLevel)
+func logWanted(a *upstream.Attachment, level mcp.LoggingLevel) bool {
+	if a.Proto.Modern {
+		return a.Proto.LogLevel != "" && level.ShouldSendTo(a.Proto.LogLevel)
 	}
-	if a.sess == nil {
+	if a.Sess == nil {
 		return false
 	}
-	if l, set := a.sess.LogLevel(); set {
+	if l, set := a.Sess.LogLevel(); set {
 		return level.ShouldSendTo(l)
 	}
 	return level.ShouldSendTo(logLevels[0])

@@ -109,11 +109,11 @@ type round struct {
 	wake   chan struct{} // cap 1: a child request joined pending
 
 	mu      sync.Mutex
-	up      *attachment // the upstream request waiting now; nil between rounds
-	last    *attachment // the latest upstream request: its capabilities count
-	call    *inCall     // the child call's in-flight entry (the latest attempt)
-	token   string      // the requestState handed out last; "" once taken
-	pending []*childAsk // child requests not yet handed to the client
+	up      *upstream.Attachment // the upstream request waiting now; nil between rounds
+	last    *upstream.Attachment // the latest upstream request: its capabilities count
+	call    *inCall              // the child call's in-flight entry (the latest attempt)
+	token   string               // the requestState handed out last; "" once taken
+	pending []*childAsk          // child requests not yet handed to the client
 	asked   map[string]*childAsk
 	keys    int
 	heldKey string // the key of roundTable.held this round counts under; "" if none
@@ -412,7 +412,7 @@ func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
 }
 
 // attach makes a the request the round's notifications reach.
-func (r *round) attach(a *attachment) {
+func (r *round) attach(a *upstream.Attachment) {
 	r.mu.Lock()
 	r.up, r.last = a, a
 	r.mu.Unlock()
@@ -431,7 +431,7 @@ func (r *round) detach() {
 }
 
 // attached returns the upstream request waiting now, or nil.
-func (r *round) attached() *attachment {
+func (r *round) attached() *upstream.Attachment {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.up

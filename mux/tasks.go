@@ -64,11 +64,11 @@ type upTask struct {
 	storedOnce sync.Once
 
 	mu      sync.Mutex
-	ttl     *int64        // as the client asked
-	waiting *attachment   // the latest tasks/result of the client's; nil before one
-	asked   chan struct{} // closed, and replaced, when a tasks/result comes
-	created string        // the task's createdAt as mcp-go answered it
-	expiry  *time.Timer   // forgets the task once mcp-go has; nil without a ttl
+	ttl     *int64               // as the client asked
+	waiting *upstream.Attachment // the latest tasks/result of the client's; nil before one
+	asked   chan struct{}        // closed, and replaced, when a tasks/result comes
+	created string               // the task's createdAt as mcp-go answered it
+	expiry  *time.Timer          // forgets the task once mcp-go has; nil without a ttl
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -319,7 +319,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 
 // resultAsked notes that the client waits for t's result in the request
 // a, whose response stream can carry the child's requests.
-func (t *upTask) resultAsked(a *attachment) {
+func (t *upTask) resultAsked(a *upstream.Attachment) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.waiting = a
@@ -340,7 +340,7 @@ func (t *upTask) resultAsked(a *attachment) {
 // waits for a tasks/result, until the child's wait or the run ends or the
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
-func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
+func (m *Mux) askVia(ctx context.Context, call *inCall) *upstream.Attachment {
 	tc := call.task
 	if tc == nil || tc.task == nil {
 		return &call.own
@@ -355,11 +355,11 @@ func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
 		}
 		asked := t.asked
 		t.mu.Unlock()
-		if w != nil && w.ctx.Err() == nil {
+		if w != nil && w.Ctx.Err() == nil {
 			return w
 		}
 		if out := t.sess.SessionOut(); out != nil {
-			return &attachment{ctx: call.own.ctx, sess: t.sess, out: out}
+			return &upstream.Attachment{Ctx: call.own.Ctx, Sess: t.sess, Out: out}
 		}
 		if timeout == nil {
 			timer := time.NewTimer(m.cfg.Mux.CallTimeout)
@@ -370,7 +370,7 @@ func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
 		case <-asked:
 		case <-ctx.Done():
 			return &call.own
-		case <-call.own.ctx.Done():
+		case <-call.own.Ctx.Done():
 			return &call.own
 		case <-timeout:
 			return &call.own
@@ -442,7 +442,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	t.call = tc
 	t.mu.Unlock()
 	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
-	up := &upCall{identity: upstream.IdentityFrom(t.ctx), to: &attachment{ctx: t.ctx, token: meta.Token, sess: t.sess}, task: tc, meta: meta}
+	up := &upCall{identity: upstream.IdentityFrom(t.ctx), to: &upstream.Attachment{Ctx: t.ctx, Token: meta.Token, Sess: t.sess}, task: tc, meta: meta}
 	args := any(req.Params.Arguments)
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
@@ -532,7 +532,7 @@ func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 // its call itself), and a request that ends first, are answered by
 // mcp-go's store, which holds the task's outcome.
 func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *upTask) []byte {
-	t.resultAsked(&attachment{ctx: ctx, sess: u, out: out})
+	t.resultAsked(&upstream.Attachment{Ctx: ctx, Sess: u, Out: out})
 	ran := false
 	select {
 	case <-t.done:

@@ -86,7 +86,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	switch {
 	case call != nil && call.round != nil:
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
-		return call.round.ask(ctx, c, req)
+		return call.round.Ask(ctx, c, req)
 	case call != nil:
 		to = m.askVia(ctx, call) // a task's run: tasks.go
 		// What the child sent before the request goes first.

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // The child side of a task-augmented call: the task created at the child,
@@ -26,7 +27,7 @@ type taskCall struct {
 	// child: the upstream task then fails with it.
 	failed error
 
-	task *upTask // the upstream task the call runs as
+	task TaskRun // the upstream task the call runs as
 
 	mu       sync.Mutex
 	followed *childTask // the child's task, once the child created it
@@ -220,4 +221,12 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 		}
 	}
 	return res
+}
+
+// TaskRun is the upstream task a call runs as, as the call reaches it.
+type TaskRun interface {
+	// AskVia is the upstream request a request the child makes during
+	// call goes down, waiting up to wait for the client to ask for the
+	// task's result.
+	AskVia(ctx context.Context, call *inCall, wait time.Duration) *upstream.Attachment
 }

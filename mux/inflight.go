@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -39,7 +40,7 @@ type inCall struct {
 	// own is the upstream request the call was made for; round, when not
 	// nil, replaces it with the round's attached request.
 	own   upstream.Attachment
-	round *round
+	round Round
 
 	mu      sync.Mutex
 	queue   []queued       // notifications not yet written upstream
@@ -53,7 +54,7 @@ type inCall struct {
 // reach now; nil for a round's call between rounds.
 func (c *inCall) attached() *upstream.Attachment {
 	if c.round != nil {
-		return c.round.attached()
+		return c.round.Attached()
 	}
 	return &c.own
 }
@@ -93,9 +94,7 @@ func (t *inflight) add(ctx context.Context, up *upCall, id mcp.RequestId) (*inCa
 	}
 	c.idle.L = &c.mu
 	if c.round != nil {
-		c.round.mu.Lock()
-		c.round.call = c
-		c.round.mu.Unlock()
+		c.round.Bind(c)
 	}
 	t.calls.Store(c.key, c)
 	return c, context.WithValue(ctx, callKey{}, c)
@@ -248,4 +247,16 @@ func (m *Mux) notifyCall(a *upstream.Attachment, method string, params map[strin
 		case <-t.C:
 		}
 	}
+}
+
+// Round is the 2026-07-28 round a call runs in, as its call reaches it: a
+// round's child call is retried on each of the client's requests, and what
+// the child sends goes to whichever of them waits now.
+type Round interface {
+	// Attached is the upstream request waiting now; nil between rounds.
+	Attached() *upstream.Attachment
+	// Bind makes c the round's call, the latest attempt.
+	Bind(c *inCall)
+	// Ask hands a request the child sent during the call to the client.
+	Ask(ctx context.Context, from *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse
 }

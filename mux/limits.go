@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -132,7 +133,7 @@ func (l *lineReader) pass(p []byte) int {
 // keepHead keeps the first oversizedHead bytes of a line that is not
 // handed on in one read, in case it goes over the limit.
 func (l *lineReader) keepHead(b []byte) {
-	if room := oversizedHead - len(l.head); room > 0 {
+	if room := frame.OversizedHead - len(l.head); room > 0 {
 		l.head = append(l.head, b[:min(len(b), room)]...)
 	}
 }

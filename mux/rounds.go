@@ -269,7 +269,7 @@ func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMeth
 		close(r.done)
 		// Answered between rounds: the answer waits a while for the retry,
 		// not all of call_timeout.
-		if r.attached() == nil {
+		if r.Attached() == nil {
 			t := time.AfterFunc(r.rt.resultHold(), func() { r.end(errNotRetried) })
 			context.AfterFunc(r.ctx, func() { t.Stop() })
 		}
@@ -430,8 +430,15 @@ func (r *round) detach() {
 	}
 }
 
-// attached returns the upstream request waiting now, or nil.
-func (r *round) attached() *upstream.Attachment {
+// Bind makes c the round's call: the latest attempt of the child call.
+func (r *round) Bind(c *inCall) {
+	r.mu.Lock()
+	r.call = c
+	r.mu.Unlock()
+}
+
+// Attached returns the upstream request waiting now, or nil.
+func (r *round) Attached() *upstream.Attachment {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.up
@@ -515,11 +522,11 @@ func (r *round) answerAsks(raw []byte) {
 	}
 }
 
-// ask is childRequest for a call of r at c: req waits in the round for the
+// Ask is childRequest for a call of r at c: req waits in the round for the
 // client's answer, until the round or the child's wait (ctx) ends. A
 // round over a bound (maxRoundsWaiting, roundsPerServer, maxRoundAsks)
 // refuses it at once, and the call goes on as without rounds.
-func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+func (r *round) Ask(ctx context.Context, c *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
 	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
 		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
 	}

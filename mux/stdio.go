@@ -445,9 +445,6 @@ func (rr *requestReader) handOn(line []byte) []byte {
 	return line
 }
 
-// oversizedHead is how much of an oversized line is kept to find its id.
-const oversizedHead = 16 << 10
-
 // readLine reads the next line of at most max bytes (not counting its
 // newline), skipping and answering longer ones.
 func (rr *requestReader) readLine() ([]byte, error) {
@@ -465,9 +462,9 @@ func (rr *requestReader) readLine() ([]byte, error) {
 			content-- // the newline
 		}
 		if head == nil && content > rr.max {
-			head = make([]byte, 0, oversizedHead)
-			head = append(head, rr.buf[:min(len(rr.buf), oversizedHead)]...)
-			head = append(head, frag[:min(len(frag), oversizedHead-len(head))]...)
+			head = make([]byte, 0, frame.OversizedHead)
+			head = append(head, rr.buf[:min(len(rr.buf), frame.OversizedHead)]...)
+			head = append(head, frag[:min(len(frag), frame.OversizedHead-len(head))]...)
 			rr.buf = rr.buf[:0]
 		}
 		if head == nil {

@@ -341,11 +341,15 @@ func (t *upTask) resultAsked(a *upstream.Attachment) {
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
 func (m *Mux) askVia(ctx context.Context, call *inCall) *upstream.Attachment {
-	tc := call.task
-	if tc == nil || tc.task == nil {
-		return &call.own
+	if tc := call.task; tc != nil && tc.task != nil {
+		return tc.task.AskVia(ctx, call, m.cfg.Mux.CallTimeout)
 	}
-	t := tc.task
+	return &call.own
+}
+
+// AskVia is askVia for a call run as t, waiting up to wait for a
+// tasks/result.
+func (t *upTask) AskVia(ctx context.Context, call *inCall, wait time.Duration) *upstream.Attachment {
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
@@ -362,7 +366,7 @@ func (m *Mux) askVia(ctx context.Context, call *inCall) *upstream.Attachment {
 			return &upstream.Attachment{Ctx: call.own.Ctx, Sess: t.sess, Out: out}
 		}
 		if timeout == nil {
-			timer := time.NewTimer(m.cfg.Mux.CallTimeout)
+			timer := time.NewTimer(wait)
 			defer timer.Stop()
 			timeout = timer.C
 		}

@@ -65,6 +65,8 @@ type child struct {
 	callTimeout time.Duration
 	environ     []string
 	log         zerolog.Logger
+	// clientInfo is what mcpmux calls itself in its initialize.
+	clientInfo mcp.Implementation
 
 	state   atomic.Pointer[childState]
 	refresh chan struct{} // the child said its tool list changed
@@ -114,6 +116,7 @@ func newChild(m *Mux, cfg config.Server) *child {
 		limits:      m.cfg.Limits,
 		callTimeout: m.cfg.Mux.CallTimeout,
 		environ:     m.environ,
+		clientInfo:  mcp.Implementation{Name: "mcpmux", Version: Version},
 		log:         m.log.With().Str("server", cfg.Alias).Logger(),
 		refresh:     make(chan struct{}, 1),
 	}
@@ -463,25 +466,12 @@ func decodePage(result []byte, member string) (listPage, error) {
 
 // The Mux as its children's host.
 
-func (m *Mux) childPublished(c *child, old, st *childState) {
-	if old.phase != st.phase {
-		m.observe.ChildPhase(c.alias, st.phase)
-	}
-	if old.listed != st.listed && !m.starting.Load() {
-		m.rebuildCatalog()
-	}
-}
-
-func (m *Mux) childRestarted(c *child) { m.observe.ChildRestarted(c.alias) }
-
-func (m *Mux) catalogRead() {
-	if !m.starting.Load() { // otherwise Start returns it once for all
-		m.memory.request()
+// resubscribe renews, on a child's new session, the subscriptions sessions
+// hold to its resources.
+func (c *child) resubscribe(ctx context.Context, sess *session) {
+	for _, uri := range c.host.subscribedURIs(c.alias) {
+		if _, err := sess.rawRequest(ctx, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
+			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
+		}
 	}
 }
-
-func (m *Mux) spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error) {
-	return m.spawner.Start(ctx, spec)
-}
-
-func (m *Mux) subscribedURIs(alias string) []string { return m.subs.uris(alias) }

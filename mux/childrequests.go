@@ -22,19 +22,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// relayedCapabilities are the client capabilities mcpmux declares to a
-// child whose transport can carry the child's requests (stdio and
-// streamable HTTP; not the legacy SSE transport).
-func relayedCapabilities() mcp.ClientCapabilities {
-	return mcp.ClientCapabilities{
-		Roots: &struct {
-			ListChanged bool `json:"listChanged,omitempty"`
-		}{ListChanged: true},
-		Sampling:    &mcp.SamplingCapability{},
-		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
-	}
-}
-
 // errAmbiguousCall is wrapped by attribute's error when the calls in flight
 // on a child session belong to more than one identity.
 var errAmbiguousCall = errors.New("calls of more than one identity are in flight on it")

@@ -12,14 +12,11 @@ package mux
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -142,35 +139,11 @@ func (t *inflight) snapshot() []*inCall {
 	return out
 }
 
-// progress relays a child's notifications/progress to the call it names,
-// under the client's own token; progress for a call that has ended, that
-// is not in the table or whose client asked for none is dropped. It never
-// blocks: it runs on the child transport's read goroutine.
-func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
-	fields := n.Params.AdditionalFields
-	key, err := json.Marshal(fields["progressToken"])
-	if err != nil {
-		return
-	}
-	c := sess.inflight.lookup(string(key))
-	if c == nil {
-		return
-	}
-	params := make(map[string]any, len(fields))
-	for k, v := range fields {
-		params[k] = v
-	}
-	m.enqueue(c, string(mcp.MethodNotificationProgress), params, func(to *upstream.Attachment) bool {
-		params["progressToken"] = to.Token
-		return to.Token != nil
-	})
-}
-
-// enqueue has a notification written to c's client, after those queued
-// before it and before c's answer, if keep agrees for the upstream request
-// it is for (keep may complete params for it); once c has ended, or
-// between a round's requests, it is dropped. It never blocks.
-func (m *Mux) enqueue(c *inCall, method string, params map[string]any, keep func(*upstream.Attachment) bool) {
+// enqueue has a notification written to c's client by deliver, after
+// those queued before it and before c's answer, if keep agrees for the
+// upstream request it is for (keep may complete params for it); once c has
+// ended, or between a round's requests, it is dropped. It never blocks.
+func (c *inCall) enqueue(method string, params map[string]any, keep func(*upstream.Attachment) bool, deliver Deliver) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
@@ -186,7 +159,7 @@ func (m *Mux) enqueue(c *inCall, method string, params map[string]any, keep func
 	if !c.writing {
 		c.writing = true
 		c.wg.Add(1)
-		go m.writeQueued(c)
+		go c.writeQueued(deliver)
 	}
 }
 
@@ -201,7 +174,7 @@ func (c *inCall) flush() {
 
 // writeQueued writes c's queued notifications upstream in order until the
 // queue is empty.
-func (m *Mux) writeQueued(c *inCall) {
+func (c *inCall) writeQueued(deliver Deliver) {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
@@ -214,38 +187,7 @@ func (m *Mux) writeQueued(c *inCall) {
 		n := c.queue[0]
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
-		m.notifyCall(n.to, n.method, n.params)
-	}
-}
-
-// notifyCall sends a notification to the client of the upstream request
-// a: down its edge at once, so that it is out before the call's answer
-// (the edge writes its own answers from another goroutine); for a task,
-// which has no request left to answer, to its session outside any call,
-// waiting (with a growing pause, while the task lasts) when the session's
-// queue is full.
-func (m *Mux) notifyCall(a *upstream.Attachment, method string, params map[string]any) {
-	if a.Out != nil {
-		if line, err := upstream.NotificationLine(method, params); err == nil {
-			a.Out.Notify(append(line, '\n'))
-		}
-		return
-	}
-	if a.Sess == nil {
-		return
-	}
-	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := m.sessions.Notify(a.Sess, method, params)
-		if !errors.Is(err, server.ErrNotificationChannelBlocked) {
-			return
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-a.Ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+		deliver(n.to, n.method, n.params)
 	}
 }
 
@@ -260,3 +202,6 @@ type Round interface {
 	// Ask hands a request the child sent during the call to the client.
 	Ask(ctx context.Context, from *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse
 }
+
+// Deliver sends a notification to the client of the upstream request a.
+type Deliver func(a *upstream.Attachment, method string, params map[string]any)

@@ -49,8 +49,8 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		ev.AnErr("reason", err).Msg("a log message from the server was not relayed to any client: it names no call, and calls of more than one identity are in flight on it")
 		return
 	case call != nil:
-		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) })
+		call.enqueue(string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
+			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) }, m.notifyCall)
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}

@@ -65,6 +65,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
@@ -183,7 +184,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.spawner = childproc.NewSpawner(m.supervisor)
-	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
+	m.spawner.SetSupervisorStderr(liblog.Std(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	m.wg.Go(func() { m.announce(ctx) })
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))

@@ -3,6 +3,7 @@ package mux
 import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 

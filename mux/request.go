@@ -101,14 +101,3 @@ type decorator struct{ frame.Decoration }
 // decoration names mcpmux in every 2026-07-28 result, as newServer names
 // it to mcp-go.
 var decoration = decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: Version}}}
-
-// rpcError is a JSON-RPC error a child answered with. Its text is the
-// child's message, as mcp-go's typed error has it; errorAnswer relays it
-// to the client as the child sent it.
-type rpcError struct {
-	details mcp.JSONRPCErrorDetails
-	err     error // details.AsError()
-}
-
-func (e *rpcError) Error() string { return e.err.Error() }
-func (e *rpcError) Unwrap() error { return e.err }

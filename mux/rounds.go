@@ -33,8 +33,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // errUnknownState is the answer to a retry whose requestState names no

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
@@ -378,7 +379,7 @@ func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, err
 	})
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = childProtocolVersion
-	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
+	init.Params.ClientInfo = c.clientInfo
 	ictx, note := withRequestNote(sctx, string(mcp.MethodInitialize))
 	res, err := sess.client.Initialize(ictx, init)
 	if err != nil {
@@ -460,13 +461,13 @@ func (c *child) connect() (*session, error) {
 	case "sse":
 		sess.sse = true
 		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers), transport.WithHTTPClient(hc),
-			transport.WithSSELogger(SlogLogger(c.log)),
+			transport.WithSSELogger(liblog.Slog(c.log)),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.
 			transport.WithResponseTimeout(2*c.callTimeout+time.Minute))
 	default:
 		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
-			transport.WithHTTPLogger(SlogLogger(c.log)),
+			transport.WithHTTPLogger(liblog.Slog(c.log)),
 			// The standalone stream carries what the server says outside a
 			// request, such as tools/list_changed.
 			transport.WithContinuousListening())
@@ -627,5 +628,30 @@ func (c *child) logStderr(r io.Reader, pid int) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// rpcError is a JSON-RPC error a child answered with. Its text is the
+// child's message, as mcp-go's typed error has it; errorAnswer relays it
+// to the client as the child sent it.
+type rpcError struct {
+	details mcp.JSONRPCErrorDetails
+	err     error // details.AsError()
+}
+
+func (e *rpcError) Error() string { return e.err.Error() }
+
+func (e *rpcError) Unwrap() error { return e.err }
+
+// relayedCapabilities are the client capabilities mcpmux declares to a
+// child whose transport can carry the child's requests (stdio and
+// streamable HTTP; not the legacy SSE transport).
+func relayedCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{
+		Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{ListChanged: true},
+		Sampling:    &mcp.SamplingCapability{},
+		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -39,7 +40,7 @@ const (
 // server, reading what the reader passes on.
 func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
 	s := server.NewStdioServer(m.srv)
-	s.SetErrorLogger(StdLogger(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
+	s.SetErrorLogger(liblog.Std(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(s)
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so

@@ -242,13 +242,3 @@ func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 		}
 	}
 }
-
-// resubscribe renews, on a child's new session, the subscriptions sessions
-// hold to its resources.
-func (c *child) resubscribe(ctx context.Context, sess *session) {
-	for _, uri := range c.host.subscribedURIs(c.alias) {
-		if _, err := sess.rawRequest(ctx, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
-			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
-		}
-	}
-}

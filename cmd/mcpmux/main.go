@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -128,7 +129,7 @@ func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
-	mux.RouteDefaultLoggers(log)
+	liblog.RouteDefaults(log)
 	for _, w := range warnings {
 		log.Warn().Str("file", cfg.File).Int("line", w.Line).Msg(w.Msg)
 	}

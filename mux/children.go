@@ -10,46 +10,47 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // The multiplexer as its children's host: what a child publishes, and what
 // its sessions receive that is not an answer to mcpmux's own request.
 
-func (m *Mux) childPublished(c *child, old, st *childState) {
-	if old.phase != st.phase {
-		m.observe.ChildPhase(c.alias, st.phase)
+func (m childHost) Published(c *child.Server, old, st *child.State) {
+	if old.Phase != st.Phase {
+		m.observe.ChildPhase(c.Alias(), st.Phase)
 	}
-	if old.listed != st.listed && !m.starting.Load() {
+	if old.Listed != st.Listed && !m.starting.Load() {
 		m.rebuildCatalog()
 	}
 }
 
-func (m *Mux) childRestarted(c *child) { m.observe.ChildRestarted(c.alias) }
+func (m childHost) Restarted(c *child.Server) { m.observe.ChildRestarted(c.Alias()) }
 
-func (m *Mux) catalogRead() {
+func (m childHost) CatalogRead() {
 	if !m.starting.Load() { // otherwise Start returns it once for all
-		m.memory.request()
+		m.memory.Request()
 	}
 }
 
-func (m *Mux) spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error) {
+func (m childHost) Spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error) {
 	return m.spawner.Start(ctx, spec)
 }
 
-func (m *Mux) subscribedURIs(alias string) []string { return m.subs.uris(alias) }
+func (m childHost) SubscribedURIs(alias string) []string { return m.subs.uris(alias) }
 
 // progress relays a child's notifications/progress to the call it names,
 // under the client's own token; progress for a call that has ended, that
 // is not in the table or whose client asked for none is dropped. It never
 // blocks: it runs on the child transport's read goroutine.
-func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
+func (m childHost) Progress(sess *child.Session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	key, err := json.Marshal(fields["progressToken"])
 	if err != nil {
 		return
 	}
-	c := sess.inflight.lookup(string(key))
+	c := sess.CallOf(string(key))
 	if c == nil {
 		return
 	}
@@ -57,7 +58,7 @@ func (m *Mux) progress(sess *session, n mcp.JSONRPCNotification) {
 	for k, v := range fields {
 		params[k] = v
 	}
-	c.enqueue(string(mcp.MethodNotificationProgress), params, func(to *upstream.Attachment) bool {
+	c.Enqueue(string(mcp.MethodNotificationProgress), params, func(to *upstream.Attachment) bool {
 		params["progressToken"] = to.Token
 		return to.Token != nil
 	}, m.notifyCall)
@@ -93,3 +94,6 @@ func (m *Mux) notifyCall(a *upstream.Attachment, method string, params map[strin
 		}
 	}
 }
+
+// childHost is the Mux as its children's host (child.Host).
+type childHost struct{ *Mux }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
@@ -36,17 +38,6 @@ func (r *upRequest) attachment(ctx context.Context) *upstream.Attachment {
 	return &upstream.Attachment{Ctx: ctx, Token: r.meta.Token, Proto: r.meta.Protocol, Sess: r.sess, Out: r.out}
 }
 
-// upCall is what a request mcpmux sends a child for an upstream request
-// carries: whose it is, where what the child sends during it goes, and
-// what of the client's request goes on to the child.
-type upCall struct {
-	identity string
-	to       *upstream.Attachment // the upstream request; nil for a request of mcpmux's own
-	round    *round               // the 2026-07-28 round the call runs in; nil for none
-	task     *taskCall            // the upstream task the call runs as; nil for none
-	meta     frame.Meta           // the client's _meta
-}
-
 // answer is what the pipeline answers a request with: a result as bytes
 // (a JSON object, as the child sent it, URIs rewritten, or one of mcpmux's
 // lists), a result of mcpmux's own as a value, or an error. A result is
@@ -65,9 +56,9 @@ func errorAnswer(err error) answer {
 	if errors.As(err, &fe) {
 		return answer{err: fe}
 	}
-	var ce *rpcError
+	var ce *child.RPCError
 	if errors.As(err, &ce) {
-		return answer{err: &frame.Error{Code: ce.details.Code, Message: ce.details.Message, Data: frame.RawData(ce.details.Data)}}
+		return answer{err: &frame.Error{Code: ce.Details.Code, Message: ce.Details.Message, Data: frame.RawData(ce.Details.Data)}}
 	}
 	return answer{err: &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -47,7 +48,7 @@ import (
 // upTask is one task mcp-go hosts for a call of the mux's.
 type upTask struct {
 	id   string
-	call *taskCall // set under mu once the run starts
+	call *child.TaskCall // set under mu once the run starts
 	sess *upstream.Session
 	// ctx has the caller of the tools/call's context but not its end;
 	// cancel ends it.
@@ -290,7 +291,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		t.mu.Lock()
 		tc := t.call
 		t.mu.Unlock()
-		ct := tc.child()
+		ct := tc.Followed()
 		if ct == nil {
 			continue
 		}
@@ -301,7 +302,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			st, err := ct.status(ctx)
+			st, err := ct.Status(ctx)
 			if err != nil {
 				m.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
 				return
@@ -340,16 +341,16 @@ func (t *upTask) resultAsked(a *upstream.Attachment) {
 // waits for a tasks/result, until the child's wait or the run ends or the
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
-func (m *Mux) askVia(ctx context.Context, call *inCall) *upstream.Attachment {
-	if tc := call.task; tc != nil && tc.task != nil {
-		return tc.task.AskVia(ctx, call, m.cfg.Mux.CallTimeout)
+func (m *Mux) askVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
+	if tc := call.Task(); tc != nil && tc.Run != nil {
+		return tc.Run.AskVia(ctx, call, m.cfg.Mux.CallTimeout)
 	}
-	return &call.own
+	return call.Own()
 }
 
 // AskVia is askVia for a call run as t, waiting up to wait for a
 // tasks/result.
-func (t *upTask) AskVia(ctx context.Context, call *inCall, wait time.Duration) *upstream.Attachment {
+func (t *upTask) AskVia(ctx context.Context, call *child.InCall, wait time.Duration) *upstream.Attachment {
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
@@ -363,7 +364,7 @@ func (t *upTask) AskVia(ctx context.Context, call *inCall, wait time.Duration) *
 			return w
 		}
 		if out := t.sess.SessionOut(); out != nil {
-			return &upstream.Attachment{Ctx: call.own.Ctx, Sess: t.sess, Out: out}
+			return &upstream.Attachment{Ctx: call.Own().Ctx, Sess: t.sess, Out: out}
 		}
 		if timeout == nil {
 			timer := time.NewTimer(wait)
@@ -373,11 +374,11 @@ func (t *upTask) AskVia(ctx context.Context, call *inCall, wait time.Duration) *
 		select {
 		case <-asked:
 		case <-ctx.Done():
-			return &call.own
-		case <-call.own.Ctx.Done():
-			return &call.own
+			return call.Own()
+		case <-call.Own().Ctx.Done():
+			return call.Own()
 		case <-timeout:
-			return &call.own
+			return call.Own()
 		}
 	}
 }
@@ -441,12 +442,12 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	t.mu.Unlock()
 	m.tasks.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
-	tc := &taskCall{params: &params, task: t}
+	tc := &child.TaskCall{Params: &params, Run: t}
 	t.mu.Lock()
 	t.call = tc
 	t.mu.Unlock()
 	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
-	up := &upCall{identity: upstream.IdentityFrom(t.ctx), to: &upstream.Attachment{Ctx: t.ctx, Token: meta.Token, Sess: t.sess}, task: tc, meta: meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(t.ctx), To: &upstream.Attachment{Ctx: t.ctx, Token: meta.Token, Sess: t.sess}, Task: tc, Meta: meta}
 	args := any(req.Params.Arguments)
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
@@ -455,8 +456,8 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	switch {
 	case r.Outcome == OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
-	case tc.failed != nil:
-		return nil, tc.failed
+	case tc.Failed != nil:
+		return nil, tc.Failed
 	case r.Outcome == OutcomeInterrupted || r.Outcome == OutcomeTimeout:
 		return nil, errors.New(resultText(r.Tool))
 	case r.Raw != nil:
@@ -496,10 +497,10 @@ func resultText(r *mcp.CallToolResult) string {
 
 // taskTimeout is how long a call may take: the call timeout, or for a
 // call run as a task the ttl its client asked for, when that is longer.
-func (m *Mux) taskTimeout(up *upCall) time.Duration {
+func (m *Mux) taskTimeout(up *child.Call) time.Duration {
 	d := m.cfg.Mux.CallTimeout
-	if tc := up.task; tc != nil && tc.params.TTL != nil {
-		d = max(d, time.Duration(*tc.params.TTL)*time.Millisecond)
+	if tc := up.Task; tc != nil && tc.Params.TTL != nil {
+		d = max(d, time.Duration(*tc.Params.TTL)*time.Millisecond)
 	}
 	return d
 }

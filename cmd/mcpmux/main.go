@@ -26,6 +26,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -273,7 +275,7 @@ func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.Canc
 func notReady(cmd string, m *mux.Mux, stderr io.Writer, consequence string) bool {
 	some := false
 	for _, c := range m.Status() {
-		if c.Phase == mux.PhaseReady {
+		if c.Phase == child.PhaseReady {
 			continue
 		}
 		some = true

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // A child's line over the limit costs that line only: mcp-go gets what fit
@@ -41,7 +43,7 @@ func TestLineReaderLimit(t *testing.T) {
 		for _, chunk := range []int{1, 7, 4096} {
 			eof := make(chan struct{})
 			l := newLineReader(strings.NewReader(c.in), limit, eof, zerolog.Nop())
-			got := readAll(t, l, chunk)
+			got := testsupport.ReadAll(t, l, chunk)
 			// What fit of an oversized line is handed on: a fragment
 			// mcp-go cannot parse (even when what fit is whole JSON),
 			// ended by what follows.

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bufio"
@@ -21,13 +21,13 @@ import (
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
-// errMessageTooLarge is wrapped by every error about a message from a child
+// ErrMessageTooLarge is wrapped by every error about a message from a child
 // that is over max_message_bytes, and gives it its reason.
-var errMessageTooLarge = failure(ReasonMessageTooLarge, errors.New("exceeded max_message_bytes"))
+var ErrMessageTooLarge = failure(ReasonMessageTooLarge, errors.New("exceeded max_message_bytes"))
 
 // tooLargeError names the limit a message from a child went over.
 func tooLargeError(limit int64) error {
-	return fmt.Errorf("a message %w (%s)", errMessageTooLarge, config.FormatSize(limit))
+	return fmt.Errorf("a message %w (%s)", ErrMessageTooLarge, config.FormatSize(limit))
 }
 
 // oversizedCode and oversizedMessage make up the error response lineReader
@@ -206,25 +206,25 @@ func withRequestNote(ctx context.Context, method string) (context.Context, *requ
 // status that fails it, or nil.
 func (n *requestNote) statusErr() error {
 	if code := n.status.Load(); code != 0 {
-		return &httpStatusError{code: int(code), redirect: n.redirect.Load()}
+		return &HTTPStatusError{Code: int(code), Redirect: n.redirect.Load()}
 	}
 	return nil
 }
 
-// httpStatusError is the failure of a request a remote child answered
+// HTTPStatusError is the failure of a request a remote child answered
 // with an HTTP status other than 200 and 202 (a 404 instead ends the
 // session): that request failed, and the session goes on. It never holds
 // the answer's body, nor where a redirect points to.
-type httpStatusError struct {
-	code     int
-	redirect bool
+type HTTPStatusError struct {
+	Code     int
+	Redirect bool
 }
 
-func (e *httpStatusError) Error() string {
-	if e.redirect {
-		return fmt.Sprintf("answered with HTTP status %d, a redirect, which mcpmux does not follow", e.code)
+func (e *HTTPStatusError) Error() string {
+	if e.Redirect {
+		return fmt.Sprintf("answered with HTTP status %d, a redirect, which mcpmux does not follow", e.Code)
 	}
-	return fmt.Sprintf("answered with HTTP status %d", e.code)
+	return fmt.Sprintf("answered with HTTP status %d", e.Code)
 }
 
 // limitedClient returns an HTTP client for a remote child whose response

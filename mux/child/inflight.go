@@ -1,4 +1,4 @@
-package mux
+package child
 
 // The in-flight table: one per child session, it maps the id of each
 // request mcpmux sent the child for a client (which is also the progress
@@ -12,12 +12,14 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
@@ -28,12 +30,12 @@ type inflight struct {
 	seq   atomic.Uint64 // orders calls by when they were sent
 }
 
-// inCall is one request in flight on a child session for a client.
-type inCall struct {
+// InCall is one request in flight on a child session for a client.
+type InCall struct {
 	key      string // the request id as canonical JSON, the table's key
 	identity string
 	seq      uint64
-	task     *taskCall // the upstream task the call runs as; nil for none
+	task     *TaskCall // the upstream task the call runs as; nil for none
 	// own is the upstream request the call was made for; round, when not
 	// nil, replaces it with the round's attached request.
 	own   upstream.Attachment
@@ -49,7 +51,7 @@ type inCall struct {
 
 // attached returns the upstream request c's notifications and requests
 // reach now; nil for a round's call between rounds.
-func (c *inCall) attached() *upstream.Attachment {
+func (c *InCall) attached() *upstream.Attachment {
 	if c.round != nil {
 		return c.round.Attached()
 	}
@@ -69,25 +71,25 @@ type callKey struct{}
 // callFrom returns the call whose request a context was made for: the
 // context mcp-go's streamable HTTP client hands the handler of a request the
 // child sent on that call's response stream.
-func callFrom(ctx context.Context) *inCall {
-	c, _ := ctx.Value(callKey{}).(*inCall)
+func callFrom(ctx context.Context) *InCall {
+	c, _ := ctx.Value(callKey{}).(*InCall)
 	return c
 }
 
 // add registers the request id, about to be sent for up, and returns its
 // entry and ctx carrying it; nil and ctx unchanged for a request of
 // mcpmux's own (up nil, or attached to no upstream request).
-func (t *inflight) add(ctx context.Context, up *upCall, id mcp.RequestId) (*inCall, context.Context) {
-	if up == nil || up.to == nil && up.round == nil {
+func (t *inflight) add(ctx context.Context, up *Call, id mcp.RequestId) (*InCall, context.Context) {
+	if up == nil || up.To == nil && up.Round == nil {
 		return nil, ctx
 	}
 	key, ok := idJSON(id)
 	if !ok {
 		return nil, ctx
 	}
-	c := &inCall{key: key, identity: up.identity, seq: t.seq.Add(1), round: up.round, task: up.task}
-	if up.to != nil {
-		c.own = *up.to
+	c := &InCall{key: key, identity: up.Identity, seq: t.seq.Add(1), round: up.Round, task: up.Task}
+	if up.To != nil {
+		c.own = *up.To
 	}
 	c.idle.L = &c.mu
 	if c.round != nil {
@@ -110,7 +112,7 @@ func idJSON(id mcp.RequestId) (string, bool) {
 // remove ends c: it leaves the table, progress that arrives from now on is
 // dropped, and what came before is written upstream before remove returns,
 // so that it precedes the call's answer.
-func (t *inflight) remove(c *inCall) {
+func (t *inflight) remove(c *InCall) {
 	if c == nil {
 		return
 	}
@@ -122,28 +124,28 @@ func (t *inflight) remove(c *inCall) {
 }
 
 // lookup returns the call in flight under the JSON id key, or nil.
-func (t *inflight) lookup(key string) *inCall {
+func (t *inflight) lookup(key string) *InCall {
 	if v, ok := t.calls.Load(key); ok {
-		return v.(*inCall)
+		return v.(*InCall)
 	}
 	return nil
 }
 
 // snapshot returns every call in flight.
-func (t *inflight) snapshot() []*inCall {
-	var out []*inCall
+func (t *inflight) snapshot() []*InCall {
+	var out []*InCall
 	t.calls.Range(func(_, v any) bool {
-		out = append(out, v.(*inCall))
+		out = append(out, v.(*InCall))
 		return true
 	})
 	return out
 }
 
-// enqueue has a notification written to c's client by deliver, after
+// Enqueue has a notification written to c's client by deliver, after
 // those queued before it and before c's answer, if keep agrees for the
 // upstream request it is for (keep may complete params for it); once c has
 // ended, or between a round's requests, it is dropped. It never blocks.
-func (c *inCall) enqueue(method string, params map[string]any, keep func(*upstream.Attachment) bool, deliver Deliver) {
+func (c *InCall) Enqueue(method string, params map[string]any, keep func(*upstream.Attachment) bool, deliver Deliver) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
@@ -163,8 +165,8 @@ func (c *inCall) enqueue(method string, params map[string]any, keep func(*upstre
 	}
 }
 
-// flush returns once what was queued for c so far has been written.
-func (c *inCall) flush() {
+// Flush returns once what was queued for c so far has been written.
+func (c *InCall) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.writing {
@@ -174,7 +176,7 @@ func (c *inCall) flush() {
 
 // writeQueued writes c's queued notifications upstream in order until the
 // queue is empty.
-func (c *inCall) writeQueued(deliver Deliver) {
+func (c *InCall) writeQueued(deliver Deliver) {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
@@ -198,10 +200,63 @@ type Round interface {
 	// Attached is the upstream request waiting now; nil between rounds.
 	Attached() *upstream.Attachment
 	// Bind makes c the round's call, the latest attempt.
-	Bind(c *inCall)
+	Bind(c *InCall)
 	// Ask hands a request the child sent during the call to the client.
-	Ask(ctx context.Context, from *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse
+	Ask(ctx context.Context, from *Server, req transport.JSONRPCRequest) *transport.JSONRPCResponse
 }
 
 // Deliver sends a notification to the client of the upstream request a.
 type Deliver func(a *upstream.Attachment, method string, params map[string]any)
+
+// Call is what a request mcpmux sends a child for an upstream request
+// carries: whose it is, where what the child sends during it goes, and
+// what of the client's request goes on to the child.
+type Call struct {
+	Identity string
+	To       *upstream.Attachment // the upstream request; nil for a request of mcpmux's own
+	Round    Round                // the 2026-07-28 round the call runs in; nil for none
+	Task     *TaskCall            // the upstream task the call runs as; nil for none
+	Meta     frame.Meta           // the client's _meta
+}
+
+// ErrAmbiguousCall is wrapped by Attribute's error when the calls in flight
+// on a child session belong to more than one identity.
+var ErrAmbiguousCall = errors.New("calls of more than one identity are in flight on it")
+
+// Attribute finds the call that something a child sent on sess belongs to,
+// and returns nil when no call is in flight. ctx is the context the child
+// transport gave the request's handler: mcp-go's streamable HTTP client
+// makes it from the context of the call whose response stream the request
+// arrived on, which names the call exactly. Otherwise (a stdio child, a
+// remote child's standalone stream, a notification) the calls in flight
+// decide: if they all come from one identity, the most recent one; calls
+// of several identities are an error, so that nothing of one identity's
+// ever reaches another's session.
+func (sess *Session) Attribute(ctx context.Context) (*InCall, error) {
+	if c := callFrom(ctx); c != nil && sess.inflight.lookup(c.key) == c {
+		return c, nil
+	}
+	var latest *InCall
+	for _, c := range sess.inflight.snapshot() {
+		if latest != nil && c.identity != latest.identity {
+			return nil, ErrAmbiguousCall
+		}
+		if latest == nil || c.seq > latest.seq {
+			latest = c
+		}
+	}
+	return latest, nil
+}
+
+// CallOf returns the call in flight on sess under the request id key (as
+// canonical JSON: also the progress token the child was given), or nil.
+func (sess *Session) CallOf(key string) *InCall { return sess.inflight.lookup(key) }
+
+// Own is the upstream request c was made for.
+func (c *InCall) Own() *upstream.Attachment { return &c.own }
+
+// Task is the upstream task c runs as; nil for none.
+func (c *InCall) Task() *TaskCall { return c.task }
+
+// Round is the 2026-07-28 round c runs in; nil for none.
+func (c *InCall) Round() Round { return c.round }

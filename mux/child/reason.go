@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"context"
@@ -95,15 +95,15 @@ func ReasonOf(err error) FailureReason {
 	}
 	var dns *net.DNSError
 	var ce *childError
-	if hs, ok := errors.AsType[*httpStatusError](err); ok {
+	if hs, ok := errors.AsType[*HTTPStatusError](err); ok {
 		switch {
-		case hs.code == 401:
+		case hs.Code == 401:
 			return ReasonHTTP401
-		case hs.code >= 500:
+		case hs.Code >= 500:
 			return ReasonHTTP5xx
-		case hs.code >= 400:
+		case hs.Code >= 400:
 			return ReasonHTTP4xx
-		case hs.redirect:
+		case hs.Redirect:
 			return ReasonHTTP3xx
 		}
 		return ReasonError

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"context"
@@ -18,8 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/internal/childproc"
-	"github.com/mcpmux/mcpmux/policy"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // Tests of the reasons mux gives its children's failures: each is made by a
@@ -105,10 +104,9 @@ func hangUp(w http.ResponseWriter, reset bool) {
 	_ = conn.Close()
 }
 
-// testChild returns the one child of a Mux configured with serverLines in
-// [servers.x] and limitLines in [limits], never started as a whole: the
-// test starts the child itself.
-func testChild(t *testing.T, serverLines, limitLines string) *child {
+// testChild returns a child configured with serverLines in [servers.x] and
+// limitLines in [limits], run by a testHost; the test starts it itself.
+func testChild(t *testing.T, serverLines, limitLines string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	src := "[mux]\npolicy_dir = \".\"\n\n[limits]\n" + limitLines + "\n\n[servers.x]\n" + serverLines + "\n"
@@ -116,19 +114,12 @@ func testChild(t *testing.T, serverLines, limitLines string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := policy.NewStore(dir, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := New(cfg, store, Options{Log: zerolog.Nop()})
-	m.spawner = childproc.NewSpawner(m.supervisor)
-	t.Cleanup(m.spawner.Close)
-	return m.children[0]
+	return New(newTestHost(t), Env{Config: cfg, Log: zerolog.Nop()}, cfg.Servers[0])
 }
 
 func TestStartFailureReasons(t *testing.T) {
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) })
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) })
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,15 +234,15 @@ func TestStartFailureReasons(t *testing.T) {
 // A session lost after it was ready gives its reason to the error the child
 // shows while it restarts.
 func TestRestartReasons(t *testing.T) {
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) })
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) })
 	for _, c := range []struct {
 		name string
 		// server is the remote child, given whether requests after the
 		// start are to fail.
 		other func(w http.ResponseWriter, r *http.Request, req rpcRequest, failing bool)
 		// lose makes the session lost.
-		lose func(t *testing.T, sess *session)
+		lose func(t *testing.T, sess *Session)
 		want FailureReason
 		why  string
 	}{
@@ -263,7 +254,7 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) { <-sess.lost }},
+			lose: func(t *testing.T, sess *Session) { <-sess.lost }},
 		{name: "hung up", want: ReasonConnectionLost, why: "request failed: ",
 			other: func(w http.ResponseWriter, _ *http.Request, req rpcRequest, failing bool) {
 				if failing {
@@ -272,9 +263,9 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) {
-				_, err := sess.rawRequest(context.Background(), nil, "tools/list", nil)
-				if err == nil || !sess.failed(context.Background(), err) {
+			lose: func(t *testing.T, sess *Session) {
+				_, err := sess.Request(context.Background(), nil, "tools/list", nil)
+				if err == nil || !sess.Failed(context.Background(), err) {
 					t.Fatalf("the request after the hang-up: %v", err)
 				}
 			}},
@@ -286,11 +277,11 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) {
+			lose: func(t *testing.T, sess *Session) {
 				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 				defer cancel()
-				_, err := sess.rawRequest(ctx, nil, "tools/list", nil)
-				if err == nil || !sess.failed(ctx, err) {
+				_, err := sess.Request(ctx, nil, "tools/list", nil)
+				if err == nil || !sess.Failed(ctx, err) {
 					t.Fatalf("the request that ran out of time: %v", err)
 				}
 			}},
@@ -343,8 +334,8 @@ func TestReasonOfIgnoresWording(t *testing.T) {
 		t.Errorf("ReasonOf(nil) = %q", got)
 	}
 	// Wrapped further, a reason stays.
-	err := fmt.Errorf("server x: %w", fmt.Errorf("its answer to %s %w (4KiB)", "tools/list", errMessageTooLarge))
-	if got := ReasonOf(err); got != ReasonMessageTooLarge || !errors.Is(err, errMessageTooLarge) {
+	err := fmt.Errorf("server x: %w", fmt.Errorf("its answer to %s %w (4KiB)", "tools/list", ErrMessageTooLarge))
+	if got := ReasonOf(err); got != ReasonMessageTooLarge || !errors.Is(err, ErrMessageTooLarge) {
 		t.Errorf("ReasonOf(%q) = %q, want %q", err, got, ReasonMessageTooLarge)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/mcpmux/mcpmux/mux/child"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -309,7 +311,7 @@ func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args js
 		}
 		at, sess := stageSent, st.Session
 		raw, isError, err := sess.CallTool(ctx, up, t.Orig, args)
-		if errors.Is(err, child.ErrMessageTooLarge) {
+		if errors.Is(err, link.ErrMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
@@ -318,7 +320,7 @@ func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args js
 		if err == nil {
 			return m.relayResult(t, raw, isError, retried)
 		}
-		if hs, ok := errors.AsType[*child.HTTPStatusError](err); ok {
+		if hs, ok := errors.AsType[*link.HTTPStatusError](err); ok {
 			// The one call failed; the body is not the caller's to see.
 			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.Server, t.Name, hs.Code)
 			if hs.Redirect {

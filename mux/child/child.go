@@ -17,6 +17,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child/link"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -280,7 +281,7 @@ func (c *Server) Run(ctx context.Context, firstDone func()) {
 
 // restartErr is a child's last error while it restarts after sess was lost.
 func restartErr(sess *Session) error {
-	return failure(sess.lostAs, fmt.Errorf("restarting after it exited (%s)", sess.lostWhy))
+	return link.Failure(sess.lostAs, fmt.Errorf("restarting after it exited (%s)", sess.lostWhy))
 }
 
 // supervisor is the state of one child's run loop; only run touches it.

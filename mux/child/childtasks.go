@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -131,7 +133,7 @@ func (s *Session) followTask(ctx context.Context, tc *TaskCall, created json.Raw
 		if err == nil {
 			return withoutRelatedTask(res), nil
 		}
-		if err = followed(err); isTransport(err) || errors.Is(err, ErrMessageTooLarge) {
+		if err = followed(err); isTransport(err) || errors.Is(err, link.ErrMessageTooLarge) {
 			return nil, err
 		}
 		// The child refused tasks/result: its task failed, was cancelled,

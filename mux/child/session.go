@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -39,8 +41,8 @@ type Session struct {
 
 	lost     chan struct{} // closed when the session is gone
 	lostOnce sync.Once
-	lostWhy  string        // valid once lost is closed
-	lostAs   FailureReason // the kind of lostWhy; valid once lost is closed
+	lostWhy  string             // valid once lost is closed
+	lostAs   link.FailureReason // the kind of lostWhy; valid once lost is closed
 
 	stdin   *childStdin   // stdio: what mcp-go writes to the child
 	sse     bool          // the legacy SSE transport
@@ -91,7 +93,7 @@ func newSession(limit int64) *Session {
 
 // markLost records that the session is gone, why and what kind of failure
 // that is; the first reason wins.
-func (s *Session) markLost(as FailureReason, why string) {
+func (s *Session) markLost(as link.FailureReason, why string) {
 	s.lostOnce.Do(func() {
 		s.lostWhy, s.lostAs = why, as
 		close(s.lost)
@@ -125,7 +127,7 @@ func (s *Session) Failed(ctx context.Context, err error) bool {
 	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
 		return false
 	}
-	why, as := "request failed: "+err.Error(), lostReason(err)
+	why, as := "request failed: "+err.Error(), link.LostReason(err)
 	if s.proc == nil {
 		s.markLost(as, why)
 		return true
@@ -162,7 +164,7 @@ func (s *Session) Request(ctx context.Context, up *Call, method string, params m
 		}
 	}
 	raw, err := s.send(ctx, id, method, params)
-	if err != nil && !errors.Is(err, ErrMessageTooLarge) && ctx.Err() != nil {
+	if err != nil && !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
 		s.cancel(id, context.Cause(ctx)) // as callTool does
 	}
 	return raw, err
@@ -225,7 +227,7 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
 	}
 	if err != nil {
-		if !errors.Is(err, ErrMessageTooLarge) && ctx.Err() != nil {
+		if !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
 		}
 		return nil, false, err
@@ -325,18 +327,18 @@ func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, par
 			defer s.park.done(key, slot)
 		}
 	}
-	ctx, note := withRequestNote(ctx, method)
+	ctx, note := link.WithRequestNote(ctx, method)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
 	switch {
-	case err != nil && note.statusErr() != nil:
+	case err != nil && note.StatusErr() != nil:
 		// The server answered this request, and only it, with a failure.
-		return nil, note.statusErr()
-	case err != nil && !note.tooLarge.Load():
+		return nil, note.StatusErr()
+	case err != nil && !note.TooLarge.Load():
 		return nil, transport.NewError(err)
-	case err != nil || isDropped(resp.Error):
-		return nil, fmt.Errorf("its answer to %s %w (%s)", method, ErrMessageTooLarge, config.FormatSize(s.limit))
+	case err != nil || link.IsDropped(resp.Error):
+		return nil, fmt.Errorf("its answer to %s %w (%s)", method, link.ErrMessageTooLarge, config.FormatSize(s.limit))
 	case resp.Error != nil:
 		return nil, &RPCError{Details: *resp.Error, err: resp.Error.AsError()}
 	}
@@ -364,7 +366,7 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 		sess, err = c.spawn(sctx)
 	}
 	if err != nil {
-		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
 	opts := []client.ClientOption{client.WithProtocolVersion(childProtocolVersion)}
 	bidi, relays := sess.tr.(transport.BidirectionalInterface)
@@ -378,7 +380,7 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 	// must live as long as the session, not the start-up.
 	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
 	}
 	if relays {
 		// Replaces the handler Start set: requests are relayed, not answered.
@@ -387,7 +389,7 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 		})
 	}
 	sess.client.OnConnectionLost(func(err error) {
-		sess.markLost(lostReason(err), "connection lost: "+err.Error())
+		sess.markLost(link.LostReason(err), "connection lost: "+err.Error())
 	})
 	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
 		// Runs on the transport's read goroutine: hand off, never block.
@@ -409,15 +411,15 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = childProtocolVersion
 	init.Params.ClientInfo = c.clientInfo
-	ictx, note := withRequestNote(sctx, string(mcp.MethodInitialize))
+	ictx, note := link.WithRequestNote(sctx, string(mcp.MethodInitialize))
 	res, err := sess.client.Initialize(ictx, init)
 	if err != nil {
-		if se := note.statusErr(); se != nil {
+		if se := note.StatusErr(); se != nil {
 			err = se // mcp-go's words for it say less
 		}
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
 	sess.caps, sess.instructions = res.Capabilities, res.Instructions
 	if sess.caps.Logging != nil {
@@ -427,7 +429,7 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 	if err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonToolsListFailed, fmt.Errorf("server %s: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonToolsListFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
 	if sess.caps.Resources != nil && sess.caps.Resources.Subscribe {
 		c.resubscribe(sctx, sess)
@@ -452,7 +454,7 @@ func (c *Server) spawn(ctx context.Context) (*Session, error) {
 	limit := c.limits.MaxMessageBytes
 	sess := newSession(limit)
 	sess.proc = proc
-	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
+	lines := link.NewLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
 	sess.park = newAnswerPark(lines)
 	sess.stdin = &childStdin{WriteCloser: proc.Stdin}
 	sess.tr = transport.NewIO(sess.park, sess.stdin, nil)
@@ -468,13 +470,13 @@ func (c *Server) spawn(ctx context.Context) (*Session, error) {
 			select {
 			case <-proc.Done():
 			case <-t.C:
-				sess.markLost(ReasonProtocolBroken, "its stdout ended or broke the protocol")
+				sess.markLost(link.ReasonProtocolBroken, "its stdout ended or broke the protocol")
 				proc.Kill()
 			}
 			t.Stop()
 		}
 		<-proc.Done()
-		sess.markLost(ReasonExited, exitReason(proc.ExitErr()))
+		sess.markLost(link.ReasonExited, exitReason(proc.ExitErr()))
 	})
 	return sess, nil
 }
@@ -485,7 +487,7 @@ func (c *Server) connect() (*Session, error) {
 	sess := newSession(c.limits.MaxMessageBytes)
 	var err error
 	// Every response body, and every event of a stream, is bounded.
-	hc := limitedClient(c.limits.MaxMessageBytes, c.log)
+	hc := link.LimitedClient(c.limits.MaxMessageBytes, c.log)
 	switch c.cfg.Transport {
 	case "sse":
 		sess.sse = true
@@ -531,7 +533,7 @@ func (c *Server) ping(sess *Session) {
 		misses++
 		c.log.Warn().Err(err).Int("missed", misses).Msg("ping failed")
 		if misses >= missedPings {
-			sess.markLost(ReasonPingsFailed, fmt.Sprintf("%d pings in a row failed", misses))
+			sess.markLost(link.ReasonPingsFailed, fmt.Sprintf("%d pings in a row failed", misses))
 			return
 		}
 	}
@@ -548,13 +550,13 @@ func exitReason(err error) string {
 func (c *Server) startErr(ctx context.Context, sess *Session, err error) error {
 	if sess.proc != nil && sess.Failed(ctx, err) {
 		as := sess.lostAs
-		if as == ReasonTimedOut { // the start-up's own time ran out
-			as = NotReadyWithin(c.cfg.StartupTimeout)
+		if as == link.ReasonTimedOut { // the start-up's own time ran out
+			as = link.NotReadyWithin(c.cfg.StartupTimeout)
 		}
-		return failure(as, fmt.Errorf("process %s", sess.lostWhy))
+		return link.Failure(as, fmt.Errorf("process %s", sess.lostWhy))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return failure(NotReadyWithin(c.cfg.StartupTimeout), fmt.Errorf("no answer within %s", c.cfg.StartupTimeout))
+		return link.Failure(link.NotReadyWithin(c.cfg.StartupTimeout), fmt.Errorf("no answer within %s", c.cfg.StartupTimeout))
 	}
 	return err
 }
@@ -585,7 +587,7 @@ func (c *Server) stopSession(sess *Session) {
 // it ends (or drainGrace), so that an answer written just before the exit
 // still reaches its caller.
 func (c *Server) teardown(sess *Session) {
-	sess.markLost(ReasonError, "closed by mcpmux")
+	sess.markLost(link.ReasonError, "closed by mcpmux")
 	close(sess.closing)
 	if sess.proc != nil {
 		<-sess.proc.Done()

@@ -1,4 +1,4 @@
-package child
+package link
 
 import (
 	"context"
@@ -56,24 +56,24 @@ type childError struct {
 func (e *childError) Error() string { return e.err.Error() }
 func (e *childError) Unwrap() error { return e.err }
 
-// failure gives err the reason r.
-func failure(r FailureReason, err error) error {
+// Failure gives err the reason r.
+func Failure(r FailureReason, err error) error {
 	return &childError{reason: r, err: err}
 }
 
-// stepFailure gives err, the failure of a start-up step, the reason its
+// StepFailure gives err, the failure of a start-up step, the reason its
 // cause shows, or when that shows nothing, the step's own (start failed,
 // initialize failed, tools/list failed).
-func stepFailure(step FailureReason, err error) error {
+func StepFailure(step FailureReason, err error) error {
 	r := ReasonOf(err)
 	if r == ReasonError {
 		r = step
 	}
-	return failure(r, err)
+	return Failure(r, err)
 }
 
-// lostReason is the reason of a session lost to err from its transport.
-func lostReason(err error) FailureReason {
+// LostReason is the reason of a session lost to err from its transport.
+func LostReason(err error) FailureReason {
 	if r := ReasonOf(err); r != ReasonError {
 		return r
 	}

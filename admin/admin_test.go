@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -220,10 +222,10 @@ func TestMetricsFromTraffic(t *testing.T) {
 	// One call still in flight on git.
 	m.CallStarted("git")
 
-	m.ChildPhase("docs", mux.PhaseReady)
-	m.ChildPhase("git", mux.PhaseReady)
+	m.ChildPhase("docs", child.PhaseReady)
+	m.ChildPhase("git", child.PhaseReady)
 	m.ChildRestarted("git")
-	m.ChildPhase("git", mux.PhaseRestarting)
+	m.ChildPhase("git", child.PhaseRestarting)
 	m.ChildRestarted("git")
 
 	m.Session("alice", +1)
@@ -312,8 +314,8 @@ func TestMetricsFromTraffic(t *testing.T) {
 	wantValue(t, f, 0, "mcpmux_child_up", "server=extra")
 	for _, c := range []struct {
 		server string
-		phase  mux.Phase
-	}{{"docs", mux.PhaseReady}, {"git", mux.PhaseRestarting}, {"extra", mux.PhaseStarting}} {
+		phase  child.Phase
+	}{{"docs", child.PhaseReady}, {"git", child.PhaseRestarting}, {"extra", child.PhaseStarting}} {
 		for _, p := range phases {
 			want := 0.0
 			if p == c.phase {
@@ -511,7 +513,7 @@ func TestObserverConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
-	m.ChildPhase("git", mux.PhaseDown)
+	m.ChildPhase("git", child.PhaseDown)
 	f := scrape(t, srv)
 	wantValue(t, f, workers*perWorker, "mcpmux_calls_total", "identity=alice", "tool=docs__a", "server=docs", "decision=allowed", "outcome=ok")
 	wantValue(t, f, 0, "mcpmux_calls_in_flight", "server=docs")
@@ -543,7 +545,7 @@ func get(t *testing.T, url string) (int, http.Header, []byte) {
 
 func TestHealthz(t *testing.T) {
 	srv := newServer(t, NewMetrics(testConfig(), nil), func() []mux.ChildStatus {
-		return []mux.ChildStatus{{Alias: "docs", Phase: mux.PhaseDown}}
+		return []mux.ChildStatus{{Alias: "docs", Phase: child.PhaseDown}}
 	}, nil, nil)
 	code, _, body := get(t, srv.URL+HealthPath)
 	if code != http.StatusOK || string(body) != "ok" {
@@ -573,11 +575,11 @@ func TestHealthz(t *testing.T) {
 func TestReadyz(t *testing.T) {
 	var mu sync.Mutex
 	children := []mux.ChildStatus{
-		{Alias: "docs", Phase: mux.PhaseStarting},
-		{Alias: "git", Phase: mux.PhaseStarting},
-		{Alias: "extra", Phase: mux.PhaseStarting},
+		{Alias: "docs", Phase: child.PhaseStarting},
+		{Alias: "git", Phase: child.PhaseStarting},
+		{Alias: "extra", Phase: child.PhaseStarting},
 	}
-	setPhase := func(alias string, p mux.Phase, attempt int, err error, tools int) {
+	setPhase := func(alias string, p child.Phase, attempt int, err error, tools int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := range children {
@@ -623,20 +625,20 @@ func TestReadyz(t *testing.T) {
 	}
 
 	ready(http.StatusServiceUnavailable)
-	setPhase("docs", mux.PhaseReady, 1, nil, 4)
+	setPhase("docs", child.PhaseReady, 1, nil, 4)
 	ready(http.StatusServiceUnavailable)
-	setPhase("git", mux.PhaseReady, 1, nil, 2)
+	setPhase("git", child.PhaseReady, 1, nil, 2)
 	// extra is not required: its phase does not matter.
 	r := ready(http.StatusOK)
 	if len(r.Servers) != 3 || r.Servers[2].Name != "extra" || r.Servers[2].Required || r.Servers[2].State != "starting" {
 		t.Errorf("servers = %+v", r.Servers)
 	}
-	setPhase("extra", mux.PhaseDown, 3, fmt.Errorf("server extra: start /opt/x: %w", exec.ErrNotFound), 0)
+	setPhase("extra", child.PhaseDown, 3, fmt.Errorf("server extra: start /opt/x: %w", exec.ErrNotFound), 0)
 	ready(http.StatusOK)
 
 	// git goes away; its last error quotes a remote body, which /readyz
 	// must not show.
-	setPhase("git", mux.PhaseRestarting, 2, errors.New("server git: initialize: request failed with status 502: internal secret 7f3e"), 2)
+	setPhase("git", child.PhaseRestarting, 2, errors.New("server git: initialize: request failed with status 502: internal secret 7f3e"), 2)
 	gen.Store(5)
 	pe := errors.New("bob.toml:3: unknown key")
 	policyErr.Store(&pe)
@@ -654,7 +656,7 @@ func TestReadyz(t *testing.T) {
 	}
 
 	// And comes back.
-	setPhase("git", mux.PhaseReady, 2, nil, 3)
+	setPhase("git", child.PhaseReady, 2, nil, 3)
 	policyErr.Store(nil)
 	r = ready(http.StatusOK)
 	if r.Policy.LastErr != nil || r.Servers[1].Reason != nil {
@@ -686,7 +688,7 @@ func TestReadyz(t *testing.T) {
 // TestReadyzRequiredDefaults covers a server missing from required (counted
 // as required) and a required server missing from status (not ready).
 func TestReadyzRequiredDefaults(t *testing.T) {
-	status := []mux.ChildStatus{{Alias: "docs", Phase: mux.PhaseReady}, {Alias: "new", Phase: mux.PhaseDown}}
+	status := []mux.ChildStatus{{Alias: "docs", Phase: child.PhaseReady}, {Alias: "new", Phase: child.PhaseDown}}
 	srv := newServer(t, nil, func() []mux.ChildStatus { return status }, map[string]bool{"docs": true}, nil)
 	code, _, body := get(t, srv.URL+ReadyPath)
 	if code != http.StatusServiceUnavailable {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -55,7 +57,7 @@ type PinsStatus struct {
 // ServerStatus is one server in /readyz.
 type ServerStatus struct {
 	Name     string `json:"name"`
-	State    string `json:"state"` // a mux.Phase, or "unknown"
+	State    string `json:"state"` // a child.Phase, or "unknown"
 	Required bool   `json:"required"`
 	Attempt  int    `json:"attempt"`
 	// Reason classifies the last error in a few words ("exited", "start
@@ -169,7 +171,7 @@ func readiness(src Sources) Readiness {
 		if !listed {
 			req = true
 		}
-		if req && c.Phase != mux.PhaseReady {
+		if req && c.Phase != child.PhaseReady {
 			body.Ready = false
 		}
 		body.Servers = append(body.Servers, ServerStatus{

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -55,7 +57,7 @@ var (
 
 // phases are the phases a child can be in, each a value of the state label
 // of mcpmux_child_state.
-var phases = []mux.Phase{mux.PhaseStarting, mux.PhaseReady, mux.PhaseRestarting, mux.PhaseDown, mux.PhaseStopped}
+var phases = []child.Phase{child.PhaseStarting, child.PhaseReady, child.PhaseRestarting, child.PhaseDown, child.PhaseStopped}
 
 // Metrics holds mcpmux's Prometheus metrics and implements mux.Observer.
 // Its Observer methods are safe for concurrent use and never block on
@@ -100,9 +102,9 @@ type serverMetrics struct {
 
 	// phase changes are serialized so that exactly one state is 1.
 	mu    sync.Mutex
-	phase mux.Phase
+	phase child.Phase
 	up    prometheus.Gauge
-	state map[mux.Phase]prometheus.Gauge // grows under mu for an unforeseen phase
+	state map[child.Phase]prometheus.Gauge // grows under mu for an unforeseen phase
 	vec   *prometheus.GaugeVec
 }
 
@@ -194,7 +196,7 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 				continue
 			}
 			sm := m.newServer(s.Alias)
-			sm.setPhase(mux.PhaseStarting)
+			sm.setPhase(child.PhaseStarting)
 			m.servers[s.Alias] = sm
 		}
 	}
@@ -317,7 +319,7 @@ func (m *Metrics) newServer(label string) *serverMetrics {
 		inFlight: m.inFlight.WithLabelValues(label),
 		restarts: m.restarts.WithLabelValues(label),
 		up:       m.up.WithLabelValues(label),
-		state:    make(map[mux.Phase]prometheus.Gauge, len(phases)),
+		state:    make(map[child.Phase]prometheus.Gauge, len(phases)),
 		vec:      m.state,
 	}
 	for _, p := range phases {
@@ -327,7 +329,7 @@ func (m *Metrics) newServer(label string) *serverMetrics {
 }
 
 // setPhase makes phase the child's one current state.
-func (sm *serverMetrics) setPhase(phase mux.Phase) {
+func (sm *serverMetrics) setPhase(phase child.Phase) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	g, ok := sm.state[phase]
@@ -342,7 +344,7 @@ func (sm *serverMetrics) setPhase(phase mux.Phase) {
 	}
 	g.Set(1)
 	sm.phase = phase
-	if phase == mux.PhaseReady {
+	if phase == child.PhaseReady {
 		sm.up.Set(1)
 	} else {
 		sm.up.Set(0)
@@ -403,7 +405,7 @@ func (m *Metrics) callCounter(k callKey) prometheus.Counter {
 }
 
 // ChildPhase implements mux.Observer.
-func (m *Metrics) ChildPhase(alias string, phase mux.Phase) { m.server(alias).setPhase(phase) }
+func (m *Metrics) ChildPhase(alias string, phase child.Phase) { m.server(alias).setPhase(phase) }
 
 // ChildRestarted implements mux.Observer.
 func (m *Metrics) ChildRestarted(alias string) { m.server(alias).restarts.Inc() }

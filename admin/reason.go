@@ -1,6 +1,6 @@
 package admin
 
-import "github.com/mcpmux/mcpmux/mux"
+import "github.com/mcpmux/mcpmux/mux/child/link"
 
 // Reason classifies a child's last error in a few fixed words, for /readyz:
 // an operator learns what kind of failure it is, and nothing of what a
@@ -13,5 +13,5 @@ import "github.com/mcpmux/mcpmux/mux"
 // "protocol broken", "message too large", "initialize failed", "tools/list
 // failed", "timed out" and, for anything else, "error".
 func Reason(err error) string {
-	return string(mux.ReasonOf(err))
+	return string(link.ReasonOf(err))
 }

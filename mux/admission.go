@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/time/rate"
+
+	"github.com/mcpmux/mcpmux/mux/child"
 )
 
 // Admission: what a call must get before it is forwarded, besides the
@@ -27,11 +29,11 @@ type admission struct {
 }
 
 // gate returns c's gate.
-func (a *admission) gate(c *child) *gate {
+func (a *admission) gate(c *child.Server) *gate {
 	if g, ok := a.gates.Load(c); ok {
 		return g.(*gate)
 	}
-	g, _ := a.gates.LoadOrStore(c, newGate(c.cfg.MaxInFlight, c.cfg.MaxQueued))
+	g, _ := a.gates.LoadOrStore(c, newGate(c.Config().MaxInFlight, c.Config().MaxQueued))
 	return g.(*gate)
 }
 

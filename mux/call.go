@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -107,12 +111,12 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // and validation, so that a caller over its limit makes mcpmux do no work
 // for it.
 func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any) Result {
-	return m.callTool(ctx, &upCall{identity: identity}, name, arguments)
+	return m.callTool(ctx, &child.Call{Identity: identity}, name, arguments)
 }
 
 // callTool is CallTool for up, whose identity is the caller's.
-func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments any) Result {
-	identity := up.identity
+func (m *Mux) callTool(ctx context.Context, up *child.Call, name string, arguments any) Result {
+	identity := up.Identity
 	begun := time.Now()
 	cat := m.catalog.Load()
 	t, ok := cat.Lookup(catalog.KindTool, name)
@@ -155,7 +159,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 		}
 	}
 	m.inflight.Add(1)
-	res, outcome, child := m.forward(ctx, up, t, raw)
+	res, outcome, childTime := m.forward(ctx, up, t, raw)
 	result := Result{Decision: DecisionAllowed, Outcome: outcome}
 	if outcome == OutcomeRefused { // held since it was looked up (stillPinned)
 		result.Decision, rec.Decision = DecisionHeld, DecisionHeld
@@ -165,7 +169,7 @@ func (m *Mux) callTool(ctx context.Context, up *upCall, name string, arguments a
 	} else {
 		result.Tool = res.own
 	}
-	rec.Child = child
+	rec.Child = childTime
 	if m.inflight.Add(-1) == 0 {
 		select {
 		case m.idle <- struct{}{}:
@@ -230,7 +234,7 @@ const (
 // It returns OutcomeRefused, and no answer, for a tool held by pinning
 // since it was looked up (stillPinned): the session it got lists another
 // definition.
-func (m *Mux) forward(ctx context.Context, up *upCall, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, child time.Duration) {
+func (m *Mux) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, childTime time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
@@ -284,42 +288,42 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 }
 
 // send is forward's part once the call has its slot.
-func (m *Mux) send(ctx context.Context, up *upCall, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
+func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
 	c := m.child(t.Server)
 	for {
-		st, err := c.ready(ctx)
-		if err == nil && !m.stillPinned(st.listed, t) {
+		st, err := c.Ready(ctx)
+		if err == nil && !m.stillPinned(st.Listed, t) {
 			return callAnswer{}, OutcomeRefused
 		}
 		if err != nil {
-			if errors.Is(err, ErrUnavailable) && retried {
+			if errors.Is(err, child.ErrUnavailable) && retried {
 				// The first attempt may have run: say so.
 				return own(mcp.NewToolResultError(fmt.Sprintf(
 					"server %s went away during the call to %s (%s); it was to be retried once, but %v",
 					t.Server, t.Name, lostWhy, err))), OutcomeInterrupted
 			}
-			if errors.Is(err, ErrUnavailable) {
+			if errors.Is(err, child.ErrUnavailable) {
 				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
 			}
 			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
-		at, sess := stageSent, st.sess
-		raw, isError, err := sess.callTool(ctx, up, t.Orig, args)
-		if errors.Is(err, errMessageTooLarge) {
+		at, sess := stageSent, st.Session
+		raw, isError, err := sess.CallTool(ctx, up, t.Orig, args)
+		if errors.Is(err, link.ErrMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"the server's response to %s exceeded max_message_bytes (%s) and was dropped; the call reached the server",
-				t.Orig, config.FormatSize(sess.limit)))), OutcomeToolError
+				t.Orig, config.FormatSize(sess.Limit())))), OutcomeToolError
 		}
 		if err == nil {
 			return m.relayResult(t, raw, isError, retried)
 		}
-		if hs, ok := errors.AsType[*httpStatusError](err); ok {
+		if hs, ok := errors.AsType[*link.HTTPStatusError](err); ok {
 			// The one call failed; the body is not the caller's to see.
-			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.Server, t.Name, hs.code)
-			if hs.redirect {
+			text := fmt.Sprintf("server %s answered the call to %s with HTTP %d", t.Server, t.Name, hs.Code)
+			if hs.Redirect {
 				text += ", a redirect, which mcpmux does not follow"
 			}
 			return own(mcp.NewToolResultError(text)), OutcomeToolError
@@ -327,10 +331,10 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *catalog.Tool, args json.R
 		if ctx.Err() != nil {
 			return ownEnded(m.ctxEnded(ctx, up, t, at))
 		}
-		if sess.failed(ctx, err) {
+		if sess.Failed(ctx, err) {
 			if (t.ReadOnly || neverDelivered(err)) && !retried {
-				retried, lostWhy = true, sess.lostWhy
-				c.log.Warn().Str("tool", t.Name).Str("why", sess.lostWhy).Bool("read_only", t.ReadOnly).
+				retried, lostWhy = true, sess.LostWhy()
+				c.Log().Warn().Str("tool", t.Name).Str("why", sess.LostWhy()).Bool("read_only", t.ReadOnly).
 					Msg("server went away before answering; retrying once on its next session")
 				continue
 			}
@@ -340,7 +344,7 @@ func (m *Mux) send(ctx context.Context, up *upCall, t *catalog.Tool, args json.R
 			}
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",
-				t.Server, t.Name, sess.lostWhy, retry))), OutcomeInterrupted
+				t.Server, t.Name, sess.LostWhy(), retry))), OutcomeInterrupted
 		}
 		// The child answered with a JSON-RPC error: tell the model what it said.
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.Server, t.Name, err))), OutcomeToolError
@@ -379,7 +383,7 @@ func neverDelivered(err error) bool {
 
 // ctxEnded answers a call whose context ended at stage at: mcpmux
 // stopping, the call timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, up *upCall, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
+func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		if at < stageSent {
 			return mcp.NewToolResultError(fmt.Sprintf(

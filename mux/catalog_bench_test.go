@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
@@ -75,9 +76,9 @@ func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMe
 					b.ReportAllocs()
 					for b.Loop() {
 						if first {
-							c.build.Forget()
+							c.Builder().Forget()
 						}
-						if cat := c.build.Build(lists, mcp.ServerCapabilities{}); len(cat.Tools()) != n {
+						if cat := c.Builder().Build(lists, mcp.ServerCapabilities{}); len(cat.Tools()) != n {
 							b.Fatalf("%d tools built, want %d", len(cat.Tools()), n)
 						}
 					}

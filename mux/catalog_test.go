@@ -61,7 +61,7 @@ func (l *mergeLab) offer(t *testing.T, alias string, lists [catalog.NumKinds]str
 			ListChanged bool `json:"listChanged,omitempty"`
 		}{}
 	}
-	c.publish(childState{phase: PhaseReady, listed: c.build.Build(raw, caps)})
+	c.PublishListed(c.Builder().Build(raw, caps))
 }
 
 func (l *mergeLab) names(k catalog.Kind) []string {
@@ -160,7 +160,7 @@ prefix = false
 		ch, orig, ok := l.m.routeURI(cat, c.uri)
 		got := ""
 		if ok {
-			got = ch.alias
+			got = ch.Alias()
 		}
 		if got != c.alias || orig != c.orig {
 			t.Errorf("routeURI(%q) = %q %q %t, want %q %q", c.uri, got, orig, ok, c.alias, c.orig)

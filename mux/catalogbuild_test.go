@@ -123,11 +123,11 @@ func TestCheckedToolsRemembered(t *testing.T) {
 		}
 		return strings.Join(out, "\n")
 	}
-	first := describe(c.build.Build(raw, tasks))
-	if c.build.Remembered() != 3 {
-		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", c.build.Remembered())
+	first := describe(c.Builder().Build(raw, tasks))
+	if c.Builder().Remembered() != 3 {
+		t.Errorf("%d definitions remembered, want 3 (not badout's, whose outputSchema was dropped)", c.Builder().Remembered())
 	}
-	if again := describe(c.build.Build(raw, tasks)); again != first {
+	if again := describe(c.Builder().Build(raw, tasks)); again != first {
 		t.Errorf("read again:\n%s\nwant, as the first time:\n%s", again, first)
 	}
 	for _, want := range []string{`task task="required"`, `"inputSchema":{"type":"object","properties":{}}`, "ro task=\"\" ro=true"} {
@@ -135,7 +135,7 @@ func TestCheckedToolsRemembered(t *testing.T) {
 			t.Errorf("catalog lacks %q:\n%s", want, first)
 		}
 	}
-	without := describe(c.build.Build(raw, mcp.ServerCapabilities{}))
+	without := describe(c.Builder().Build(raw, mcp.ServerCapabilities{}))
 	if strings.Contains(without, "task task=") || !strings.Contains(l.log.String(), catalog.TaskOnly) {
 		t.Errorf("without tasks declared, the task-only tool is still offered or its refusal not logged:\n%s\n%s", without, l.log.String())
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -22,52 +24,10 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// relayedCapabilities are the client capabilities mcpmux declares to a
-// child whose transport can carry the child's requests (stdio and
-// streamable HTTP; not the legacy SSE transport).
-func relayedCapabilities() mcp.ClientCapabilities {
-	return mcp.ClientCapabilities{
-		Roots: &struct {
-			ListChanged bool `json:"listChanged,omitempty"`
-		}{ListChanged: true},
-		Sampling:    &mcp.SamplingCapability{},
-		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
-	}
-}
-
-// errAmbiguousCall is wrapped by attribute's error when the calls in flight
-// on a child session belong to more than one identity.
-var errAmbiguousCall = errors.New("calls of more than one identity are in flight on it")
-
-// attribute finds the call that something a child sent on sess belongs to,
-// and returns nil when no call is in flight. ctx is the context the child
-// transport gave the request's handler: mcp-go's streamable HTTP client
-// makes it from the context of the call whose response stream the request
-// arrived on, which names the call exactly. Otherwise (a stdio child, a
-// remote child's standalone stream, a notification) the calls in flight
-// decide: if they all come from one identity, the most recent one; calls
-// of several identities are an error, so that nothing of one identity's
-// ever reaches another's session.
-func attribute(ctx context.Context, sess *session) (*inCall, error) {
-	if c := callFrom(ctx); c != nil && sess.inflight.lookup(c.key) == c {
-		return c, nil
-	}
-	var latest *inCall
-	for _, c := range sess.inflight.snapshot() {
-		if latest != nil && c.identity != latest.identity {
-			return nil, errAmbiguousCall
-		}
-		if latest == nil || c.seq > latest.seq {
-			latest = c
-		}
-	}
-	return latest, nil
-}
-
 // childRequest answers a request c's session sess sent: ping itself, the
 // three client requests by relaying them, anything else with "method not
 // found".
-func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
 	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
 		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
 	}
@@ -78,35 +38,35 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	default:
 		return fail(mcp.METHOD_NOT_FOUND, "mcpmux does not relay %s from a server", req.Method)
 	}
-	call, err := attribute(ctx, sess)
+	call, err := sess.Attribute(ctx)
 	if err != nil {
 		return fail(mcp.INVALID_REQUEST, "mcpmux cannot tell which client %s is for: %v", req.Method, err)
 	}
-	var to *attachment
+	var to *upstream.Attachment
 	switch {
-	case call != nil && call.round != nil:
+	case call != nil && call.Round() != nil:
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
-		return call.round.ask(ctx, c, req)
+		return call.Round().Ask(ctx, c, req)
 	case call != nil:
 		to = m.askVia(ctx, call) // a task's run: tasks.go
 		// What the child sent before the request goes first.
-		call.flush()
+		call.Flush()
 	default:
 		// Outside any call: the stdio client is the one client there is,
 		// once it has its initialize answer.
 		u := m.sessions.Stdio()
-		if u != nil && u.Answered() && seesAlias(m.policies.Current().For(u.Identity), m.catalog.Load(), c.alias) {
-			to = &attachment{ctx: upstream.WithIdentity(context.Background(), u.Identity), sess: u, out: u.Out()}
+		if u != nil && u.Answered() && seesAlias(m.policies.Current().For(u.Identity), m.catalog.Load(), c.Alias()) {
+			to = &upstream.Attachment{Ctx: upstream.WithIdentity(context.Background(), u.Identity), Sess: u, Out: u.Out()}
 			break
 		}
 		switch {
-		case req.Method == string(mcp.MethodListRoots) && len(c.cfg.Roots) > 0:
+		case req.Method == string(mcp.MethodListRoots) && len(c.Config().Roots) > 0:
 			return configuredRoots(req.ID, c)
 		case req.Method == string(mcp.MethodListRoots):
 			// An empty list would be taken for the client's answer, and
 			// kept (server-everything asks once per session); the child
 			// may ask again in a call, where a client can be asked.
-			return fail(mcp.INVALID_REQUEST, "%s outside any call: no client can be asked now, and [servers.%s] roots is not set", req.Method, c.alias)
+			return fail(mcp.INVALID_REQUEST, "%s outside any call: no client can be asked now, and [servers.%s] roots is not set", req.Method, c.Alias())
 		case u != nil && !u.Answered():
 			return fail(mcp.INVALID_REQUEST, "%s outside any call: the client has not finished its handshake", req.Method)
 		}
@@ -115,7 +75,7 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	if missing := missingCapability(to, mcp.MCPMethod(req.Method)); missing != "" {
 		return refuseMissing(req, c, missing)
 	}
-	if to.out == nil {
+	if to.Out == nil {
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, upstream.ErrNoAsk)
 	}
 	params, err := childParams(req)
@@ -124,11 +84,11 @@ func (m *Mux) childRequest(ctx context.Context, c *child, sess *session, req tra
 	}
 	// The request lasts while both the call and the child's wait for it do,
 	// and at most the call timeout.
-	rctx, cancel := context.WithTimeout(to.ctx, m.cfg.Mux.CallTimeout)
+	rctx, cancel := context.WithTimeout(to.Ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	result, err := to.out.Ask(rctx, req.Method, params)
+	result, err := to.Out.Ask(rctx, req.Method, params)
 	var fe *frame.Error
 	switch {
 	case errors.As(err, &fe):
@@ -167,8 +127,8 @@ func childParams(req transport.JSONRPCRequest) (json.RawMessage, error) {
 // lacks for a request of method, or returns "". A 2026-07-28 request
 // declares its client's capabilities itself; an earlier client declared
 // them in initialize.
-func missingCapability(a *attachment, method mcp.MCPMethod) string {
-	caps := a.caps()
+func missingCapability(a *upstream.Attachment, method mcp.MCPMethod) string {
+	caps := a.Caps()
 	switch {
 	case method == mcp.MethodSamplingCreateMessage && caps.Sampling == nil:
 		return "sampling"
@@ -184,7 +144,7 @@ func missingCapability(a *attachment, method mcp.MCPMethod) string {
 // the capability missing for: roots/list with c's [servers.X] roots (the
 // client has none of its own, so the configured ones apply), anything else
 // with an error naming the capability.
-func refuseMissing(req transport.JSONRPCRequest, c *child, missing string) *transport.JSONRPCResponse {
+func refuseMissing(req transport.JSONRPCRequest, c *child.Server, missing string) *transport.JSONRPCResponse {
 	if req.Method == string(mcp.MethodListRoots) {
 		return configuredRoots(req.ID, c)
 	}
@@ -193,9 +153,9 @@ func refuseMissing(req transport.JSONRPCRequest, c *child, missing string) *tran
 }
 
 // configuredRoots answers roots/list from [servers.X] roots.
-func configuredRoots(id mcp.RequestId, c *child) *transport.JSONRPCResponse {
-	roots := make([]mcp.Root, 0, len(c.cfg.Roots))
-	for _, r := range c.cfg.Roots {
+func configuredRoots(id mcp.RequestId, c *child.Server) *transport.JSONRPCResponse {
+	roots := make([]mcp.Root, 0, len(c.Config().Roots))
+	for _, r := range c.Config().Roots {
 		roots = append(roots, mcp.Root{URI: r})
 	}
 	raw, _ := json.Marshal(mcp.ListRootsResult{Roots: roots})
@@ -210,18 +170,13 @@ func (m *Mux) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range m.children {
-		sess := c.state.Load().sess
-		if sess == nil || sess.isLost() {
-			continue
-		}
-		if _, ok := sess.tr.(transport.BidirectionalInterface); !ok {
+		sess := c.State().Session
+		if sess == nil || sess.Lost() {
 			continue
 		}
 		wg.Go(func() {
-			err := sess.tr.SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
-				Notification: mcp.Notification{Method: string(mcp.MethodNotificationRootsListChanged)}})
-			if err != nil {
-				c.log.Warn().Err(err).Msg("could not pass on notifications/roots/list_changed")
+			if err := sess.TellRootsChanged(ctx); err != nil {
+				c.Log().Warn().Err(err).Msg("could not pass on notifications/roots/list_changed")
 			}
 		})
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -95,7 +96,7 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	h.srv = server.NewStreamableHTTPServer(m.srv,
 		server.WithEndpointPath(o.Path),
 		server.WithSessionIdManager(h.sessions.IDManager()),
-		server.WithStreamableHTTPLogger(SlogLogger(log)),
+		server.WithStreamableHTTPLogger(liblog.Slog(log)),
 	)
 	h.sessions.Configure(o.Limits.MaxSessions, o.Limits.MaxSessionsPerIdentity, h.expire)
 	if h.idle > 0 {

@@ -53,8 +53,8 @@ type trafficLab struct {
 
 func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 	t.Helper()
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) })
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) })
 	ht := trafficchild.New(nil)
 	htHTTP := server.NewStreamableHTTPServer(ht.Server, server.WithStateful(true))
 	hs := httptest.NewServer(ht.Handler(htHTTP))

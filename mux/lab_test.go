@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -49,9 +47,9 @@ type labSpec struct {
 func startLab(tb testing.TB, s labSpec) *Mux {
 	tb.Helper()
 	if s.checkLeaks {
-		_, before := goroutines()
+		_, before := testsupport.Goroutines()
 		// Registered first, so run after the lab is stopped.
-		tb.Cleanup(func() { checkGoroutines(tb, before) })
+		tb.Cleanup(func() { testsupport.CheckGoroutines(tb, before) })
 	}
 	child := server.NewMCPServer("lab", "1", append([]server.ServerOption{server.WithToolCapabilities(true)}, s.childOpts...)...)
 	child.AddTools(s.tools...)
@@ -138,32 +136,4 @@ func serveLab(tb testing.TB, m *Mux, o HTTPOptions, identity func(*http.Request)
 		hs.Close()
 	})
 	return up, hs.URL + o.Path
-}
-
-// checkGoroutines fails tb if more than n goroutines are still running once
-// the ones ending now have had time to.
-func checkGoroutines(tb testing.TB, n int) {
-	tb.Helper()
-	var stacks string
-	count := 0
-	if !testsupport.Settles(func() bool {
-		stacks, count = goroutines()
-		return count <= n
-	}) {
-		tb.Fatalf("%d goroutines running; want at most %d:\n%s", count, n, stacks)
-	}
-}
-
-// goroutines returns every goroutine's stack and how many there are, leaving
-// out the signal loop, which the fuzzing engine starts and nothing ends.
-func goroutines() (string, int) {
-	buf := make([]byte, 1<<20)
-	stacks := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
-	n := 0
-	for _, s := range stacks {
-		if !strings.Contains(s, "os/signal.loop") {
-			n++
-		}
-	}
-	return strings.Join(stacks, "\n\n"), n
 }

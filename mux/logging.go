@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -28,18 +30,18 @@ import (
 // child. What is below the level a session set (logging/setLevel; for a
 // 2026-07-28 request, the level in its _meta) is dropped (logWanted). It
 // runs on the child transport's read goroutine and never blocks.
-func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
+func (m childHost) Log(c *child.Server, sess *child.Session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	level, _ := fields["level"].(string)
 	childLogger, _ := fields["logger"].(string)
-	logger := c.alias
+	logger := c.Alias()
 	if childLogger != "" {
-		logger = c.alias + "/" + childLogger
+		logger = c.Alias() + "/" + childLogger
 	}
-	call, err := attribute(context.Background(), sess)
+	call, err := sess.Attribute(context.Background())
 	switch {
 	case err != nil:
-		ev := c.log.WithLevel(childLevel(mcp.LoggingLevel(level))).Str("child_level", level).Str("child_logger", childLogger)
+		ev := c.Log().WithLevel(childLevel(mcp.LoggingLevel(level))).Str("child_level", level).Str("child_logger", childLogger)
 		if data, jerr := json.Marshal(fields["data"]); jerr != nil || len(data) > maxLoggedData {
 			ev = ev.Str("data", string(data[:min(len(data), maxLoggedData)])).Bool("data_cut", true)
 		} else {
@@ -48,8 +50,8 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 		ev.AnErr("reason", err).Msg("a log message from the server was not relayed to any client: it names no call, and calls of more than one identity are in flight on it")
 		return
 	case call != nil:
-		m.enqueue(call, string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) })
+		call.Enqueue(string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
+			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) }, m.notifyCall)
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}
@@ -58,10 +60,10 @@ func (m *Mux) childLog(c *child, sess *session, n mcp.JSONRPCNotification) {
 	for _, u := range m.sessions.All() {
 		ok, known := sees[u.Identity]
 		if !known {
-			ok = seesAlias(set.For(u.Identity), cat, c.alias)
+			ok = seesAlias(set.For(u.Identity), cat, c.Alias())
 			sees[u.Identity] = ok
 		}
-		if ok && logWanted(&attachment{sess: u}, mcp.LoggingLevel(level)) {
+		if ok && logWanted(&upstream.Attachment{Sess: u}, mcp.LoggingLevel(level)) {
 			_ = m.sessions.Notify(u, string(mcp.MethodNotificationMessage), params)
 		}
 	}
@@ -92,14 +94,14 @@ func childLevel(level mcp.LoggingLevel) zerolog.Level {
 // it connected to the child directly (mcp-go's default for a session,
 // error, would drop a child's warning). A level the protocol does not
 // define is never wanted.
-func logWanted(a *attachment, level mcp.LoggingLevel) bool {
-	if a.proto.Modern {
-		return a.proto.LogLevel != "" && level.ShouldSendTo(a.proto.LogLevel)
+func logWanted(a *upstream.Attachment, level mcp.LoggingLevel) bool {
+	if a.Proto.Modern {
+		return a.Proto.LogLevel != "" && level.ShouldSendTo(a.Proto.LogLevel)
 	}
-	if a.sess == nil {
+	if a.Sess == nil {
 		return false
 	}
-	if l, set := a.sess.LogLevel(); set {
+	if l, set := a.Sess.LogLevel(); set {
 		return level.ShouldSendTo(l)
 	}
 	return level.ShouldSendTo(logLevels[0])
@@ -168,18 +170,18 @@ func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range m.children {
-		sess := c.state.Load().sess
-		if sess == nil || sess.isLost() || sess.caps.Logging == nil {
+		sess := c.State().Session
+		if sess == nil || sess.Lost() || sess.Caps().Logging == nil {
 			continue
 		}
-		wg.Go(func() { m.applyLogLevel(ctx, c, sess) })
+		wg.Go(func() { childHost{m}.ApplyLogLevel(ctx, c, sess) })
 	}
 	wg.Wait()
 }
 
 // applyLogLevel asks sess of c for the level the clients want, if any
 // client set one.
-func (m *Mux) applyLogLevel(ctx context.Context, c *child, sess *session) {
+func (m childHost) ApplyLogLevel(ctx context.Context, c *child.Server, sess *child.Session) {
 	level := m.childLogLevel()
 	if level == "" {
 		return
@@ -187,7 +189,7 @@ func (m *Mux) applyLogLevel(ctx context.Context, c *child, sess *session) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
 	// Sent as mcpmux's own request, never attributed to the client's.
-	if _, err := sess.send(ctx, sess.nextID(), string(mcp.MethodSetLogLevel), map[string]any{"level": level}); err != nil {
-		c.log.Warn().Err(err).Str("level", string(level)).Msg("logging/setLevel failed")
+	if _, err := sess.Request(ctx, nil, string(mcp.MethodSetLogLevel), map[string]any{"level": level}); err != nil {
+		c.Log().Warn().Err(err).Str("level", string(level)).Msg("logging/setLevel failed")
 	}
 }

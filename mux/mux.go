@@ -13,42 +13,36 @@
 // to mcp-go's server, at one place.
 //
 // Where things live:
-//   - child.go: one child's supervisor (restarts, backoff, reading its
-//     lists) and host, all a child may reach of the Mux; session.go: one
-//     generation of a child (a process on pipes, or a connection to a URL)
-//     and the requests sent on it; inflight.go: its calls in flight, which
-//     progress, logging (logging.go) and a child's own requests
-//     (childrequests.go) find their call in; limits.go bounds what a child
-//     may send; childanswers.go hands a stdio child's long answers straight
-//     to their call; childtasks.go follows a call run as a task at the
-//     child; reason.go names why a child is down; memory.go returns freed
-//     heap once catalogs are built;
+//   - children.go: the Mux as its children's host (package child), and the
+//     relay of their progress; logging.go: their log messages, and the
+//     client's logging/setLevel; childrequests.go: a child's requests of a
+//     client, relayed to the client of the call they belong to;
 //   - publish.go: each new snapshot of the catalog (package catalog)
 //     published, after pinning.go has held the definitions that differ
 //     from their pins (package pins); announcer.go: the one goroutine that
 //     tells mcp-go and the sessions what changed;
 //   - frontend.go, stdiofront.go, httpfront.go: the front end of each
 //     edge; request.go, pipeline.go: a request mcpmux answers and its
-//     steps; call.go: tools/call and its audit line; callresult.go: the
-//     check that a child's result is readable; admission.go: rate limits
-//     and per-child slots; tasks.go: task-augmented calls upstream;
+//     steps; call.go: tools/call and its audit line; admission.go: rate
+//     limits and per-child slots; tasks.go: task-augmented calls upstream;
 //     rounds.go: a child's requests to a 2026-07-28 client, as
 //     input-required results and retries; subscriptions.go: resource
 //     subscriptions;
 //   - upstream.go: mcp-go's server, its hooks and what is declared in
 //     initialize; stdio.go and http.go: the two transports, whose writers
-//     (stdiowriter.go, httpwriter.go) are the edge; announce.go: mcp-go's own list_changed dropped at the
-//     edge; requestids.go: the client's request ids carried exactly past
-//     mcp-go; observer.go: what metrics are told; liblog.go: the loggers
-//     handed to the libraries, which write into mcpmux's.
+//     (stdiowriter.go, httpwriter.go) are the edge; announce.go: mcp-go's
+//     own list_changed dropped at the edge; requestids.go: the client's
+//     request ids carried exactly past mcp-go; observer.go: what metrics
+//     are told.
 //
-// Packages below mux hold what needs none of its state: catalog owns the
+// Packages below mux hold what needs none of its state: child owns the
+// children, their sessions and their calls in flight; catalog owns the
 // snapshot of what the children offer and each caller's view of it;
-// upstream owns the upstream sessions; frame reads a message once and writes mcpmux's own
-// answers; jsonwire reads and edits JSON (and JSON-RPC ids) without
-// decoding it; args decodes a call's arguments, vets each tool's
-// inputSchema and checks calls against it; naming makes the exposed names
-// and URIs, and rewrites the URIs in what a child sends.
+// upstream owns the upstream sessions; frame reads a message once and
+// writes mcpmux's own answers; jsonwire reads and edits JSON (and JSON-RPC
+// ids) without decoding it; args decodes a call's arguments, vets each
+// tool's inputSchema and checks calls against it; naming makes the exposed
+// names and URIs, and rewrites the URIs in what a child sends.
 package mux
 
 import (
@@ -60,12 +54,16 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
+	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -84,8 +82,8 @@ type Mux struct {
 	supervisor string
 	observe    Observer
 
-	children []*child // config order
-	byAlias  map[string]*child
+	children []*child.Server // config order
+	byAlias  map[string]*child.Server
 	spawner  *childproc.Spawner
 	catalog  atomic.Pointer[catalog.Catalog]
 	pinning  *pinning // nil when pinning is off (pinning.go)
@@ -99,7 +97,7 @@ type Mux struct {
 	rounds    roundTable  // 2026-07-28 calls waiting for input (rounds.go)
 	levelSet  atomic.Bool // a client has sent logging/setLevel (logging.go)
 
-	memory *memoryReturner // returns freed memory once catalogs are read (memory.go)
+	memory *memory.Returner // returns freed memory once catalogs are read
 
 	initial     chan struct{} // closed once every child's first start is over
 	initialOnce sync.Once
@@ -156,7 +154,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		environ:    os.Environ(),
 		initial:    make(chan struct{}),
 		idle:       make(chan struct{}, 1),
-		memory:     newMemoryReturner(returnMemory, memoryReturnEvery),
+		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
 		announcer:  newAnnouncer(),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
@@ -167,11 +165,13 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.catalog.Store(catalog.Empty)
 	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
-	m.byAlias = map[string]*child{}
+	m.byAlias = map[string]*child.Server{}
+	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pinning != nil,
+		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
 	for _, s := range cfg.Servers {
-		c := newChild(m, s)
+		c := child.New(childHost{m}, env, s)
 		m.children = append(m.children, c)
-		m.byAlias[c.alias] = c
+		m.byAlias[c.Alias()] = c
 	}
 	m.srv = m.newServer()
 	m.sessions.UseServer(m.srv)
@@ -183,14 +183,14 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.spawner = childproc.NewSpawner(m.supervisor)
-	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
+	m.spawner.SetSupervisorStderr(liblog.Std(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	m.wg.Go(func() { m.announce(ctx) })
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)
 	for _, c := range m.children {
 		var once sync.Once
-		m.wg.Go(func() { c.run(ctx, func() { once.Do(pending.Done) }) })
+		m.wg.Go(func() { c.Run(ctx, func() { once.Do(pending.Done) }) })
 	}
 	m.wg.Go(func() {
 		pending.Wait()
@@ -199,7 +199,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.starting.Store(false)
 		// Ready once mcp-go and the sessions know of the first catalog.
 		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
-		m.memory.request()
+		m.memory.Request()
 	})
 }
 
@@ -245,7 +245,7 @@ func (m *Mux) Close() {
 	m.rounds.wait()
 	m.cancel()
 	m.wg.Wait()
-	m.memory.close()
+	m.memory.Close()
 	m.spawner.Close()
 }
 
@@ -274,9 +274,9 @@ func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 // It is for messages only; calls are never routed by splitting names.
 func (m *Mux) Unavailable(name string) error {
 	for _, c := range m.children {
-		st := c.state.Load()
-		if st.listed == nil && strings.HasPrefix(name, c.alias+m.cfg.Mux.Separator) {
-			return c.unavailable(st)
+		st := c.State()
+		if st.Listed == nil && strings.HasPrefix(name, c.Alias()+m.cfg.Mux.Separator) {
+			return c.Unavailable(st)
 		}
 	}
 	return nil
@@ -285,7 +285,7 @@ func (m *Mux) Unavailable(name string) error {
 // ChildStatus is one child's published state, for status output.
 type ChildStatus struct {
 	Alias   string
-	Phase   Phase
+	Phase   child.Phase
 	Attempt int
 	LastErr error
 	Tools   int
@@ -295,12 +295,12 @@ type ChildStatus struct {
 func (m *Mux) Status() []ChildStatus {
 	var out []ChildStatus
 	for _, c := range m.children {
-		st := c.state.Load()
+		st := c.State()
 		n := 0
-		if st.listed != nil {
-			n = len(st.listed.Tools())
+		if st.Listed != nil {
+			n = len(st.Listed.Tools())
 		}
-		out = append(out, ChildStatus{Alias: c.alias, Phase: st.phase, Attempt: st.attempt, LastErr: st.lastErr, Tools: n})
+		out = append(out, ChildStatus{Alias: c.Alias(), Phase: st.Phase, Attempt: st.Attempt, LastErr: st.LastErr, Tools: n})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package mux
 import (
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -18,7 +19,7 @@ type Observer interface {
 	// CallDone reports every call, allowed or not, once, when it ends.
 	CallDone(CallRecord)
 	// ChildPhase reports a child entering a phase.
-	ChildPhase(alias string, phase Phase)
+	ChildPhase(alias string, phase child.Phase)
 	// ChildRestarted reports a child process or session that went away and
 	// is being started again.
 	ChildRestarted(alias string)
@@ -42,9 +43,9 @@ type CallRecord struct {
 
 type nopObserver struct{}
 
-func (nopObserver) CallStarted(string)       {}
-func (nopObserver) CallFinished(string)      {}
-func (nopObserver) CallDone(CallRecord)      {}
-func (nopObserver) ChildPhase(string, Phase) {}
-func (nopObserver) ChildRestarted(string)    {}
-func (nopObserver) Session(string, int)      {}
+func (nopObserver) CallStarted(string)             {}
+func (nopObserver) CallFinished(string)            {}
+func (nopObserver) CallDone(CallRecord)            {}
+func (nopObserver) ChildPhase(string, child.Phase) {}
+func (nopObserver) ChildRestarted(string)          {}
+func (nopObserver) Session(string, int)            {}

@@ -198,7 +198,7 @@ func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 	view := &pinView{held: map[pinKey]string{}}
 	ready := map[string]bool{}
 	for _, c := range m.children {
-		ready[c.alias] = c.state.Load().listed != nil
+		ready[c.Alias()] = c.State().Listed != nil
 	}
 	// Gone first, while next's names still hold the entries held below.
 	var gone []pinNote

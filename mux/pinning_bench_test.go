@@ -33,14 +33,12 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	m.publishMu.Unlock()
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]
-	c.build.Pinned = true
+	c.Builder().Pinned = true
 	var lists [catalog.NumKinds][]json.RawMessage
 	lists[catalog.KindTool] = raw
-	c.build.Forget()
-	cat := c.build.Build(lists, mcp.ServerCapabilities{})
-	st := *c.state.Load()
-	st.listed = cat
-	c.state.Store(&st)
+	c.Builder().Forget()
+	cat := c.Builder().Build(lists, mcp.ServerCapabilities{})
+	c.PublishListed(cat)
 	m.rebuildCatalog()
 	if got := m.PinStatus(); store.Current().Len() != n || got.New != n {
 		b.Fatalf("%d pinned, %d new, want %d", store.Current().Len(), got.New, n)

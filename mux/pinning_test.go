@@ -65,7 +65,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	l.m.publishMu.Lock()
 	l.m.pinning = newPinning(&cfg, store, false)
 	l.m.publishMu.Unlock()
-	l.m.child("main").build.Pinned = true // its catalogs get digests from now on
+	l.m.child("main").Builder().Pinned = true // its catalogs get digests from now on
 	offer := func(toolDesc string, prompt bool) {
 		lists := [catalog.NumKinds]string{catalog.KindTool: `[{"name":"t","description":"` + toolDesc + `","inputSchema":{"type":"object"}}]`}
 		if prompt {

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -89,9 +91,9 @@ func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 		m.done(rec, time.Now())
 		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
-	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
 	args := json.RawMessage(r.p.Arguments)
-	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *upCall) answer {
+	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return toolAnswer(m.callTool(ctx, up, name, args), name)
 	})
 	switch {
@@ -148,8 +150,8 @@ func (m *Mux) servePrompt(ctx context.Context, r *upRequest) answer {
 		m.promptRefused(ctx, name, begun)
 		return answer{err: promptNotFound(name)}
 	}
-	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
-	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *upCall) answer {
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
+	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.getPrompt(ctx, up, e, args, begun)
 	})
 	switch {
@@ -192,7 +194,7 @@ func promptNotFound(name string) *frame.Error {
 
 // getPrompt gets prompt e with args at its child and writes the audit line
 // of the prompts/get begun then.
-func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
+func (m *Mux) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
 	d := DecisionAllowed
 	var err error
 	defer func() { m.auditAccess(ctx, "prompt", e.Name, e.Server, d, err, begun) }()
@@ -210,7 +212,7 @@ func (m *Mux) getPrompt(ctx context.Context, up *upCall, e *catalog.Entry, args 
 	}
 	// Relayed as it is, so it must be what a client can read.
 	if _, err = mcp.ParseGetPromptResult(&raw); err != nil {
-		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.Server, errMalformedResult, err)
+		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.Server, child.ErrMalformedResult, err)
 		return errorAnswer(err)
 	}
 	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(m.child(e.Server))); err != nil {
@@ -228,7 +230,7 @@ func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
 	uri := r.p.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
 	allowed := func() bool {
-		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias})
+		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()})
 	}
 	refuse := func() answer {
 		d := DecisionDenied
@@ -241,8 +243,8 @@ func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
 	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
 		return refuse()
 	}
-	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
-	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *upCall) answer {
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
+	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.readAt(ctx, up, c, uri, orig, begun)
 	})
 	switch {
@@ -274,15 +276,15 @@ func resourceNotFound(modern bool, uri string) *frame.Error {
 
 // readAt reads orig, exposed as uri, at c and writes the audit line of the
 // resources/read begun then.
-func (m *Mux) readAt(ctx context.Context, up *upCall, c *child, uri, orig string, begun time.Time) answer {
+func (m *Mux) readAt(ctx context.Context, up *child.Call, c *child.Server, uri, orig string, begun time.Time) answer {
 	var err error
-	defer func() { m.auditAccess(ctx, "resource", uri, c.alias, DecisionAllowed, err, begun) }()
+	defer func() { m.auditAccess(ctx, "resource", uri, c.Alias(), DecisionAllowed, err, begun) }()
 	raw, err := m.requestPinned(ctx, up, c, nil, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return errorAnswer(err)
 	}
 	if _, err = mcp.ParseReadResourceResult(&raw); err != nil {
-		err = fmt.Errorf("server %s answered resources/read with %w: %v", c.alias, errMalformedResult, err)
+		err = fmt.Errorf("server %s answered resources/read with %w: %v", c.Alias(), child.ErrMalformedResult, err)
 		return errorAnswer(err)
 	}
 	raw, err = naming.RewriteURIs(raw, naming.ResultResourceRead, func(u string) (string, bool) {
@@ -292,7 +294,7 @@ func (m *Mux) readAt(ctx context.Context, up *upCall, c *child, uri, orig string
 		return m.linkRewriter(c)(u)
 	})
 	if err != nil {
-		err = fmt.Errorf("server %s: resources/read: %w", c.alias, err)
+		err = fmt.Errorf("server %s: resources/read: %w", c.Alias(), err)
 		return errorAnswer(err)
 	}
 	return answer{result: raw}
@@ -314,7 +316,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 	if r.p.Ref == nil || json.Unmarshal(r.p.Ref, &ref) != nil {
 		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
 	}
-	up := &upCall{identity: upstream.IdentityFrom(ctx), to: r.attachment(ctx), meta: r.meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
 	cat := m.catalog.Load()
 	switch ref.Type {
 	case "ref/prompt":
@@ -328,14 +330,14 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 		}
 		return a
 	case "ref/resource":
-		var c *child
+		var c *child.Server
 		orig := ref.URI
 		if e, ok := cat.Lookup(catalog.KindTemplate, ref.URI); ok {
 			c, orig = m.child(e.Server), e.Orig
 		} else if rc, o, ok := m.routeURI(cat, ref.URI); ok {
 			c, orig = rc, o
 		}
-		if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 			return answer{err: resourceNotFound(r.modern(), ref.URI)}
 		}
 		return m.complete(ctx, up, r, c, nil, map[string]any{"type": "ref/resource", "uri": orig})
@@ -345,7 +347,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 
 // complete asks c to complete ref for r, refused with errHeldSince where e
 // (a prompt, if not nil) is held since it was looked up (requestPinned).
-func (m *Mux) complete(ctx context.Context, up *upCall, r *upRequest, c *child, e *catalog.Entry, ref map[string]any) answer {
+func (m *Mux) complete(ctx context.Context, up *child.Call, r *upRequest, c *child.Server, e *catalog.Entry, ref map[string]any) answer {
 	params := map[string]any{"ref": ref}
 	if r.p.Argument != nil {
 		params["argument"] = json.RawMessage(r.p.Argument)
@@ -364,7 +366,7 @@ func (m *Mux) complete(ctx context.Context, up *upCall, r *upRequest, c *child, 
 		Completion *json.RawMessage `json:"completion"`
 	}
 	if json.Unmarshal(raw, &res) != nil || res.Completion == nil {
-		return errorAnswer(fmt.Errorf("server %s: completion/complete: a malformed result", c.alias))
+		return errorAnswer(fmt.Errorf("server %s: completion/complete: a malformed result", c.Alias()))
 	}
 	return answer{result: raw}
 }
@@ -383,11 +385,11 @@ func hasArguments(context []byte) bool {
 func (m *Mux) serveSubscription(ctx context.Context, r *upRequest) answer {
 	uri := r.p.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || r.sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+	if !ok || r.sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 		return answer{err: resourceNotFound(r.modern(), uri)}
 	}
 	if r.method == string(mcp.MethodResourcesUnsubscribe) {
-		m.unsubscribe(ctx, subKey{c.alias, orig}, r.sess)
+		m.unsubscribe(ctx, subKey{c.Alias(), orig}, r.sess)
 		return ownResult(&mcp.Result{})
 	}
 	if err := m.subscribe(ctx, c, orig, uri, r.sess); err != nil {

@@ -3,6 +3,7 @@ package mux
 import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/mcpmux/mcpmux/mux/catalog"
 )
 
@@ -33,8 +34,8 @@ func (m *Mux) rebuildCatalogThen(published func()) {
 func (m *Mux) publishCatalog(published func()) pinWork {
 	parts := make([]catalog.Part, 0, len(m.children))
 	for _, c := range m.children {
-		if listed := c.state.Load().listed; listed != nil {
-			parts = append(parts, catalog.Part{Alias: c.alias, Listed: listed, Log: c.log})
+		if listed := c.State().Listed; listed != nil {
+			parts = append(parts, catalog.Part{Alias: c.Alias(), Listed: listed, Log: *c.Log()})
 		}
 	}
 	next := catalog.Merge(parts)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
@@ -31,50 +33,9 @@ type upRequest struct {
 // modern reports whether r is of protocol 2026-07-28.
 func (r *upRequest) modern() bool { return r.meta.Protocol.Modern }
 
-// attachment is an upstream request as what its calls send reaches it.
-type attachment struct {
-	// ctx is the request's: its end, and its caller (WithCaller).
-	ctx context.Context
-	// token is the client's progress token, as it wrote it; nil when it
-	// asked for none.
-	token json.RawMessage
-	proto frame.Protocol
-	sess  *upstream.Session
-	// out is the request's edge; nil for a task, which outlives the
-	// request that began it: what it sends goes to its session.
-	out upstream.Out
-}
-
 // attachment is r as its calls reach it.
-func (r *upRequest) attachment(ctx context.Context) *attachment {
-	return &attachment{ctx: ctx, token: r.meta.Token, proto: r.meta.Protocol, sess: r.sess, out: r.out}
-}
-
-// caps are the client capabilities that count for a request to the client
-// during a: a 2026-07-28 request's own, or those its session declared in
-// initialize.
-func (a *attachment) caps() mcp.ClientCapabilities {
-	if a.proto.Modern {
-		if a.proto.Caps != nil {
-			return *a.proto.Caps
-		}
-		return mcp.ClientCapabilities{}
-	}
-	if a.sess != nil {
-		return a.sess.ClientCaps()
-	}
-	return mcp.ClientCapabilities{}
-}
-
-// upCall is what a request mcpmux sends a child for an upstream request
-// carries: whose it is, where what the child sends during it goes, and
-// what of the client's request goes on to the child.
-type upCall struct {
-	identity string
-	to       *attachment // the upstream request; nil for a request of mcpmux's own
-	round    *round      // the 2026-07-28 round the call runs in; nil for none
-	task     *taskCall   // the upstream task the call runs as; nil for none
-	meta     frame.Meta  // the client's _meta
+func (r *upRequest) attachment(ctx context.Context) *upstream.Attachment {
+	return &upstream.Attachment{Ctx: ctx, Token: r.meta.Token, Proto: r.meta.Protocol, Sess: r.sess, Out: r.out}
 }
 
 // answer is what the pipeline answers a request with: a result as bytes
@@ -95,9 +56,9 @@ func errorAnswer(err error) answer {
 	if errors.As(err, &fe) {
 		return answer{err: fe}
 	}
-	var ce *rpcError
+	var ce *child.RPCError
 	if errors.As(err, &ce) {
-		return answer{err: &frame.Error{Code: ce.details.Code, Message: ce.details.Message, Data: frame.RawData(ce.details.Data)}}
+		return answer{err: &frame.Error{Code: ce.Details.Code, Message: ce.Details.Message, Data: frame.RawData(ce.Details.Data)}}
 	}
 	return answer{err: &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
 }
@@ -131,14 +92,3 @@ type decorator struct{ frame.Decoration }
 // decoration names mcpmux in every 2026-07-28 result, as newServer names
 // it to mcp-go.
 var decoration = decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: Version}}}
-
-// rpcError is a JSON-RPC error a child answered with. Its text is the
-// child's message, as mcp-go's typed error has it; errorAnswer relays it
-// to the client as the child sent it.
-type rpcError struct {
-	details mcp.JSONRPCErrorDetails
-	err     error // details.AsError()
-}
-
-func (e *rpcError) Error() string { return e.err.Error() }
-func (e *rpcError) Unwrap() error { return e.err }

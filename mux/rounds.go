@@ -33,8 +33,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // errUnknownState is the answer to a retry whose requestState names no
@@ -73,7 +75,7 @@ const (
 // roundsPerServer is how many rounds that asked the client something one
 // identity holds of server c at once: half its max_in_flight, at least
 // one, so that one identity's unanswered rounds never take all its slots.
-func roundsPerServer(c *child) int64 { return max(1, int64(c.cfg.MaxInFlight)/2) }
+func roundsPerServer(c *child.Server) int64 { return max(1, int64(c.Config().MaxInFlight)/2) }
 
 // roundsClosed marks roundTable.running once Mux.Close has begun.
 const roundsClosed = int64(1) << 62
@@ -109,11 +111,11 @@ type round struct {
 	wake   chan struct{} // cap 1: a child request joined pending
 
 	mu      sync.Mutex
-	up      *attachment // the upstream request waiting now; nil between rounds
-	last    *attachment // the latest upstream request: its capabilities count
-	call    *inCall     // the child call's in-flight entry (the latest attempt)
-	token   string      // the requestState handed out last; "" once taken
-	pending []*childAsk // child requests not yet handed to the client
+	up      *upstream.Attachment // the upstream request waiting now; nil between rounds
+	last    *upstream.Attachment // the latest upstream request: its capabilities count
+	call    *child.InCall        // the child call's in-flight entry (the latest attempt)
+	token   string               // the requestState handed out last; "" once taken
+	pending []*childAsk          // child requests not yet handed to the client
 	asked   map[string]*childAsk
 	keys    int
 	heldKey string // the key of roundTable.held this round counts under; "" if none
@@ -135,7 +137,7 @@ type askReply struct {
 // roundWork is the work of a request at its child, run detached from the
 // request, as the call up: it returns the request's answer and writes its
 // one audit line.
-type roundWork func(ctx context.Context, up *upCall) answer
+type roundWork func(ctx context.Context, up *child.Call) answer
 
 // roundAnswer is what an upstream request of a round is answered with:
 // inputRequired when not nil, else value or err. err is errUnknownState or
@@ -262,14 +264,14 @@ func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMeth
 		stopCut()
 	})
 	r.attach(req.attachment(ctx))
-	up := &upCall{identity: r.identity, round: r, meta: req.meta}
+	up := &child.Call{Identity: r.identity, Round: r, Meta: req.meta}
 	go func() {
 		defer r.rt.finished()
 		r.answer = roundAnswer{value: work(r.ctx, up)}
 		close(r.done)
 		// Answered between rounds: the answer waits a while for the retry,
 		// not all of call_timeout.
-		if r.attached() == nil {
+		if r.Attached() == nil {
 			t := time.AfterFunc(r.rt.resultHold(), func() { r.end(errNotRetried) })
 			context.AfterFunc(r.ctx, func() { t.Stop() })
 		}
@@ -318,7 +320,7 @@ func (rt *roundTable) wait() {
 // hold reserves a place for a round of identity at server c among those
 // that asked the client something; it says which bound refuses it if none
 // is left.
-func (rt *roundTable) hold(identity string, c *child) (key string, refused string) {
+func (rt *roundTable) hold(identity string, c *child.Server) (key string, refused string) {
 	for {
 		n := rt.waiting.Load()
 		if n >= maxRoundsWaiting {
@@ -328,7 +330,7 @@ func (rt *roundTable) hold(identity string, c *child) (key string, refused strin
 			break
 		}
 	}
-	key = identity + "\x00" + c.alias
+	key = identity + "\x00" + c.Alias()
 	limit := roundsPerServer(c)
 	for {
 		v, _ := rt.held.LoadOrStore(key, new(atomic.Int64))
@@ -340,7 +342,7 @@ func (rt *roundTable) hold(identity string, c *child) (key string, refused strin
 			continue
 		case n >= limit:
 			rt.waiting.Add(-1)
-			return "", fmt.Sprintf("identity %q has %d calls of server %s waiting for its answers, the most it may (half the server's max_in_flight)", identity, n, c.alias)
+			return "", fmt.Sprintf("identity %q has %d calls of server %s waiting for its answers, the most it may (half the server's max_in_flight)", identity, n, c.Alias())
 		}
 		if count.CompareAndSwap(n, n+1) {
 			return key, ""
@@ -412,7 +414,7 @@ func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
 }
 
 // attach makes a the request the round's notifications reach.
-func (r *round) attach(a *attachment) {
+func (r *round) attach(a *upstream.Attachment) {
 	r.mu.Lock()
 	r.up, r.last = a, a
 	r.mu.Unlock()
@@ -426,12 +428,19 @@ func (r *round) detach() {
 	c := r.call
 	r.mu.Unlock()
 	if c != nil {
-		c.flush()
+		c.Flush()
 	}
 }
 
-// attached returns the upstream request waiting now, or nil.
-func (r *round) attached() *attachment {
+// Bind makes c the round's call: the latest attempt of the child call.
+func (r *round) Bind(c *child.InCall) {
+	r.mu.Lock()
+	r.call = c
+	r.mu.Unlock()
+}
+
+// Attached returns the upstream request waiting now, or nil.
+func (r *round) Attached() *upstream.Attachment {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.up
@@ -515,11 +524,11 @@ func (r *round) answerAsks(raw []byte) {
 	}
 }
 
-// ask is childRequest for a call of r at c: req waits in the round for the
+// Ask is childRequest for a call of r at c: req waits in the round for the
 // client's answer, until the round or the child's wait (ctx) ends. A
 // round over a bound (maxRoundsWaiting, roundsPerServer, maxRoundAsks)
 // refuses it at once, and the call goes on as without rounds.
-func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
 	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
 		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
 	}
@@ -551,7 +560,7 @@ func (r *round) ask(ctx context.Context, c *child, req transport.JSONRPCRequest)
 	}
 	if refused != "" {
 		r.mu.Unlock()
-		r.rt.log.Warn().Str("identity", r.identity).Str("server", c.alias).Str("method", req.Method).Msg("a request of the server's was refused: " + refused)
+		r.rt.log.Warn().Str("identity", r.identity).Str("server", c.Alias()).Str("method", req.Method).Msg("a request of the server's was refused: " + refused)
 		return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: %s", req.Method, refused)
 	}
 	r.pending = append(r.pending, a)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
@@ -135,8 +138,7 @@ func TestRoundsRefusedOnceClosing(t *testing.T) {
 // identity's counter dropped once it is zero.
 func TestRoundHoldGivenBack(t *testing.T) {
 	rt := &roundTable{}
-	c := &child{alias: "x"}
-	c.cfg.MaxInFlight = 4
+	c := child.New(nil, child.Env{Config: &config.Config{}}, config.Server{Alias: "x", MaxInFlight: 4})
 	var keys []string
 	for range 2 {
 		k, refused := rt.hold("alice", c)
@@ -165,7 +167,7 @@ func TestRoundAnswerNotRetried(t *testing.T) {
 	l.m.rounds.holdFor = time.Millisecond
 	done := make(chan struct{})
 	r := l.m.startRound(upstream.WithIdentity(context.Background(), "alice"), &upRequest{method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
-		func(context.Context, *upCall) answer { <-done; return answer{} })
+		func(context.Context, *child.Call) answer { <-done; return answer{} })
 	r.mu.Lock()
 	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})
 	r.mu.Unlock()

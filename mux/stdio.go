@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -39,7 +40,7 @@ const (
 // server, reading what the reader passes on.
 func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
 	s := server.NewStdioServer(m.srv)
-	s.SetErrorLogger(StdLogger(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
+	s.SetErrorLogger(liblog.Std(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(s)
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so
@@ -445,9 +446,6 @@ func (rr *requestReader) handOn(line []byte) []byte {
 	return line
 }
 
-// oversizedHead is how much of an oversized line is kept to find its id.
-const oversizedHead = 16 << 10
-
 // readLine reads the next line of at most max bytes (not counting its
 // newline), skipping and answering longer ones.
 func (rr *requestReader) readLine() ([]byte, error) {
@@ -465,9 +463,9 @@ func (rr *requestReader) readLine() ([]byte, error) {
 			content-- // the newline
 		}
 		if head == nil && content > rr.max {
-			head = make([]byte, 0, oversizedHead)
-			head = append(head, rr.buf[:min(len(rr.buf), oversizedHead)]...)
-			head = append(head, frag[:min(len(frag), oversizedHead-len(head))]...)
+			head = make([]byte, 0, frame.OversizedHead)
+			head = append(head, rr.buf[:min(len(rr.buf), frame.OversizedHead)]...)
+			head = append(head, frag[:min(len(frag), frame.OversizedHead-len(head))]...)
 			rr.buf = rr.buf[:0]
 		}
 		if head == nil {

@@ -20,22 +20,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
-// lines splits a client's input the way requestReader reads it: each line
-// with its newline, the last one possibly without.
-func lines(data []byte) [][]byte {
-	var out [][]byte
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			out = append(out, data)
-			break
-		}
-		out = append(out, data[:i+1])
-		data = data[i+1:]
-	}
-	return out
-}
-
 // edgeRef is what the stdio edge does with a client's line, read with
 // encoding/json (as mcp-go reads it): the reference readMsgID is held to.
 type edgeRef struct {
@@ -132,11 +116,11 @@ func FuzzFraming(f *testing.F) {
 				t.Fatalf("read: %v", err)
 			}
 		}
-		out := lines(got.Bytes())
+		out := testsupport.Lines(got.Bytes())
 		var handed [][]byte
 		live := map[string]bool{}  // every request counted, by refKey
 		stood := map[string]bool{} // those handed on under a stand-in
-		for _, line := range lines(data) {
+		for _, line := range testsupport.Lines(data) {
 			id, ok := requestID(line)
 			if refID, refOK := requestIDAsMCPGo(line); id != refID || ok != refOK {
 				t.Fatalf("requestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
@@ -280,7 +264,7 @@ func FuzzStdioFrames(f *testing.F) {
 		listens := map[string]bool{}
 		// A request the client cancelled may go unanswered.
 		cancelled := map[string]int{}
-		for _, line := range lines(data) {
+		for _, line := range testsupport.Lines(data) {
 			if at, ok := cancelTarget(line); ok {
 				if id, ok := refKey(line[at.Start:at.End]); ok {
 					cancelled[id]++
@@ -317,7 +301,7 @@ func FuzzStdioFrames(f *testing.F) {
 			}
 		}
 		got := map[string]int{}
-		for _, line := range lines(out.Bytes()) {
+		for _, line := range testsupport.Lines(out.Bytes()) {
 			if line[len(line)-1] != '\n' {
 				t.Fatalf("output line %q does not end with a newline", line)
 			}

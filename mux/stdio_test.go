@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"runtime"
@@ -110,23 +109,6 @@ func TestRequestIDDoesNotDecodeResult(t *testing.T) {
 	}
 }
 
-// readAll reads r to its end in reads of chunk bytes.
-func readAll(t *testing.T, r io.Reader, chunk int) []byte {
-	t.Helper()
-	var got bytes.Buffer
-	buf := make([]byte, chunk)
-	for {
-		n, err := r.Read(buf)
-		got.Write(buf[:n])
-		if errors.Is(err, io.EOF) {
-			return got.Bytes()
-		}
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-	}
-}
-
 // A client line over the limit is never handed on: it is read to its end,
 // dropped, logged and answered (under its id when its start tells it), and
 // the lines around it go through unchanged and counted.
@@ -164,7 +146,7 @@ func TestRequestReaderLimit(t *testing.T) {
 				var logBuf, answers bytes.Buffer
 				h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), maxMessage: max, log: zerolog.New(&logBuf)}
 				h.writer(&answers)
-				got := readAll(t, h.reader(strings.NewReader(c.in)), chunk)
+				got := testsupport.ReadAll(t, h.reader(strings.NewReader(c.in)), chunk)
 				if string(got) != c.out {
 					t.Fatalf("chunk %d: handed on %.200q, want %.200q", chunk, got, c.out)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -161,8 +162,8 @@ func (s *subscriptions) uris(alias string) []string {
 
 // subscribe subscribes u to the resource orig of c, exposed as uri: at the
 // child if it is the resource's first subscriber.
-func (m *Mux) subscribe(ctx context.Context, c *child, orig, uri string, u *upstream.Session) error {
-	k := subKey{c.alias, orig}
+func (m *Mux) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
+	k := subKey{c.Alias(), orig}
 	defer m.subs.lock(k)()
 	if len(m.subs.of(k)) == 0 {
 		if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
@@ -186,7 +187,7 @@ func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
 		return
 	}
 	if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
-		c.log.Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
+		c.Log().Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
 	}
 }
 
@@ -217,11 +218,11 @@ func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris
 	cat, p := m.catalog.Load(), m.policyFor(ctx)
 	for _, uri := range uris {
 		c, orig, ok := m.routeURI(cat, uri)
-		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.alias}) {
+		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 			continue
 		}
 		if err := m.subscribe(ctx, c, orig, uri, u); err != nil {
-			c.log.Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
+			c.Log().Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
 		}
 	}
 }
@@ -229,9 +230,9 @@ func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris
 // resourceUpdated relays a child's notifications/resources/updated to
 // every session subscribed to that resource, under the URI it used.
 // It runs on the child's read goroutine and never blocks.
-func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
+func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
 	orig, _ := n.Params.AdditionalFields["uri"].(string)
-	for u, exposed := range m.subs.of(subKey{c.alias, orig}) {
+	for u, exposed := range m.subs.of(subKey{c.Alias(), orig}) {
 		params := map[string]any{}
 		for k, v := range n.Params.AdditionalFields {
 			params[k] = v
@@ -239,16 +240,6 @@ func (m *Mux) resourceUpdated(c *child, n mcp.JSONRPCNotification) {
 		params["uri"] = exposed
 		if err := m.sessions.Notify(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
 			m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send resources/updated")
-		}
-	}
-}
-
-// resubscribe renews, on a child's new session, the subscriptions sessions
-// hold to its resources.
-func (c *child) resubscribe(ctx context.Context, sess *session) {
-	for _, uri := range c.host.subscribedURIs(c.alias) {
-		if _, err := sess.rawRequest(ctx, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
-			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
 		}
 	}
 }

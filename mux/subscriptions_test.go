@@ -68,8 +68,8 @@ func (uc *unsubChild) start(tb testing.TB, n int) string {
 // on each). Each resource is unsubscribed once.
 func TestIdleSweepDropsSubscriptionsAtOnce(t *testing.T) {
 	const n = 3
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) }) // after the lab, registered first
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) }) // after the lab, registered first
 	uc := &unsubChild{}
 	url := uc.start(t, n)
 	m := runMux(t, map[string]string{"reader": "allow = [\"*\"]\nallow_resources = [\"lab\"]"}, nil, func(policies string) string {

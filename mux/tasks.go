@@ -39,6 +39,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -47,7 +48,7 @@ import (
 // upTask is one task mcp-go hosts for a call of the mux's.
 type upTask struct {
 	id   string
-	call *taskCall // set under mu once the run starts
+	call *child.TaskCall // set under mu once the run starts
 	sess *upstream.Session
 	// ctx has the caller of the tools/call's context but not its end;
 	// cancel ends it.
@@ -64,11 +65,11 @@ type upTask struct {
 	storedOnce sync.Once
 
 	mu      sync.Mutex
-	ttl     *int64        // as the client asked
-	waiting *attachment   // the latest tasks/result of the client's; nil before one
-	asked   chan struct{} // closed, and replaced, when a tasks/result comes
-	created string        // the task's createdAt as mcp-go answered it
-	expiry  *time.Timer   // forgets the task once mcp-go has; nil without a ttl
+	ttl     *int64               // as the client asked
+	waiting *upstream.Attachment // the latest tasks/result of the client's; nil before one
+	asked   chan struct{}        // closed, and replaced, when a tasks/result comes
+	created string               // the task's createdAt as mcp-go answered it
+	expiry  *time.Timer          // forgets the task once mcp-go has; nil without a ttl
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -290,7 +291,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		t.mu.Lock()
 		tc := t.call
 		t.mu.Unlock()
-		ct := tc.child()
+		ct := tc.Followed()
 		if ct == nil {
 			continue
 		}
@@ -301,7 +302,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			st, err := ct.status(ctx)
+			st, err := ct.Status(ctx)
 			if err != nil {
 				m.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
 				return
@@ -319,7 +320,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 
 // resultAsked notes that the client waits for t's result in the request
 // a, whose response stream can carry the child's requests.
-func (t *upTask) resultAsked(a *attachment) {
+func (t *upTask) resultAsked(a *upstream.Attachment) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.waiting = a
@@ -340,12 +341,16 @@ func (t *upTask) resultAsked(a *attachment) {
 // waits for a tasks/result, until the child's wait or the run ends or the
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
-func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
-	tc := call.task
-	if tc == nil || tc.task == nil {
-		return &call.own
+func (m *Mux) askVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
+	if tc := call.Task(); tc != nil && tc.Run != nil {
+		return tc.Run.AskVia(ctx, call, m.cfg.Mux.CallTimeout)
 	}
-	t := tc.task
+	return call.Own()
+}
+
+// AskVia is askVia for a call run as t, waiting up to wait for a
+// tasks/result.
+func (t *upTask) AskVia(ctx context.Context, call *child.InCall, wait time.Duration) *upstream.Attachment {
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
@@ -355,25 +360,25 @@ func (m *Mux) askVia(ctx context.Context, call *inCall) *attachment {
 		}
 		asked := t.asked
 		t.mu.Unlock()
-		if w != nil && w.ctx.Err() == nil {
+		if w != nil && w.Ctx.Err() == nil {
 			return w
 		}
 		if out := t.sess.SessionOut(); out != nil {
-			return &attachment{ctx: call.own.ctx, sess: t.sess, out: out}
+			return &upstream.Attachment{Ctx: call.Own().Ctx, Sess: t.sess, Out: out}
 		}
 		if timeout == nil {
-			timer := time.NewTimer(m.cfg.Mux.CallTimeout)
+			timer := time.NewTimer(wait)
 			defer timer.Stop()
 			timeout = timer.C
 		}
 		select {
 		case <-asked:
 		case <-ctx.Done():
-			return &call.own
-		case <-call.own.ctx.Done():
-			return &call.own
+			return call.Own()
+		case <-call.Own().Ctx.Done():
+			return call.Own()
 		case <-timeout:
-			return &call.own
+			return call.Own()
 		}
 	}
 }
@@ -437,12 +442,12 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	t.mu.Unlock()
 	m.tasks.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
-	tc := &taskCall{params: &params, task: t}
+	tc := &child.TaskCall{Params: &params, Run: t}
 	t.mu.Lock()
 	t.call = tc
 	t.mu.Unlock()
 	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
-	up := &upCall{identity: upstream.IdentityFrom(t.ctx), to: &attachment{ctx: t.ctx, token: meta.Token, sess: t.sess}, task: tc, meta: meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(t.ctx), To: &upstream.Attachment{Ctx: t.ctx, Token: meta.Token, Sess: t.sess}, Task: tc, Meta: meta}
 	args := any(req.Params.Arguments)
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
@@ -451,8 +456,8 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	switch {
 	case r.Outcome == OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
-	case tc.failed != nil:
-		return nil, tc.failed
+	case tc.Failed != nil:
+		return nil, tc.Failed
 	case r.Outcome == OutcomeInterrupted || r.Outcome == OutcomeTimeout:
 		return nil, errors.New(resultText(r.Tool))
 	case r.Raw != nil:
@@ -492,10 +497,10 @@ func resultText(r *mcp.CallToolResult) string {
 
 // taskTimeout is how long a call may take: the call timeout, or for a
 // call run as a task the ttl its client asked for, when that is longer.
-func (m *Mux) taskTimeout(up *upCall) time.Duration {
+func (m *Mux) taskTimeout(up *child.Call) time.Duration {
 	d := m.cfg.Mux.CallTimeout
-	if tc := up.task; tc != nil && tc.params.TTL != nil {
-		d = max(d, time.Duration(*tc.params.TTL)*time.Millisecond)
+	if tc := up.Task; tc != nil && tc.Params.TTL != nil {
+		d = max(d, time.Duration(*tc.Params.TTL)*time.Millisecond)
 	}
 	return d
 }
@@ -532,7 +537,7 @@ func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 // its call itself), and a request that ends first, are answered by
 // mcp-go's store, which holds the task's outcome.
 func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *upTask) []byte {
-	t.resultAsked(&attachment{ctx: ctx, sess: u, out: out})
+	t.resultAsked(&upstream.Attachment{Ctx: ctx, Sess: u, Out: out})
 	ran := false
 	select {
 	case <-t.done:

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -174,8 +176,8 @@ func TestTrafficReachesItsCall(t *testing.T) {
 			if c.err != nil || !strings.HasPrefix(c.text, tag+": ") || !strings.Contains(c.text, want) {
 				t.Errorf("%s: %q %v, want %s", tag, c.text, c.err, want)
 			}
-			if c.alias == "st" && !strings.Contains(c.text, errAmbiguousCall.Error()) {
-				t.Errorf("%s: st's sampling refused with %q, want it to say %q", tag, c.text, errAmbiguousCall)
+			if c.alias == "st" && !strings.Contains(c.text, child.ErrAmbiguousCall.Error()) {
+				t.Errorf("%s: st's sampling refused with %q, want it to say %q", tag, c.text, child.ErrAmbiguousCall)
 			}
 			if got := progressOf(c.u, "tok-"+c.alias); !slices.Equal(got, []string{tag}) {
 				t.Errorf("%s: progress %q under its token, want only its own", tag, got)
@@ -273,7 +275,7 @@ func TestRequestOfTwoIdentitiesRefused(t *testing.T) {
 			trafficCall(bob, alias, "bob", "two-"+alias, 2, "sampling", "")}
 		callAll(calls)
 		for _, c := range calls {
-			if c.err != nil || !strings.Contains(c.text, "mcpmux cannot tell which client sampling/createMessage is for: "+errAmbiguousCall.Error()) {
+			if c.err != nil || !strings.Contains(c.text, "mcpmux cannot tell which client sampling/createMessage is for: "+child.ErrAmbiguousCall.Error()) {
 				t.Errorf("%s via %s: %q %v", c.args["tag"], alias, c.text, c.err)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -226,45 +228,45 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 // requestPinned is request for the tool or prompt e of c (if not nil),
 // refused with errHeldSince where the session it gets does not list e as
 // e was looked up (stillPinned).
-func (m *Mux) requestPinned(ctx context.Context, up *upCall, c *child, e *catalog.Entry, method string, params map[string]any) (json.RawMessage, error) {
+func (m *Mux) requestPinned(ctx context.Context, up *child.Call, c *child.Server, e *catalog.Entry, method string, params map[string]any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
 	defer cancel()
-	st, err := c.ready(ctx)
+	st, err := c.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if e != nil && !m.stillPinned(st.listed, e) {
+	if e != nil && !m.stillPinned(st.Listed, e) {
 		return nil, errHeldSince
 	}
-	sess := st.sess
-	raw, err := sess.rawRequest(ctx, up, method, params)
+	sess := st.Session
+	raw, err := sess.Request(ctx, up, method, params)
 	if err != nil {
 		// Ended by its own context (the client gave up, its round ended,
 		// the call timeout): the child, told to cancel, is not gone.
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("server %s: %s: %w", c.alias, method, context.Cause(ctx))
+			return nil, fmt.Errorf("server %s: %s: %w", c.Alias(), method, context.Cause(ctx))
 		}
-		if sess.failed(ctx, err) {
-			return nil, fmt.Errorf("server %s went away during %s: %s", c.alias, method, sess.lostWhy)
+		if sess.Failed(ctx, err) {
+			return nil, fmt.Errorf("server %s went away during %s: %s", c.Alias(), method, sess.LostWhy())
 		}
 		// The child's own error is the client's answer, as it would be
 		// directly.
-		var ce *rpcError
+		var ce *child.RPCError
 		if errors.As(err, &ce) {
 			return nil, ce
 		}
-		return nil, fmt.Errorf("server %s: %s: %w", c.alias, method, err)
+		return nil, fmt.Errorf("server %s: %s: %w", c.Alias(), method, err)
 	}
 	return raw, nil
 }
 
 // linkRewriter returns the rewrite of URIs that c put into a result: each
 // becomes the form under which the mux exposes c's resources.
-func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
-	if !c.cfg.Prefix {
+func (m *Mux) linkRewriter(c *child.Server) func(string) (string, bool) {
+	if !c.Config().Prefix {
 		return func(string) (string, bool) { return "", false }
 	}
-	return func(uri string) (string, bool) { return naming.ExposeURI(c.alias, uri), true }
+	return func(uri string) (string, bool) { return naming.ExposeURI(c.Alias(), uri), true }
 }
 
 // routeURI finds the child a resource URI, as a client gives it, belongs to
@@ -272,7 +274,7 @@ func (m *Mux) linkRewriter(c *child) func(string) (string, bool) {
 // scheme under the alias of a child that offers resources; a URI that one of the unprefixed children's templates matches
 // (first in config order); or, when exactly one unprefixed child offers
 // resources, any other URI.
-func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child, string, bool) {
+func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child.Server, string, bool) {
 	if e, ok := cat.Lookup(catalog.KindResource, uri); ok {
 		return m.child(e.Server), e.Orig, true
 	}
@@ -284,11 +286,11 @@ func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child, string, bool) 
 			return c, orig, true
 		}
 	}
-	var only *child
+	var only *child.Server
 	n := 0
 	for _, e := range cat.Kinds[catalog.KindTemplate].List {
 		c := m.child(e.Server)
-		if c.cfg.Prefix {
+		if c.Config().Prefix {
 			continue
 		}
 		if e.Match(uri) {
@@ -296,7 +298,7 @@ func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child, string, bool) 
 		}
 	}
 	for _, c := range m.children {
-		if !c.cfg.Prefix && offersResources(c) {
+		if !c.Config().Prefix && offersResources(c) {
 			only, n = c, n+1
 		}
 	}
@@ -307,13 +309,13 @@ func (m *Mux) routeURI(cat *catalog.Catalog, uri string) (*child, string, bool) 
 }
 
 // offersResources reports whether c's current catalog declares resources.
-func offersResources(c *child) bool {
-	l := c.state.Load().listed
+func offersResources(c *child.Server) bool {
+	l := c.State().Listed
 	return l != nil && l.Caps.Resources != nil
 }
 
 // child returns the child of alias, or nil.
-func (m *Mux) child(alias string) *child { return m.byAlias[alias] }
+func (m *Mux) child(alias string) *child.Server { return m.byAlias[alias] }
 
 // promptRefused writes the audit line of a prompts/get refused as unknown,
 // hidden or denied.

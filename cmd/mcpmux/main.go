@@ -26,10 +26,13 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/mcpmux/mcpmux/mux/child"
+
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -128,7 +131,7 @@ func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 		return nil, exitBadConfig
 	}
 	log := newLogger(cfg, stderr)
-	mux.RouteDefaultLoggers(log)
+	liblog.RouteDefaults(log)
 	for _, w := range warnings {
 		log.Warn().Str("file", cfg.File).Int("line", w.Line).Msg(w.Msg)
 	}
@@ -272,7 +275,7 @@ func startMux(cmd, cfgPath, as string, stderr io.Writer) (*mux.Mux, context.Canc
 func notReady(cmd string, m *mux.Mux, stderr io.Writer, consequence string) bool {
 	some := false
 	for _, c := range m.Status() {
-		if c.Phase == mux.PhaseReady {
+		if c.Phase == child.PhaseReady {
 			continue
 		}
 		some = true

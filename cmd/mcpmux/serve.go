@@ -22,6 +22,7 @@ import (
 	"github.com/mcpmux/mcpmux/admin"
 	"github.com/mcpmux/mcpmux/auth"
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -343,7 +344,7 @@ func newHTTPServer(h http.Handler, limits config.Limits, log zerolog.Logger) *ht
 // connection (a failed accept, a handler's panic, a malformed request): a
 // warning in mcpmux's log.
 func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
-	return mux.StdLogger(log.With().Str("component", "http-server").Logger(), slog.LevelWarn)
+	return liblog.Std(log.With().Str("component", "http-server").Logger(), slog.LevelWarn)
 }
 
 // boundWrites gives every request on a connection a fresh write deadline,

@@ -195,3 +195,7 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// OversizedHead is how much of a line over the size limit is kept to find
+// its id.
+const OversizedHead = 16 << 10

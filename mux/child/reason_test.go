@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/internal/childproc"
-	"github.com/mcpmux/mcpmux/policy"
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // Tests of the reasons mux gives its children's failures: each is made by a
@@ -105,10 +106,9 @@ func hangUp(w http.ResponseWriter, reset bool) {
 	_ = conn.Close()
 }
 
-// testChild returns the one child of a Mux configured with serverLines in
-// [servers.x] and limitLines in [limits], never started as a whole: the
-// test starts the child itself.
-func testChild(t *testing.T, serverLines, limitLines string) *child {
+// testChild returns a child configured with serverLines in [servers.x] and
+// limitLines in [limits], run by a testHost; the test starts it itself.
+func testChild(t *testing.T, serverLines, limitLines string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	src := "[mux]\npolicy_dir = \".\"\n\n[limits]\n" + limitLines + "\n\n[servers.x]\n" + serverLines + "\n"
@@ -116,19 +116,12 @@ func testChild(t *testing.T, serverLines, limitLines string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := policy.NewStore(dir, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := New(cfg, store, Options{Log: zerolog.Nop()})
-	m.spawner = childproc.NewSpawner(m.supervisor)
-	t.Cleanup(m.spawner.Close)
-	return m.children[0]
+	return New(newTestHost(t), Env{Config: cfg, Log: zerolog.Nop()}, cfg.Servers[0])
 }
 
 func TestStartFailureReasons(t *testing.T) {
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) })
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) })
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -140,70 +133,70 @@ func TestStartFailureReasons(t *testing.T) {
 		name        string
 		server      func(t *testing.T) string // [servers.x] lines
 		limits      string
-		want        FailureReason
+		want        link.FailureReason
 		wantPrefix  string // the error's text, as it always was
 		wantContain string
 	}{
-		{name: "missing command", want: ReasonStartFailed, wantPrefix: "server x: exec: ", wantContain: "/nonexistent/mcp-server",
+		{name: "missing command", want: link.ReasonStartFailed, wantPrefix: "server x: exec: ", wantContain: "/nonexistent/mcp-server",
 			server: func(*testing.T) string { return `command = "/nonexistent/mcp-server"` }},
-		{name: "exits", want: ReasonExited, wantPrefix: "server x: initialize: process exit status 3",
+		{name: "exits", want: link.ReasonExited, wantPrefix: "server x: initialize: process exit status 3",
 			server: func(*testing.T) string { return `command = "/bin/sh"` + "\n" + `args = ["-c", "exit 3"]` }},
-		{name: "killed", want: ReasonExited, wantPrefix: "server x: initialize: process signal: killed",
+		{name: "killed", want: link.ReasonExited, wantPrefix: "server x: initialize: process signal: killed",
 			server: func(*testing.T) string { return `command = "/bin/sh"` + "\n" + `args = ["-c", "kill -KILL $$"]` }},
-		{name: "stdout closed", want: ReasonProtocolBroken, wantPrefix: "server x: initialize: process its stdout ended or broke the protocol",
+		{name: "stdout closed", want: link.ReasonProtocolBroken, wantPrefix: "server x: initialize: process its stdout ended or broke the protocol",
 			server: func(*testing.T) string {
 				return `command = "/bin/sh"` + "\n" + `args = ["-c", "exec >&-; exec sleep 60"]` + "\n" + `startup_timeout = "20s"`
 			}},
-		{name: "silent process", want: NotReadyWithin(300 * time.Millisecond),
+		{name: "silent process", want: link.NotReadyWithin(300 * time.Millisecond),
 			wantPrefix: "server x: initialize: process request failed: transport error: context deadline exceeded",
 			server: func(*testing.T) string {
 				return `command = "/bin/sh"` + "\n" + `args = ["-c", "exec sleep 60"]` + "\n" + `startup_timeout = "300ms"`
 			}},
-		{name: "silent remote", want: NotReadyWithin(300 * time.Millisecond), wantPrefix: "server x: initialize: no answer within 300ms",
+		{name: "silent remote", want: link.NotReadyWithin(300 * time.Millisecond), wantPrefix: "server x: initialize: no answer within 300ms",
 			server: func(t *testing.T) string {
 				return `url = "` + serveHTTP(t, func(_ http.ResponseWriter, r *http.Request) {
 					_, _ = io.Copy(io.Discard, r.Body) // so that a closed connection ends r's context
 					<-r.Context().Done()
 				}) + `"` + "\n" + `startup_timeout = "300ms"`
 			}},
-		{name: "refused", want: ReasonConnectionRefused, wantPrefix: "server x: initialize: ", wantContain: "connection refused",
+		{name: "refused", want: link.ReasonConnectionRefused, wantPrefix: "server x: initialize: ", wantContain: "connection refused",
 			server: func(*testing.T) string { return `url = "` + closedURL + `"` }},
-		{name: "dns", want: ReasonDNS, wantPrefix: "server x: initialize: ",
+		{name: "dns", want: link.ReasonDNS, wantPrefix: "server x: initialize: ",
 			server: func(*testing.T) string { return `url = "http://no-such-host.invalid/mcp"` }},
-		{name: "reset", want: ReasonConnectionReset, wantPrefix: "server x: initialize: ", wantContain: "reset",
+		{name: "reset", want: link.ReasonConnectionReset, wantPrefix: "server x: initialize: ", wantContain: "reset",
 			server: func(t *testing.T) string {
 				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { hangUp(w, true) }) + `"`
 			}},
-		{name: "401", want: ReasonHTTP401, wantPrefix: "server x: initialize: ",
+		{name: "401", want: link.ReasonHTTP401, wantPrefix: "server x: initialize: ",
 			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusUnauthorized) + `"` }},
-		{name: "404 to initialize", want: ReasonHTTP4xx, wantPrefix: "server x: initialize: ",
+		{name: "404 to initialize", want: link.ReasonHTTP4xx, wantPrefix: "server x: initialize: ",
 			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusNotFound) + `"` }},
-		{name: "403 to tools/list", want: ReasonHTTP4xx, wantPrefix: "server x: tools/list: ", wantContain: "status 403",
+		{name: "403 to tools/list", want: link.ReasonHTTP4xx, wantPrefix: "server x: tools/list: ", wantContain: "status 403",
 			server: func(t *testing.T) string {
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, _ rpcRequest) {
 					http.Error(w, "SECRET", http.StatusForbidden)
 				}) + `"`
 			}},
-		{name: "502", want: ReasonHTTP5xx, wantPrefix: "server x: initialize: ", wantContain: "status 502",
+		{name: "502", want: link.ReasonHTTP5xx, wantPrefix: "server x: initialize: ", wantContain: "status 502",
 			server: func(t *testing.T) string { return `url = "` + failAll(t, http.StatusBadGateway) + `"` }},
-		{name: "redirect", want: ReasonHTTP3xx, wantPrefix: "server x: initialize: answered with HTTP status 307, a redirect, which mcpmux does not follow",
+		{name: "redirect", want: link.ReasonHTTP3xx, wantPrefix: "server x: initialize: answered with HTTP status 307, a redirect, which mcpmux does not follow",
 			server: func(t *testing.T) string {
 				target := remoteChild(t, nil) // a child that would start
 				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
 					http.Redirect(w, r, target+"?SECRET", http.StatusTemporaryRedirect)
 				}) + `"`
 			}},
-		{name: "hung up", want: ReasonInitializeFailed, wantPrefix: "server x: initialize: ",
+		{name: "hung up", want: link.ReasonInitializeFailed, wantPrefix: "server x: initialize: ",
 			server: func(t *testing.T) string {
 				return `url = "` + serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { hangUp(w, false) }) + `"`
 			}},
-		{name: "bad page", want: ReasonToolsListFailed, wantPrefix: "server x: tools/list: decode page 1: ",
+		{name: "bad page", want: link.ReasonToolsListFailed, wantPrefix: "server x: tools/list: decode page 1: ",
 			server: func(t *testing.T) string {
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
 					writeAnswer(w, req.ID, `"SECRET"`)
 				}) + `"`
 			}},
-		{name: "too many pages", want: ReasonToolsListFailed, limits: "max_catalog_pages = 2",
+		{name: "too many pages", want: link.ReasonToolsListFailed, limits: "max_catalog_pages = 2",
 			wantPrefix: "server x: tools/list: the tool list has more than max_catalog_pages (2) pages",
 			server: func(t *testing.T) string {
 				var pages atomic.Int32
@@ -211,7 +204,7 @@ func TestStartFailureReasons(t *testing.T) {
 					writeAnswer(w, req.ID, fmt.Sprintf(`{"tools":[],"nextCursor":"c%d"}`, pages.Add(1)))
 				}) + `"`
 			}},
-		{name: "answer too large", want: ReasonMessageTooLarge, limits: `max_message_bytes = "4KiB"`,
+		{name: "answer too large", want: link.ReasonMessageTooLarge, limits: `max_message_bytes = "4KiB"`,
 			wantPrefix: "server x: tools/list: its answer to tools/list exceeded max_message_bytes (4KiB)",
 			server: func(t *testing.T) string {
 				return `url = "` + remoteChild(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
@@ -227,7 +220,7 @@ func TestStartFailureReasons(t *testing.T) {
 				ch.stopSession(sess)
 				t.Fatal("the start succeeded")
 			}
-			if got := ReasonOf(err); got != c.want {
+			if got := link.ReasonOf(err); got != c.want {
 				t.Errorf("ReasonOf(%q) = %q, want %q", err, got, c.want)
 			}
 			if msg := err.Error(); !strings.HasPrefix(msg, c.wantPrefix) || !strings.Contains(msg, c.wantContain) {
@@ -243,19 +236,19 @@ func TestStartFailureReasons(t *testing.T) {
 // A session lost after it was ready gives its reason to the error the child
 // shows while it restarts.
 func TestRestartReasons(t *testing.T) {
-	_, before := goroutines()
-	t.Cleanup(func() { checkGoroutines(t, before) })
+	_, before := testsupport.Goroutines()
+	t.Cleanup(func() { testsupport.CheckGoroutines(t, before) })
 	for _, c := range []struct {
 		name string
 		// server is the remote child, given whether requests after the
 		// start are to fail.
 		other func(w http.ResponseWriter, r *http.Request, req rpcRequest, failing bool)
 		// lose makes the session lost.
-		lose func(t *testing.T, sess *session)
-		want FailureReason
+		lose func(t *testing.T, sess *Session)
+		want link.FailureReason
 		why  string
 	}{
-		{name: "pings", want: ReasonPingsFailed, why: "3 pings in a row failed",
+		{name: "pings", want: link.ReasonPingsFailed, why: "3 pings in a row failed",
 			other: func(w http.ResponseWriter, _ *http.Request, req rpcRequest, failing bool) {
 				if failing && req.Method == "ping" {
 					http.Error(w, "SECRET", http.StatusInternalServerError)
@@ -263,8 +256,8 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) { <-sess.lost }},
-		{name: "hung up", want: ReasonConnectionLost, why: "request failed: ",
+			lose: func(t *testing.T, sess *Session) { <-sess.lost }},
+		{name: "hung up", want: link.ReasonConnectionLost, why: "request failed: ",
 			other: func(w http.ResponseWriter, _ *http.Request, req rpcRequest, failing bool) {
 				if failing {
 					hangUp(w, false)
@@ -272,13 +265,13 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) {
-				_, err := sess.rawRequest(context.Background(), nil, "tools/list", nil)
-				if err == nil || !sess.failed(context.Background(), err) {
+			lose: func(t *testing.T, sess *Session) {
+				_, err := sess.Request(context.Background(), nil, "tools/list", nil)
+				if err == nil || !sess.Failed(context.Background(), err) {
 					t.Fatalf("the request after the hang-up: %v", err)
 				}
 			}},
-		{name: "timed out", want: ReasonTimedOut, why: "request failed: ",
+		{name: "timed out", want: link.ReasonTimedOut, why: "request failed: ",
 			other: func(w http.ResponseWriter, r *http.Request, req rpcRequest, failing bool) {
 				if failing {
 					<-r.Context().Done()
@@ -286,11 +279,11 @@ func TestRestartReasons(t *testing.T) {
 				}
 				writeAnswer(w, req.ID, `{"tools":[]}`)
 			},
-			lose: func(t *testing.T, sess *session) {
+			lose: func(t *testing.T, sess *Session) {
 				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 				defer cancel()
-				_, err := sess.rawRequest(ctx, nil, "tools/list", nil)
-				if err == nil || !sess.failed(ctx, err) {
+				_, err := sess.Request(ctx, nil, "tools/list", nil)
+				if err == nil || !sess.Failed(ctx, err) {
 					t.Fatalf("the request that ran out of time: %v", err)
 				}
 			}},
@@ -315,7 +308,7 @@ func TestRestartReasons(t *testing.T) {
 			close(failing)
 			c.lose(t, sess)
 			err = restartErr(sess)
-			if got := ReasonOf(err); got != c.want {
+			if got := link.ReasonOf(err); got != c.want {
 				t.Errorf("ReasonOf(%q) = %q, want %q", err, got, c.want)
 			}
 			if want := "restarting after it exited (" + c.why; !strings.HasPrefix(err.Error(), want) {
@@ -335,16 +328,16 @@ func TestReasonOfIgnoresWording(t *testing.T) {
 		"server x: initialize: connection lost: EOF",
 		"server x: start: its answer to tools/list exceeded max_message_bytes (4KiB)",
 	} {
-		if got := ReasonOf(errors.New(msg)); got != ReasonError {
-			t.Errorf("ReasonOf(%q) = %q, want %q", msg, got, ReasonError)
+		if got := link.ReasonOf(errors.New(msg)); got != link.ReasonError {
+			t.Errorf("ReasonOf(%q) = %q, want %q", msg, got, link.ReasonError)
 		}
 	}
-	if got := ReasonOf(nil); got != "" {
+	if got := link.ReasonOf(nil); got != "" {
 		t.Errorf("ReasonOf(nil) = %q", got)
 	}
 	// Wrapped further, a reason stays.
-	err := fmt.Errorf("server x: %w", fmt.Errorf("its answer to %s %w (4KiB)", "tools/list", errMessageTooLarge))
-	if got := ReasonOf(err); got != ReasonMessageTooLarge || !errors.Is(err, errMessageTooLarge) {
-		t.Errorf("ReasonOf(%q) = %q, want %q", err, got, ReasonMessageTooLarge)
+	err := fmt.Errorf("server x: %w", fmt.Errorf("its answer to %s %w (4KiB)", "tools/list", link.ErrMessageTooLarge))
+	if got := link.ReasonOf(err); got != link.ReasonMessageTooLarge || !errors.Is(err, link.ErrMessageTooLarge) {
+		t.Errorf("ReasonOf(%q) = %q, want %q", err, got, link.ReasonMessageTooLarge)
 	}
 }

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // transportDelivers is what mcp-go's stdio transport (readResponses) makes of one
@@ -75,7 +77,7 @@ func FuzzAnswerPark(f *testing.F) {
 				break
 			}
 		}
-		in, out := lines(data), lines(got.Bytes())
+		in, out := testsupport.Lines(data), testsupport.Lines(got.Bytes())
 		if len(in) != len(out) {
 			t.Fatalf("%d lines in, %d out:\n in: %q\nout: %q", len(in), len(out), short(data), short(got.Bytes()))
 		}

@@ -1,4 +1,7 @@
-package mux
+// Package memory keeps mcpmux's resident memory near what it holds: the
+// collector runs more often while catalogs are read, and freed pages go
+// back to the kernel once they are published.
+package memory
 
 import (
 	"runtime/debug"
@@ -8,16 +11,16 @@ import (
 	"github.com/mcpmux/mcpmux/internal/childproc"
 )
 
-// returnMemory hands the heap's free pages back to the kernel, and the
+// Return hands the heap's free pages back to the kernel, and the
 // pages of code and read-only data that starting and reading catalogs
 // touched. Reading a child's catalog leaves garbage several times the
 // catalog's size (the child's pages, the decoded lists, the schemas
 // compiled to vet them), and at the collector's own pace its pages would
 // stay resident until the next collection, which an idle mcpmux has only
 // every two minutes. It costs one whole collection and a read of smaps,
-// so it is asked for through a memoryReturner once a catalog is
-// published, never before, and once for all the children's first starts.
-func returnMemory() {
+// so it is asked for through a Returner once a catalog is published,
+// never before, and once for all the children's first starts.
+func Return() {
 	debug.FreeOSMemory()
 	childproc.DropFilePages()
 }
@@ -37,9 +40,9 @@ var catalogGC struct {
 	saved int
 }
 
-// tightGC lowers GOGC to catalogGCPercent, unless it is lower already (or
+// TightGC lowers GOGC to catalogGCPercent, unless it is lower already (or
 // off), until the returned function is called.
-func tightGC() (restore func()) {
+func TightGC() (restore func()) {
 	catalogGC.mu.Lock()
 	if catalogGC.reads == 0 {
 		catalogGC.saved = debug.SetGCPercent(catalogGCPercent)
@@ -58,17 +61,17 @@ func tightGC() (restore func()) {
 	})
 }
 
-// memoryReturnEvery is how often memory is returned at most: a child that
+// ReturnEvery is how often memory is returned at most: a child that
 // re-reads its catalog on every list_changed, or restarts in a loop, would
 // otherwise have mcpmux collect its whole heap each time.
-const memoryReturnEvery = 2 * time.Second
+const ReturnEvery = 2 * time.Second
 
-// memoryReturner runs a func (returnMemory) on a goroutine of its own when
-// asked, at most once per every: what is asked while it runs or waits out
+// Returner runs a func (Return) on a goroutine of its own when asked, at
+// most once per every: what is asked while it runs or waits out
 // every is served by one run after the wait, so the last request is always
 // served. The goroutine lives only while there is something to do or wait
-// for; close stops it and waits.
-type memoryReturner struct {
+// for; Close stops it and waits.
+type Returner struct {
 	run   func()
 	every time.Duration
 	stop  chan struct{}
@@ -80,12 +83,13 @@ type memoryReturner struct {
 	wg      sync.WaitGroup
 }
 
-func newMemoryReturner(run func(), every time.Duration) *memoryReturner {
-	return &memoryReturner{run: run, every: every, stop: make(chan struct{})}
+// NewReturner returns a Returner of run, at most once per every.
+func NewReturner(run func(), every time.Duration) *Returner {
+	return &Returner{run: run, every: every, stop: make(chan struct{})}
 }
 
-// request asks for a run; it never blocks.
-func (r *memoryReturner) request() {
+// Request asks for a run; it never blocks.
+func (r *Returner) Request() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -98,7 +102,7 @@ func (r *memoryReturner) request() {
 	}
 }
 
-func (r *memoryReturner) loop() {
+func (r *Returner) loop() {
 	for {
 		r.mu.Lock()
 		if !r.pending || r.closed {
@@ -118,9 +122,9 @@ func (r *memoryReturner) loop() {
 	}
 }
 
-// close stops the goroutine, dropping a request it has not served, and
-// waits for it; requests after close are ignored.
-func (r *memoryReturner) close() {
+// Close stops the goroutine, dropping a request it has not served, and
+// waits for it; requests after Close are ignored.
+func (r *Returner) Close() {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true

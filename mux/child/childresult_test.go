@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"encoding/json"
@@ -41,7 +41,7 @@ func TestCheckCallResult(t *testing.T) {
 			t.Errorf("plainCallResult(%s) recognised = %v, want %v", c.raw, plain, c.plain)
 		}
 		isError, err := checkCallResult(json.RawMessage(c.raw))
-		if (err == nil) != c.ok || err != nil && !errors.Is(err, errMalformedResult) || isError != c.isError {
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrMalformedResult) || isError != c.isError {
 			t.Errorf("checkCallResult(%s) = %v, %v; want readable %v, isError %v", c.raw, isError, err, c.ok, c.isError)
 		}
 	}

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bytes"
@@ -9,37 +9,40 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // The child side of a task-augmented call: the task created at the child,
 // followed until its result, and cancelled there when the call ends first.
 
-// taskCall is what a call run as a task carries in its context: the
+// TaskCall is what a call run as a task carries in its context: the
 // augmentation to send the child, and how the child's task ended.
-type taskCall struct {
-	params *mcp.TaskParams
-	// failed is set when the child's task failed or was cancelled at the
+type TaskCall struct {
+	Params *mcp.TaskParams
+	// Failed is set when the child's task failed or was cancelled at the
 	// child: the upstream task then fails with it.
-	failed error
+	Failed error
 
-	task *upTask // the upstream task the call runs as
+	Run TaskRun // the upstream task the call runs as
 
 	mu       sync.Mutex
-	followed *childTask // the child's task, once the child created it
+	followed *ChildTask // the child's task, once the child created it
 }
 
-// childTask is a child's own task, on the session that created it.
-type childTask struct {
-	s  *session
+// ChildTask is a child's own task, on the session that created it.
+type ChildTask struct {
+	s  *Session
 	id string
 }
 
-// child returns the child's task of tc, or nil before there is one.
-func (tc *taskCall) child() *childTask {
+// Followed returns the child's task of tc, or nil before there is one.
+func (tc *TaskCall) Followed() *ChildTask {
 	if tc == nil {
 		return nil
 	}
@@ -48,8 +51,8 @@ func (tc *taskCall) child() *childTask {
 	return tc.followed
 }
 
-// status asks the child for its task as it is now.
-func (ct *childTask) status(ctx context.Context) (mcp.Task, error) {
+// Status asks the child for its task as it is now.
+func (ct *ChildTask) Status(ctx context.Context) (mcp.Task, error) {
 	select {
 	case <-ct.s.lost:
 		return mcp.Task{}, fmt.Errorf("task %s: the session is gone: %s", ct.id, ct.s.lostWhy)
@@ -61,18 +64,18 @@ func (ct *childTask) status(ctx context.Context) (mcp.Task, error) {
 	}
 	var st mcp.Task
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return mcp.Task{}, fmt.Errorf("task %s: %w: tasks/get: %v", ct.id, errMalformedResult, err)
+		return mcp.Task{}, fmt.Errorf("task %s: %w: tasks/get: %v", ct.id, ErrMalformedResult, err)
 	}
 	return st, nil
 }
 
 // taskParams is the augmentation of a tools/call sent for tc; nil for a
 // plain call.
-func (tc *taskCall) taskParams() *mcp.TaskParams {
+func (tc *TaskCall) taskParams() *mcp.TaskParams {
 	if tc == nil {
 		return nil
 	}
-	return tc.params
+	return tc.Params
 }
 
 // childTaskPoll is how often a child's task is polled when its tasks/result
@@ -83,7 +86,7 @@ const childTaskPoll = time.Second
 // child creates to its end. The creation is waited for even when ctx ends
 // meanwhile (up to ctx's deadline, or createWait), so that the child's task
 // is known and can be cancelled.
-func (s *session) callTask(ctx context.Context, id mcp.RequestId, tc *taskCall, params callParams) (json.RawMessage, error) {
+func (s *Session) callTask(ctx context.Context, id mcp.RequestId, tc *TaskCall, params callParams) (json.RawMessage, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(createWait)
@@ -108,7 +111,7 @@ const createWait = time.Minute
 // taken at its word. When ctx ends first, the child is told to cancel its
 // task. The spec has tasks/result wait until the task ends; for a child
 // whose does not, tasks/get is polled at its pollInterval.
-func (s *session) followTask(ctx context.Context, tc *taskCall, created json.RawMessage) (json.RawMessage, error) {
+func (s *Session) followTask(ctx context.Context, tc *TaskCall, created json.RawMessage) (json.RawMessage, error) {
 	var ct struct {
 		Task *mcp.Task `json:"task"`
 	}
@@ -117,7 +120,7 @@ func (s *session) followTask(ctx context.Context, tc *taskCall, created json.Raw
 	}
 	id := ct.Task.TaskId
 	tc.mu.Lock()
-	tc.followed = &childTask{s: s, id: id}
+	tc.followed = &ChildTask{s: s, id: id}
 	tc.mu.Unlock()
 	ref := map[string]any{"taskId": id}
 	defer func() {
@@ -130,7 +133,7 @@ func (s *session) followTask(ctx context.Context, tc *taskCall, created json.Raw
 		if err == nil {
 			return withoutRelatedTask(res), nil
 		}
-		if err = followed(err); isTransport(err) || errors.Is(err, errMessageTooLarge) {
+		if err = followed(err); isTransport(err) || errors.Is(err, link.ErrMessageTooLarge) {
 			return nil, err
 		}
 		// The child refused tasks/result: its task failed, was cancelled,
@@ -141,7 +144,7 @@ func (s *session) followTask(ctx context.Context, tc *taskCall, created json.Raw
 		}
 		var st mcp.Task
 		if jerr := json.Unmarshal(raw, &st); jerr != nil {
-			return nil, fmt.Errorf("%w: tasks/get: %v", errMalformedResult, jerr)
+			return nil, fmt.Errorf("%w: tasks/get: %v", ErrMalformedResult, jerr)
 		}
 		switch st.Status {
 		case mcp.TaskStatusFailed, mcp.TaskStatusCancelled:
@@ -149,8 +152,8 @@ func (s *session) followTask(ctx context.Context, tc *taskCall, created json.Raw
 			if why == "" {
 				why = err.Error()
 			}
-			tc.failed = fmt.Errorf("the server's task %s: %s", st.Status, why)
-			return nil, tc.failed
+			tc.Failed = fmt.Errorf("the server's task %s: %s", st.Status, why)
+			return nil, tc.Failed
 		case mcp.TaskStatusCompleted:
 			return nil, err
 		}
@@ -191,7 +194,7 @@ func isTransport(err error) bool {
 }
 
 // cancelTask tells the child to cancel its task id; best effort.
-func (s *session) cancelTask(id string) {
+func (s *Session) cancelTask(id string) {
 	ctx, stop := context.WithTimeout(context.Background(), time.Second)
 	defer stop()
 	_, _ = s.send(ctx, s.nextID(), string(mcp.MethodTasksCancel), map[string]any{"taskId": id})
@@ -220,4 +223,12 @@ func withoutRelatedTask(res json.RawMessage) json.RawMessage {
 		}
 	}
 	return res
+}
+
+// TaskRun is the upstream task a call runs as, as the call reaches it.
+type TaskRun interface {
+	// AskVia is the upstream request a request the child makes during
+	// call goes down, waiting up to wait for the client to ask for the
+	// task's result.
+	AskVia(ctx context.Context, call *InCall, wait time.Duration) *upstream.Attachment
 }

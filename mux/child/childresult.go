@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func checkCallResult(raw json.RawMessage) (isError bool, err error) {
 	}
 	parsed, err := mcp.ParseCallToolResult(&raw)
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", errMalformedResult, err)
+		return false, fmt.Errorf("%w: %v", ErrMalformedResult, err)
 	}
 	return parsed.IsError, nil
 }

@@ -1,4 +1,4 @@
-package mux
+package link
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // A child's line over the limit costs that line only: mcp-go gets what fit
@@ -40,8 +42,8 @@ func TestLineReaderLimit(t *testing.T) {
 	for _, c := range cases {
 		for _, chunk := range []int{1, 7, 4096} {
 			eof := make(chan struct{})
-			l := newLineReader(strings.NewReader(c.in), limit, eof, zerolog.Nop())
-			got := readAll(t, l, chunk)
+			l := NewLineReader(strings.NewReader(c.in), limit, eof, zerolog.Nop())
+			got := testsupport.ReadAll(t, l, chunk)
 			// What fit of an oversized line is handed on: a fragment
 			// mcp-go cannot parse (even when what fit is whole JSON),
 			// ended by what follows.
@@ -80,7 +82,7 @@ func (e *endless) Read(p []byte) (int, error) {
 // memory allocated stays within the reader's buffers, not the line's size.
 func TestLineReaderDropsWithoutHolding(t *testing.T) {
 	const line = 256 << 20
-	l := newLineReader(io.MultiReader(strings.NewReader(`{"id":1,"result":"`), &endless{left: line}), 1<<20, make(chan struct{}), zerolog.Nop())
+	l := NewLineReader(io.MultiReader(strings.NewReader(`{"id":1,"result":"`), &endless{left: line}), 1<<20, make(chan struct{}), zerolog.Nop())
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	buf := make([]byte, 4096)

@@ -1,4 +1,4 @@
-package mux
+package link
 
 import (
 	"bufio"
@@ -17,16 +17,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
-// errMessageTooLarge is wrapped by every error about a message from a child
+// ErrMessageTooLarge is wrapped by every error about a message from a child
 // that is over max_message_bytes, and gives it its reason.
-var errMessageTooLarge = failure(ReasonMessageTooLarge, errors.New("exceeded max_message_bytes"))
+var ErrMessageTooLarge = Failure(ReasonMessageTooLarge, errors.New("exceeded max_message_bytes"))
 
 // tooLargeError names the limit a message from a child went over.
 func tooLargeError(limit int64) error {
-	return fmt.Errorf("a message %w (%s)", errMessageTooLarge, config.FormatSize(limit))
+	return fmt.Errorf("a message %w (%s)", ErrMessageTooLarge, config.FormatSize(limit))
 }
 
 // oversizedCode and oversizedMessage make up the error response lineReader
@@ -38,13 +39,13 @@ const (
 	oversizedMessage = "mcpmux: the answer exceeded max_message_bytes and was dropped"
 )
 
-// isDropped reports whether e is the error response lineReader puts in
+// IsDropped reports whether e is the error response lineReader puts in
 // place of an answer over the limit.
-func isDropped(e *mcp.JSONRPCErrorDetails) bool {
+func IsDropped(e *mcp.JSONRPCErrorDetails) bool {
 	return e != nil && e.Code == oversizedCode && e.Message == oversizedMessage
 }
 
-// lineReader passes a stdio child's stdout through to mcp-go's transport,
+// LineReader passes a stdio child's stdout through to mcp-go's transport,
 // and closes eof when it fails or ends. A line longer than limit costs only
 // that line: mcp-go gets its first limit bytes and an end (a fragment it
 // cannot parse, and skips), the rest is read and dropped without being
@@ -53,7 +54,7 @@ func isDropped(e *mcp.JSONRPCErrorDetails) bool {
 // call it answered fails and the child's session goes on. mcp-go collects a
 // line in fragments and then joins them, so it holds at most about twice
 // limit while it reads one.
-type lineReader struct {
+type LineReader struct {
 	br    *bufio.Reader
 	limit int64
 	eof   chan struct{}
@@ -68,11 +69,11 @@ type lineReader struct {
 	err      error
 }
 
-func newLineReader(r io.Reader, limit int64, eof chan struct{}, log zerolog.Logger) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), limit: limit, eof: eof, log: log}
+func NewLineReader(r io.Reader, limit int64, eof chan struct{}, log zerolog.Logger) *LineReader {
+	return &LineReader{br: bufio.NewReaderSize(r, 64<<10), limit: limit, eof: eof, log: log}
 }
 
-func (l *lineReader) Read(p []byte) (int, error) {
+func (l *LineReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -98,7 +99,7 @@ func (l *lineReader) Read(p []byte) (int, error) {
 
 // pass hands on into p what is buffered of lines within the limit, up to
 // the point where a line goes over it.
-func (l *lineReader) pass(p []byte) int {
+func (l *LineReader) pass(p []byte) int {
 	if _, err := l.br.Peek(1); err != nil {
 		l.err = err
 		return 0
@@ -131,14 +132,14 @@ func (l *lineReader) pass(p []byte) int {
 
 // keepHead keeps the first oversizedHead bytes of a line that is not
 // handed on in one read, in case it goes over the limit.
-func (l *lineReader) keepHead(b []byte) {
-	if room := oversizedHead - len(l.head); room > 0 {
+func (l *LineReader) keepHead(b []byte) {
+	if room := frame.OversizedHead - len(l.head); room > 0 {
 		l.head = append(l.head, b[:min(len(b), room)]...)
 	}
 }
 
 // skip reads the rest of a line over the limit and drops it.
-func (l *lineReader) skip() {
+func (l *LineReader) skip() {
 	for {
 		_, err := l.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -156,7 +157,7 @@ func (l *lineReader) skip() {
 // oversized logs a line over the limit and returns what mcp-go gets in its
 // place: the end of the fragment it has, and the error response for an
 // answer whose id the line's start shows.
-func (l *lineReader) oversized() []byte {
+func (l *LineReader) oversized() []byte {
 	id, method := jsonwire.HeadFields(l.head)
 	answer := id != nil && !method
 	ev := l.log.Error().Int64("max_message_bytes", l.limit)
@@ -184,56 +185,56 @@ func (l *lineReader) oversized() []byte {
 // and tells an HTTP status only in an error's text.
 type requestNoteKey struct{}
 
-// requestNote is what the HTTP client of a remote child learned of one
+// RequestNote is what the HTTP client of a remote child learned of one
 // request. It is written by the transport's goroutines and read once the
 // request is over.
-type requestNote struct {
+type RequestNote struct {
 	method   string      // the JSON-RPC method, for the log
-	tooLarge atomic.Bool // a message of the response went over the limit
+	TooLarge atomic.Bool // a message of the response went over the limit
 	// status is that of an answer other than 200, 202 and 404, which fails
 	// the request (0: none); redirect is set for a 3xx.
 	status   atomic.Int32
 	redirect atomic.Bool
 }
 
-func withRequestNote(ctx context.Context, method string) (context.Context, *requestNote) {
-	note := &requestNote{method: method}
+func WithRequestNote(ctx context.Context, method string) (context.Context, *RequestNote) {
+	note := &RequestNote{method: method}
 	return context.WithValue(ctx, requestNoteKey{}, note), note
 }
 
-// statusErr returns the error for a request whose answer had an HTTP
+// StatusErr returns the error for a request whose answer had an HTTP
 // status that fails it, or nil.
-func (n *requestNote) statusErr() error {
+func (n *RequestNote) StatusErr() error {
 	if code := n.status.Load(); code != 0 {
-		return &httpStatusError{code: int(code), redirect: n.redirect.Load()}
+		return &HTTPStatusError{Code: int(code), Redirect: n.redirect.Load()}
 	}
 	return nil
 }
 
-// httpStatusError is the failure of a request a remote child answered
+// HTTPStatusError is the failure of a request a remote child answered
 // with an HTTP status other than 200 and 202 (a 404 instead ends the
 // session): that request failed, and the session goes on. It never holds
 // the answer's body, nor where a redirect points to.
-type httpStatusError struct {
-	code     int
-	redirect bool
+type HTTPStatusError struct {
+	Code     int
+	Redirect bool
 }
 
-func (e *httpStatusError) Error() string {
-	if e.redirect {
-		return fmt.Sprintf("answered with HTTP status %d, a redirect, which mcpmux does not follow", e.code)
+func (e *HTTPStatusError) Error() string {
+	if e.Redirect {
+		return fmt.Sprintf("answered with HTTP status %d, a redirect, which mcpmux does not follow", e.Code)
 	}
-	return fmt.Sprintf("answered with HTTP status %d", e.code)
+	return fmt.Sprintf("answered with HTTP status %d", e.Code)
 }
 
-// limitedClient returns an HTTP client for a remote child whose response
+// LimitedClient returns an HTTP client for a remote child whose response
 // bodies fail past limit: a JSON body as a whole, an event stream per event
 // (a stream stays open for as long as the child likes). It follows no
 // redirect: a 3xx, like any status other than 200, 202 and 404, fails the
 // request it answers, and the body of such an answer is dropped unread, so
 // that what a remote server writes there (a stack trace, a secret) reaches
 // neither mcp-go's errors nor the log.
-func limitedClient(limit int64, log zerolog.Logger) *http.Client {
+func LimitedClient(limit int64, log zerolog.Logger) *http.Client {
 	return &http.Client{
 		Transport: &limitedTransport{next: http.DefaultTransport, limit: limit, log: log},
 		// limitedTransport already takes the Location away; this holds
@@ -253,7 +254,7 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return resp, err
 	}
-	note, _ := req.Context().Value(requestNoteKey{}).(*requestNote)
+	note, _ := req.Context().Value(requestNoteKey{}).(*RequestNote)
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusAccepted:
 	case http.StatusNotFound:
@@ -268,7 +269,7 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	var flag *atomic.Bool
 	if note != nil {
-		flag = &note.tooLarge
+		flag = &note.TooLarge
 	}
 	resp.Body = &limitedBody{
 		rc: resp.Body, limit: t.limit, events: mediaType == "text/event-stream",
@@ -281,7 +282,7 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // a redirect's Location, away from mcp-go, notes the status for the
 // request's session.send, and logs it for a POST (a GET stream or a
 // DELETE that fails is mcp-go's to retry or to give up).
-func (t *limitedTransport) failing(req *http.Request, resp *http.Response, note *requestNote) {
+func (t *limitedTransport) failing(req *http.Request, resp *http.Response, note *RequestNote) {
 	t.drop(resp)
 	redirect := resp.StatusCode >= 300 && resp.StatusCode < 400
 	origin := ""

@@ -1,4 +1,4 @@
-package mux
+package memory
 
 import (
 	"sync/atomic"
@@ -14,16 +14,16 @@ func TestMemoryReturnCoalesces(t *testing.T) {
 	var runs atomic.Int32
 	first := make(chan struct{})
 	let := make(chan struct{})
-	r := newMemoryReturner(func() {
+	r := NewReturner(func() {
 		if runs.Add(1) == 1 {
 			close(first)
 			<-let
 		}
 	}, time.Millisecond)
-	r.request()
+	r.Request()
 	<-first
 	for range 100 {
-		r.request()
+		r.Request()
 	}
 	close(let)
 	testsupport.WaitFor(t, "the second run", func() bool { return runs.Load() == 2 })
@@ -33,7 +33,7 @@ func TestMemoryReturnCoalesces(t *testing.T) {
 		defer r.mu.Unlock()
 		return !r.busy
 	})
-	r.close()
+	r.Close()
 	if n := runs.Load(); n != 2 {
 		t.Errorf("%d runs for 101 requests, one of them during the first run; want 2", n)
 	}
@@ -42,10 +42,10 @@ func TestMemoryReturnCoalesces(t *testing.T) {
 // The request after a run is served too, once the interval has passed.
 func TestMemoryReturnServesTheLast(t *testing.T) {
 	ran := make(chan struct{}, 3)
-	r := newMemoryReturner(func() { ran <- struct{}{} }, time.Millisecond)
-	defer r.close()
+	r := NewReturner(func() { ran <- struct{}{} }, time.Millisecond)
+	defer r.Close()
 	for i := range 3 {
-		r.request()
+		r.Request()
 		select {
 		case <-ran:
 		case <-time.After(testsupport.Wait):
@@ -58,12 +58,12 @@ func TestMemoryReturnServesTheLast(t *testing.T) {
 // start nothing.
 func TestMemoryReturnClose(t *testing.T) {
 	var runs atomic.Int32
-	r := newMemoryReturner(func() { runs.Add(1) }, time.Hour)
-	r.request()
+	r := NewReturner(func() { runs.Add(1) }, time.Hour)
+	r.Request()
 	testsupport.WaitFor(t, "the first run", func() bool { return runs.Load() == 1 })
-	r.request() // waits for the hour
-	r.close()   // returns at once: the test would time out otherwise
-	r.request()
+	r.Request() // waits for the hour
+	r.Close()   // returns at once: the test would time out otherwise
+	r.Request()
 	r.mu.Lock()
 	busy := r.busy
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bytes"
@@ -15,7 +15,9 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child/link"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -53,131 +55,171 @@ const (
 // time.
 var ErrUnavailable = errors.New("unavailable")
 
-// child supervises one child server. Its run goroutine is the only writer of
+// Server supervises one child server. Its run goroutine is the only writer of
 // everything here; callers read the published state, which is immutable.
-type child struct {
+type Server struct {
 	alias string
 	cfg   config.Server
-	host  host
+	host  Host
 	// What the config says of all children, and the environment children
 	// inherit: copied at newChild, never changed.
 	limits      config.Limits
 	callTimeout time.Duration
 	environ     []string
 	log         zerolog.Logger
+	// clientInfo is what mcpmux calls itself in its initialize.
+	clientInfo mcp.Implementation
 
-	state   atomic.Pointer[childState]
+	state   atomic.Pointer[State]
 	refresh chan struct{} // the child said its tool list changed
 
 	// build builds the child's catalog from each read of its lists.
 	build *catalog.Builder
 }
 
-// childState is one published moment of a child's life. It is never
+// State is one published moment of a child's life. It is never
 // modified; a new one replaces it and closes changed.
-type childState struct {
-	phase   Phase
-	sess    *session              // non-nil only when ready
-	listed  *catalog.ChildCatalog // tools currently offered upstream; nil when withdrawn
-	attempt int                   // consecutive failed starts
-	lastErr error
+type State struct {
+	Phase   Phase
+	Session *Session              // non-nil only when ready
+	Listed  *catalog.ChildCatalog // tools currently offered upstream; nil when withdrawn
+	Attempt int                   // consecutive failed starts
+	LastErr error
 	changed chan struct{}
 }
 
-// host is what a child needs of the multiplexer that runs it, and all it
+// Host is what a child needs of the multiplexer that runs it, and all it
 // may reach of it: the child tells it what it published and hands it what
 // the child's sessions receive that is not an answer to mcpmux's own
 // request.
-type host interface {
-	// childPublished is told of each state c publishes, once in force.
-	childPublished(c *child, old, st *childState)
-	// childRestarted is told that c's session went away and c starts anew.
-	childRestarted(c *child)
-	// catalogRead is told that c read its lists afresh.
-	catalogRead()
-	// spawn starts a child process.
-	spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error)
-	// subscribedURIs are the URIs of c's resources some client subscribed to.
-	subscribedURIs(alias string) []string
-	childRequest(ctx context.Context, c *child, sess *session, req transport.JSONRPCRequest) *transport.JSONRPCResponse
-	resourceUpdated(c *child, n mcp.JSONRPCNotification)
-	progress(sess *session, n mcp.JSONRPCNotification)
-	childLog(c *child, sess *session, n mcp.JSONRPCNotification)
-	applyLogLevel(ctx context.Context, c *child, sess *session)
+type Host interface {
+	// Published is told of each state c publishes, once in force.
+	Published(c *Server, old, st *State)
+	// Restarted is told that c's session went away and c starts anew.
+	Restarted(c *Server)
+	// CatalogRead is told that c read its lists afresh.
+	CatalogRead()
+	// Spawn starts a child process.
+	Spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error)
+	// SubscribedURIs are the URIs of c's resources some client subscribed to.
+	SubscribedURIs(alias string) []string
+	Request(ctx context.Context, c *Server, sess *Session, req transport.JSONRPCRequest) *transport.JSONRPCResponse
+	ResourceUpdated(c *Server, n mcp.JSONRPCNotification)
+	Progress(sess *Session, n mcp.JSONRPCNotification)
+	Log(c *Server, sess *Session, n mcp.JSONRPCNotification)
+	ApplyLogLevel(ctx context.Context, c *Server, sess *Session)
 }
 
-func newChild(m *Mux, cfg config.Server) *child {
-	c := &child{
+// Env is what every child of a multiplexer shares: the whole config, the
+// environment children inherit, and how mcpmux names itself to them.
+type Env struct {
+	Config     *config.Config
+	Environ    []string
+	Log        zerolog.Logger // the multiplexer's; a child's lines add its alias
+	ClientInfo mcp.Implementation
+	// Pinned says that tool definitions are pinned: the catalog keeps
+	// what a pin needs.
+	Pinned bool
+}
+
+// New returns the supervisor of the child server cfg, run by h. It
+// starts nothing: run does.
+func New(h Host, env Env, cfg config.Server) *Server {
+	c := &Server{
 		alias:       cfg.Alias,
 		cfg:         cfg,
-		host:        m,
-		limits:      m.cfg.Limits,
-		callTimeout: m.cfg.Mux.CallTimeout,
-		environ:     m.environ,
-		log:         m.log.With().Str("server", cfg.Alias).Logger(),
+		host:        h,
+		limits:      env.Config.Limits,
+		callTimeout: env.Config.Mux.CallTimeout,
+		environ:     env.Environ,
+		clientInfo:  env.ClientInfo,
+		log:         env.Log.With().Str("server", cfg.Alias).Logger(),
 		refresh:     make(chan struct{}, 1),
 	}
-	c.build = catalog.NewBuilder(m.cfg, cfg, m.pinning != nil, c.log)
-	c.state.Store(&childState{phase: PhaseStarting, changed: make(chan struct{})})
+	c.build = catalog.NewBuilder(env.Config, cfg, env.Pinned, c.log)
+	c.state.Store(&State{Phase: PhaseStarting, changed: make(chan struct{})})
 	return c
 }
 
+// Alias is the child's alias, its name in the config.
+func (c *Server) Alias() string { return c.alias }
+
+// Config is the child's entry of the config.
+func (c *Server) Config() *config.Server { return &c.cfg }
+
+// Log is the child's logger: its lines name the child.
+func (c *Server) Log() *zerolog.Logger { return &c.log }
+
+// State is the state the child published last.
+func (c *Server) State() *State { return c.state.Load() }
+
+// Builder is what builds the child's catalog from each read of its lists.
+func (c *Server) Builder() *catalog.Builder { return c.build }
+
+// PublishListed publishes the child as ready with cat as its catalog, as a
+// read of its lists would, and tells the host. It is for a host's tests,
+// which offer catalogs without a process; a child that runs publishes its
+// own.
+func (c *Server) PublishListed(cat *catalog.ChildCatalog) {
+	c.publish(State{Phase: PhaseReady, Listed: cat})
+}
+
 // publish replaces the state. Only the run goroutine calls it.
-func (c *child) publish(st childState) {
+func (c *Server) publish(st State) {
 	st.changed = make(chan struct{})
 	old := c.state.Swap(&st)
 	close(old.changed)
-	c.host.childPublished(c, old, &st)
+	c.host.Published(c, old, &st)
 }
 
 // session returns a ready session, waiting up to the startup timeout for the
 // child to become ready.
-func (c *child) session(ctx context.Context) (*session, error) {
-	st, err := c.ready(ctx)
+func (c *Server) session(ctx context.Context) (*Session, error) {
+	st, err := c.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return st.sess, nil
+	return st.Session, nil
 }
 
-// ready is session, returning the state that holds the session, with the
+// Ready is session, returning the state that holds the session, with the
 // catalog read from it.
-func (c *child) ready(ctx context.Context) (*childState, error) {
+func (c *Server) Ready(ctx context.Context) (*State, error) {
 	timer := time.NewTimer(c.cfg.StartupTimeout)
 	defer timer.Stop()
 	for {
 		st := c.state.Load()
-		if st.sess != nil && !st.sess.isLost() {
+		if st.Session != nil && !st.Session.Lost() {
 			return st, nil
 		}
-		if st.phase == PhaseStopped {
-			return nil, c.unavailable(st)
+		if st.Phase == PhaseStopped {
+			return nil, c.Unavailable(st)
 		}
 		select {
 		case <-st.changed:
 		case <-timer.C:
-			return nil, c.unavailable(c.state.Load())
+			return nil, c.Unavailable(c.state.Load())
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 }
 
-func (c *child) unavailable(st *childState) error {
+func (c *Server) Unavailable(st *State) error {
 	why := "not ready within " + c.cfg.StartupTimeout.String()
 	switch {
-	case st.phase == PhaseStopped:
+	case st.Phase == PhaseStopped:
 		why = "mcpmux is shutting down"
-	case st.lastErr != nil:
-		why = st.lastErr.Error()
+	case st.LastErr != nil:
+		why = st.LastErr.Error()
 	}
 	return fmt.Errorf("server %s is %w: %s", c.alias, ErrUnavailable, why)
 }
 
-// run supervises the child until ctx ends, then stops it. firstDone is
+// Run supervises the child until ctx ends, then stops it. firstDone is
 // called once the first start attempt has succeeded or failed (it must be
 // safe to call more than once).
-func (c *child) run(ctx context.Context, firstDone func()) {
+func (c *Server) Run(ctx context.Context, firstDone func()) {
 	defer firstDone() // ctx may end during the first attempt
 	sv := &supervisor{c: c}
 	for {
@@ -195,7 +237,7 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 			if sv.listed != nil {
 				phase = PhaseRestarting
 			}
-			c.publish(childState{phase: phase, listed: sv.listed, attempt: sv.attempt, lastErr: err})
+			c.publish(State{Phase: phase, Listed: sv.listed, Attempt: sv.attempt, LastErr: err})
 			firstDone()
 		} else {
 			sv.listed, sv.withdraw = cat, nil
@@ -205,46 +247,46 @@ func (c *child) run(ctx context.Context, firstDone func()) {
 				ready = ready.Int("pid", sess.proc.Pid())
 			}
 			ready.Msg("server ready")
-			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
+			c.publish(State{Phase: PhaseReady, Session: sess, Listed: cat})
 			firstDone()
-			c.host.catalogRead()
+			c.host.CatalogRead()
 
 			why := c.serve(ctx, sess, &sv.listed)
 			if ctx.Err() != nil {
 				// Published first, so that no call picks the session up while
 				// it stops. The tools stay listed: withdrawing them would only
 				// send clients a list_changed on the way out.
-				c.publish(childState{phase: PhaseStopped, listed: sv.listed})
+				c.publish(State{Phase: PhaseStopped, Listed: sv.listed})
 				c.stopSession(sess)
 				return
 			}
 			uptime := time.Since(sess.started)
 			c.log.Warn().Str("why", why).Dur("uptime", uptime).Msg("server went away; restarting")
-			c.host.childRestarted(c)
+			c.host.Restarted(c)
 			c.teardown(sess)
 			if uptime >= healthyUptime {
 				sv.attempt = 0
 			}
 			sv.attempt++
-			c.publish(childState{phase: PhaseRestarting, listed: sv.listed, attempt: sv.attempt,
-				lastErr: restartErr(sess)})
+			c.publish(State{Phase: PhaseRestarting, Listed: sv.listed, Attempt: sv.attempt,
+				LastErr: restartErr(sess)})
 			sv.withdraw = time.After(c.cfg.StartupTimeout)
 		}
 		if !sv.sleep(ctx, backoff(sv.attempt)) {
 			break
 		}
 	}
-	c.publish(childState{phase: PhaseStopped, listed: sv.listed})
+	c.publish(State{Phase: PhaseStopped, Listed: sv.listed})
 }
 
 // restartErr is a child's last error while it restarts after sess was lost.
-func restartErr(sess *session) error {
-	return failure(sess.lostAs, fmt.Errorf("restarting after it exited (%s)", sess.lostWhy))
+func restartErr(sess *Session) error {
+	return link.Failure(sess.lostAs, fmt.Errorf("restarting after it exited (%s)", sess.lostWhy))
 }
 
 // supervisor is the state of one child's run loop; only run touches it.
 type supervisor struct {
-	c       *child
+	c       *Server
 	attempt int                   // consecutive failures, for the backoff
 	listed  *catalog.ChildCatalog // what the child offers upstream; nil when withdrawn
 	// withdraw fires when a child that went away has not come back within
@@ -255,9 +297,9 @@ type supervisor struct {
 // start makes one start attempt. It runs the attempt in a goroutine, which
 // it always waits for, so that a pending withdrawal can happen during a slow
 // attempt.
-func (sv *supervisor) start(ctx context.Context) (*session, *catalog.ChildCatalog, error) {
+func (sv *supervisor) start(ctx context.Context) (*Session, *catalog.ChildCatalog, error) {
 	type started struct {
-		sess *session
+		sess *Session
 		cat  *catalog.ChildCatalog
 		err  error
 	}
@@ -295,7 +337,7 @@ func (sv *supervisor) sleep(ctx context.Context, d time.Duration) bool {
 func (sv *supervisor) withdrawNow() {
 	sv.withdraw, sv.listed = nil, nil
 	st := *sv.c.state.Load()
-	st.listed = nil
+	st.Listed = nil
 	sv.c.log.Warn().Msg("server still not ready: its tools are withdrawn until it is back")
 	sv.c.publish(st)
 }
@@ -310,7 +352,7 @@ func backoff(attempt int) time.Duration {
 
 // serve watches a ready session until it is lost or ctx ends, re-reading the
 // catalog whenever the child says it changed. It returns why it stopped.
-func (c *child) serve(ctx context.Context, sess *session, listed **catalog.ChildCatalog) string {
+func (c *Server) serve(ctx context.Context, sess *Session, listed **catalog.ChildCatalog) string {
 	var lastRead time.Time
 	for {
 		select {
@@ -348,8 +390,8 @@ func (c *child) serve(ctx context.Context, sess *session, listed **catalog.Child
 				continue
 			}
 			*listed = cat
-			c.publish(childState{phase: PhaseReady, sess: sess, listed: cat})
-			c.host.catalogRead()
+			c.publish(State{Phase: PhaseReady, Session: sess, Listed: cat})
+			c.host.CatalogRead()
 		}
 	}
 }
@@ -365,8 +407,8 @@ type listPage struct {
 // capabilities say it has) and builds its catalog. It fails once the lists
 // take more than max_catalog_pages pages, or more than max_catalog_bytes
 // together.
-func (c *child) readCatalog(ctx context.Context, sess *session) (*catalog.ChildCatalog, error) {
-	defer tightGC()()
+func (c *Server) readCatalog(ctx context.Context, sess *Session) (*catalog.ChildCatalog, error) {
+	defer memory.TightGC()()
 	var raw [catalog.NumKinds][]json.RawMessage
 	budget := catalogBudget{pages: c.limits.MaxCatalogPages, bytes: c.limits.MaxCatalogBytes}
 	caps := sess.caps
@@ -398,7 +440,7 @@ type catalogBudget struct {
 }
 
 // readList reads one list to its last page.
-func (c *child) readList(ctx context.Context, sess *session, k catalog.Kind, budget *catalogBudget) ([]json.RawMessage, error) {
+func (c *Server) readList(ctx context.Context, sess *Session, k catalog.Kind, budget *catalogBudget) ([]json.RawMessage, error) {
 	lim := c.limits
 	var items []json.RawMessage
 	cursor := ""
@@ -417,7 +459,7 @@ func (c *child) readList(ctx context.Context, sess *session, k catalog.Kind, bud
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		result, err := sess.rawRequest(ctx, nil, catalog.KindWire[k].List, params)
+		result, err := sess.Request(ctx, nil, catalog.KindWire[k].List, params)
 		if err != nil {
 			return nil, err
 		}
@@ -463,25 +505,12 @@ func decodePage(result []byte, member string) (listPage, error) {
 
 // The Mux as its children's host.
 
-func (m *Mux) childPublished(c *child, old, st *childState) {
-	if old.phase != st.phase {
-		m.observe.ChildPhase(c.alias, st.phase)
-	}
-	if old.listed != st.listed && !m.starting.Load() {
-		m.rebuildCatalog()
-	}
-}
-
-func (m *Mux) childRestarted(c *child) { m.observe.ChildRestarted(c.alias) }
-
-func (m *Mux) catalogRead() {
-	if !m.starting.Load() { // otherwise Start returns it once for all
-		m.memory.request()
+// resubscribe renews, on a child's new session, the subscriptions sessions
+// hold to its resources.
+func (c *Server) resubscribe(ctx context.Context, sess *Session) {
+	for _, uri := range c.host.SubscribedURIs(c.alias) {
+		if _, err := sess.Request(ctx, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
+			c.log.Warn().Err(err).Str("child_uri", uri).Msg("renewing a subscription failed")
+		}
 	}
 }
-
-func (m *Mux) spawn(ctx context.Context, spec childproc.Spec) (*childproc.Process, error) {
-	return m.spawner.Start(ctx, spec)
-}
-
-func (m *Mux) subscribedURIs(alias string) []string { return m.subs.uris(alias) }

@@ -1,4 +1,4 @@
-package mux
+package link
 
 import (
 	"context"
@@ -56,24 +56,24 @@ type childError struct {
 func (e *childError) Error() string { return e.err.Error() }
 func (e *childError) Unwrap() error { return e.err }
 
-// failure gives err the reason r.
-func failure(r FailureReason, err error) error {
+// Failure gives err the reason r.
+func Failure(r FailureReason, err error) error {
 	return &childError{reason: r, err: err}
 }
 
-// stepFailure gives err, the failure of a start-up step, the reason its
+// StepFailure gives err, the failure of a start-up step, the reason its
 // cause shows, or when that shows nothing, the step's own (start failed,
 // initialize failed, tools/list failed).
-func stepFailure(step FailureReason, err error) error {
+func StepFailure(step FailureReason, err error) error {
 	r := ReasonOf(err)
 	if r == ReasonError {
 		r = step
 	}
-	return failure(r, err)
+	return Failure(r, err)
 }
 
-// lostReason is the reason of a session lost to err from its transport.
-func lostReason(err error) FailureReason {
+// LostReason is the reason of a session lost to err from its transport.
+func LostReason(err error) FailureReason {
 	if r := ReasonOf(err); r != ReasonError {
 		return r
 	}
@@ -95,15 +95,15 @@ func ReasonOf(err error) FailureReason {
 	}
 	var dns *net.DNSError
 	var ce *childError
-	if hs, ok := errors.AsType[*httpStatusError](err); ok {
+	if hs, ok := errors.AsType[*HTTPStatusError](err); ok {
 		switch {
-		case hs.code == 401:
+		case hs.Code == 401:
 			return ReasonHTTP401
-		case hs.code >= 500:
+		case hs.Code >= 500:
 			return ReasonHTTP5xx
-		case hs.code >= 400:
+		case hs.Code >= 400:
 			return ReasonHTTP4xx
-		case hs.redirect:
+		case hs.Redirect:
 			return ReasonHTTP3xx
 		}
 		return ReasonError

@@ -1,4 +1,4 @@
-package mux
+package child
 
 import (
 	"bufio"
@@ -14,12 +14,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/child/link"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
+	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
@@ -27,10 +30,10 @@ import (
 // missedPings in a row mark a remote child's session lost.
 const missedPings = 3
 
-// session is one generation of a child: a process on pipes, or a connection
+// Session is one generation of a child: a process on pipes, or a connection
 // to a URL, with an initialized MCP session on it. It is lost once, for
 // good; the supervisor then starts a new one.
-type session struct {
+type Session struct {
 	client  *client.Client
 	tr      transport.Interface
 	proc    *childproc.Process // nil for a remote child
@@ -38,8 +41,8 @@ type session struct {
 
 	lost     chan struct{} // closed when the session is gone
 	lostOnce sync.Once
-	lostWhy  string        // valid once lost is closed
-	lostAs   FailureReason // the kind of lostWhy; valid once lost is closed
+	lostWhy  string             // valid once lost is closed
+	lostAs   link.FailureReason // the kind of lostWhy; valid once lost is closed
 
 	stdin   *childStdin   // stdio: what mcp-go writes to the child
 	sse     bool          // the legacy SSE transport
@@ -57,8 +60,29 @@ type session struct {
 	instructions string                 // what its initialize answer told the model, if anything
 }
 
-func newSession(limit int64) *session {
-	return &session{
+// Limit is the session's max_message_bytes.
+func (s *Session) Limit() int64 { return s.limit }
+
+// Caps are what the child declared in its initialize answer.
+func (s *Session) Caps() mcp.ServerCapabilities { return s.caps }
+
+// Instructions are what the child's initialize answer told the model, if
+// anything.
+func (s *Session) Instructions() string { return s.instructions }
+
+// TellRootsChanged sends the child notifications/roots/list_changed, if it
+// was told mcpmux relays roots: its transport can carry a request of the
+// child's (bidirectional); otherwise it does nothing.
+func (s *Session) TellRootsChanged(ctx context.Context) error {
+	if _, ok := s.tr.(transport.BidirectionalInterface); !ok {
+		return nil
+	}
+	return s.tr.SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: string(mcp.MethodNotificationRootsListChanged)}})
+}
+
+func newSession(limit int64) *Session {
+	return &Session{
 		limit:   limit,
 		started: time.Now(),
 		lost:    make(chan struct{}),
@@ -69,14 +93,22 @@ func newSession(limit int64) *session {
 
 // markLost records that the session is gone, why and what kind of failure
 // that is; the first reason wins.
-func (s *session) markLost(as FailureReason, why string) {
+func (s *Session) markLost(as link.FailureReason, why string) {
 	s.lostOnce.Do(func() {
 		s.lostWhy, s.lostAs = why, as
 		close(s.lost)
 	})
 }
 
-func (s *session) isLost() bool {
+// LostWhy says why the session was lost; "" while it is not.
+func (s *Session) LostWhy() string {
+	if !s.Lost() {
+		return ""
+	}
+	return s.lostWhy
+}
+
+func (s *Session) Lost() bool {
 	select {
 	case <-s.lost:
 		return true
@@ -85,17 +117,17 @@ func (s *session) isLost() bool {
 	}
 }
 
-// failed tells whether err, from a request on this session, means the
+// Failed tells whether err, from a request on this session, means the
 // session itself is gone (the child died, or the connection did) rather
 // than an error the child answered with. A transport that failed is never
-// the child's answer: once failed reports true the session is lost, and the
+// the child's answer: once Failed reports true the session is lost, and the
 // call must be treated as interrupted, whatever else happens meanwhile.
-func (s *session) failed(ctx context.Context, err error) bool {
+func (s *Session) Failed(ctx context.Context, err error) bool {
 	var te *transport.Error
 	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
 		return false
 	}
-	why, as := "request failed: "+err.Error(), lostReason(err)
+	why, as := "request failed: "+err.Error(), link.LostReason(err)
 	if s.proc == nil {
 		s.markLost(as, why)
 		return true
@@ -118,11 +150,11 @@ func (s *session) failed(ctx context.Context, err error) bool {
 	return true
 }
 
-// rawRequest sends a request and returns its raw result. A request made
+// Request sends a request and returns its raw result. A request made
 // for a client (up, nil for one of mcpmux's own) is in the in-flight table
 // while it lasts, and the client's _meta goes with it, its progress
 // token, if it gave one, replaced by mcpmux's request id.
-func (s *session) rawRequest(ctx context.Context, up *upCall, method string, params map[string]any) (json.RawMessage, error) {
+func (s *Session) Request(ctx context.Context, up *Call, method string, params map[string]any) (json.RawMessage, error) {
 	id := s.nextID()
 	call, ctx := s.inflight.add(ctx, up, id)
 	defer s.inflight.remove(call)
@@ -132,7 +164,7 @@ func (s *session) rawRequest(ctx context.Context, up *upCall, method string, par
 		}
 	}
 	raw, err := s.send(ctx, id, method, params)
-	if err != nil && !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
+	if err != nil && !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
 		s.cancel(id, context.Cause(ctx)) // as callTool does
 	}
 	return raw, err
@@ -141,9 +173,9 @@ func (s *session) rawRequest(ctx context.Context, up *upCall, method string, par
 // childMeta is the _meta of the request sent under id to the child for
 // up: the client's own members but the protocol's, and, if the client
 // asked for progress, id as the progress token; nil when nothing is left.
-func childMeta(up *upCall, id mcp.RequestId) json.RawMessage {
+func childMeta(up *Call, id mcp.RequestId) json.RawMessage {
 	key, _ := idJSON(id)
-	if meta := up.meta.ForChild([]byte(key)); meta != nil {
+	if meta := up.Meta.ForChild([]byte(key)); meta != nil {
 		return meta
 	}
 	return nil
@@ -151,11 +183,11 @@ func childMeta(up *upCall, id mcp.RequestId) json.RawMessage {
 
 // nextID returns an id for a request of mcpmux's own. String ids keep them
 // apart from the numeric ones of the client's handshake and pings.
-func (s *session) nextID() mcp.RequestId {
+func (s *Session) nextID() mcp.RequestId {
 	return mcp.NewRequestId("mcpmux-" + strconv.FormatUint(s.ids.Add(1), 10))
 }
 
-// callTool sends tools/call for up under an id of mcpmux's own, so that a
+// CallTool sends tools/call for up under an id of mcpmux's own, so that a
 // call given up on is cancelled on every transport (mcp-go's client sends
 // notifications/cancelled over stdio only), and returns the raw result.
 // args is sent as it is. An answer over max_message_bytes is an error
@@ -163,14 +195,14 @@ func (s *session) nextID() mcp.RequestId {
 // call lasts it is in the in-flight table; the client's _meta goes with
 // it, its progress token, if it gave one, replaced by the id, and the
 // progress that came before the answer is written upstream before
-// callTool returns.
-func (s *session) callTool(ctx context.Context, up *upCall, name string, args json.RawMessage) (raw json.RawMessage, isError bool, err error) {
+// CallTool returns.
+func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json.RawMessage) (raw json.RawMessage, isError bool, err error) {
 	id := s.nextID()
 	call, ctx := s.inflight.add(ctx, up, id)
 	defer s.inflight.remove(call)
-	var tc *taskCall
+	var tc *TaskCall
 	if up != nil {
-		tc = up.task
+		tc = up.Task
 	}
 	params := mcp.CallToolParams{Name: name, Arguments: args, Task: tc.taskParams()}
 	var meta json.RawMessage
@@ -195,7 +227,7 @@ func (s *session) callTool(ctx context.Context, up *upCall, name string, args js
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
 	}
 	if err != nil {
-		if !errors.Is(err, errMessageTooLarge) && ctx.Err() != nil {
+		if !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))
 		}
 		return nil, false, err
@@ -265,12 +297,12 @@ func plainName(s string) bool {
 	return true
 }
 
-// errMalformedResult is wrapped by the error for a result a client could
+// ErrMalformedResult is wrapped by the error for a result a client could
 // not read, which is never relayed.
-var errMalformedResult = errors.New("a malformed result")
+var ErrMalformedResult = errors.New("a malformed result")
 
 // cancel tells the child to stop working on request id; best effort.
-func (s *session) cancel(id mcp.RequestId, why error) {
+func (s *Session) cancel(id mcp.RequestId, why error) {
 	ctx, stop := context.WithTimeout(context.Background(), time.Second)
 	defer stop()
 	_ = s.tr.SendNotification(ctx, mcp.JSONRPCNotification{
@@ -287,7 +319,7 @@ func (s *session) cancel(id mcp.RequestId, why error) {
 // session as the transport left it (a stdio child's goes on). A remote
 // child's answer with an HTTP status that fails the request (see
 // limitedClient) is an *httpStatusError: the session goes on.
-func (s *session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
+func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
 	var slot *parkSlot
 	if s.park != nil {
 		if key, ok := idJSON(id); ok {
@@ -295,20 +327,20 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 			defer s.park.done(key, slot)
 		}
 	}
-	ctx, note := withRequestNote(ctx, method)
+	ctx, note := link.WithRequestNote(ctx, method)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
 	})
 	switch {
-	case err != nil && note.statusErr() != nil:
+	case err != nil && note.StatusErr() != nil:
 		// The server answered this request, and only it, with a failure.
-		return nil, note.statusErr()
-	case err != nil && !note.tooLarge.Load():
+		return nil, note.StatusErr()
+	case err != nil && !note.TooLarge.Load():
 		return nil, transport.NewError(err)
-	case err != nil || isDropped(resp.Error):
-		return nil, fmt.Errorf("its answer to %s %w (%s)", method, errMessageTooLarge, config.FormatSize(s.limit))
+	case err != nil || link.IsDropped(resp.Error):
+		return nil, fmt.Errorf("its answer to %s %w (%s)", method, link.ErrMessageTooLarge, config.FormatSize(s.limit))
 	case resp.Error != nil:
-		return nil, &rpcError{details: *resp.Error, err: resp.Error.AsError()}
+		return nil, &RPCError{Details: *resp.Error, err: resp.Error.AsError()}
 	}
 	// Only a parked answer stands as {}: a child that answered the id twice,
 	// unparked first, has its first answer kept, as mcp-go keeps it.
@@ -323,10 +355,10 @@ func (s *session) send(ctx context.Context, id mcp.RequestId, method string, par
 // start opens a new session on the child: it starts the process or
 // connects, runs initialize and reads the catalog, all within the startup
 // timeout.
-func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, error) {
+func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, error) {
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.StartupTimeout)
 	defer cancel()
-	var sess *session
+	var sess *Session
 	var err error
 	if c.cfg.URL != "" {
 		sess, err = c.connect()
@@ -334,7 +366,7 @@ func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, err
 		sess, err = c.spawn(sctx)
 	}
 	if err != nil {
-		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonStartFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
 	opts := []client.ClientOption{client.WithProtocolVersion(childProtocolVersion)}
 	bidi, relays := sess.tr.(transport.BidirectionalInterface)
@@ -348,16 +380,16 @@ func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, err
 	// must live as long as the session, not the start-up.
 	if err := sess.client.Start(context.WithoutCancel(ctx)); err != nil {
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonStartFailed, fmt.Errorf("server %s: start: %w", c.alias, err))
 	}
 	if relays {
 		// Replaces the handler Start set: requests are relayed, not answered.
 		bidi.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-			return c.host.childRequest(ctx, c, sess, req), nil
+			return c.host.Request(ctx, c, sess, req), nil
 		})
 	}
 	sess.client.OnConnectionLost(func(err error) {
-		sess.markLost(lostReason(err), "connection lost: "+err.Error())
+		sess.markLost(link.LostReason(err), "connection lost: "+err.Error())
 	})
 	sess.client.OnNotification(func(n mcp.JSONRPCNotification) {
 		// Runs on the transport's read goroutine: hand off, never block.
@@ -369,35 +401,35 @@ func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, err
 			default:
 			}
 		case mcp.MethodNotificationResourceUpdated:
-			c.host.resourceUpdated(c, n)
+			c.host.ResourceUpdated(c, n)
 		case string(mcp.MethodNotificationProgress):
-			c.host.progress(sess, n)
+			c.host.Progress(sess, n)
 		case string(mcp.MethodNotificationMessage):
-			c.host.childLog(c, sess, n)
+			c.host.Log(c, sess, n)
 		}
 	})
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = childProtocolVersion
-	init.Params.ClientInfo = mcp.Implementation{Name: "mcpmux", Version: Version}
-	ictx, note := withRequestNote(sctx, string(mcp.MethodInitialize))
+	init.Params.ClientInfo = c.clientInfo
+	ictx, note := link.WithRequestNote(sctx, string(mcp.MethodInitialize))
 	res, err := sess.client.Initialize(ictx, init)
 	if err != nil {
-		if se := note.statusErr(); se != nil {
+		if se := note.StatusErr(); se != nil {
 			err = se // mcp-go's words for it say less
 		}
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonInitializeFailed, fmt.Errorf("server %s: initialize: %w", c.alias, err))
 	}
 	sess.caps, sess.instructions = res.Capabilities, res.Instructions
 	if sess.caps.Logging != nil {
-		c.host.applyLogLevel(sctx, c, sess)
+		c.host.ApplyLogLevel(sctx, c, sess)
 	}
 	cat, err := c.readCatalog(sctx, sess)
 	if err != nil {
 		err = c.startErr(sctx, sess, err)
 		c.abort(sess)
-		return nil, nil, stepFailure(ReasonToolsListFailed, fmt.Errorf("server %s: %w", c.alias, err))
+		return nil, nil, link.StepFailure(link.ReasonToolsListFailed, fmt.Errorf("server %s: %w", c.alias, err))
 	}
 	if sess.caps.Resources != nil && sess.caps.Resources.Subscribe {
 		c.resubscribe(sctx, sess)
@@ -409,8 +441,8 @@ func (c *child) start(ctx context.Context) (*session, *catalog.ChildCatalog, err
 }
 
 // spawn starts the child process and watches it.
-func (c *child) spawn(ctx context.Context) (*session, error) {
-	proc, err := c.host.spawn(ctx, childproc.Spec{
+func (c *Server) spawn(ctx context.Context) (*Session, error) {
+	proc, err := c.host.Spawn(ctx, childproc.Spec{
 		Path: c.cfg.Command,
 		Args: c.cfg.Args,
 		Env:  c.cfg.Environ(childproc.UserEnviron(c.environ, c.cfg.User)),
@@ -422,7 +454,7 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	limit := c.limits.MaxMessageBytes
 	sess := newSession(limit)
 	sess.proc = proc
-	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
+	lines := link.NewLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
 	sess.park = newAnswerPark(lines)
 	sess.stdin = &childStdin{WriteCloser: proc.Stdin}
 	sess.tr = transport.NewIO(sess.park, sess.stdin, nil)
@@ -438,35 +470,35 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 			select {
 			case <-proc.Done():
 			case <-t.C:
-				sess.markLost(ReasonProtocolBroken, "its stdout ended or broke the protocol")
+				sess.markLost(link.ReasonProtocolBroken, "its stdout ended or broke the protocol")
 				proc.Kill()
 			}
 			t.Stop()
 		}
 		<-proc.Done()
-		sess.markLost(ReasonExited, exitReason(proc.ExitErr()))
+		sess.markLost(link.ReasonExited, exitReason(proc.ExitErr()))
 	})
 	return sess, nil
 }
 
 // connect prepares the transport to a remote child; requests make the
 // connection.
-func (c *child) connect() (*session, error) {
+func (c *Server) connect() (*Session, error) {
 	sess := newSession(c.limits.MaxMessageBytes)
 	var err error
 	// Every response body, and every event of a stream, is bounded.
-	hc := limitedClient(c.limits.MaxMessageBytes, c.log)
+	hc := link.LimitedClient(c.limits.MaxMessageBytes, c.log)
 	switch c.cfg.Transport {
 	case "sse":
 		sess.sse = true
 		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers), transport.WithHTTPClient(hc),
-			transport.WithSSELogger(SlogLogger(c.log)),
+			transport.WithSSELogger(liblog.Slog(c.log)),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.
 			transport.WithResponseTimeout(2*c.callTimeout+time.Minute))
 	default:
 		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
-			transport.WithHTTPLogger(SlogLogger(c.log)),
+			transport.WithHTTPLogger(liblog.Slog(c.log)),
 			// The standalone stream carries what the server says outside a
 			// request, such as tools/list_changed.
 			transport.WithContinuousListening())
@@ -479,7 +511,7 @@ func (c *child) connect() (*session, error) {
 
 // ping checks a remote child every PingInterval; missedPings failures in a
 // row mark the session lost.
-func (c *child) ping(sess *session) {
+func (c *Server) ping(sess *Session) {
 	t := time.NewTicker(c.cfg.PingInterval)
 	defer t.Stop()
 	misses := 0
@@ -501,7 +533,7 @@ func (c *child) ping(sess *session) {
 		misses++
 		c.log.Warn().Err(err).Int("missed", misses).Msg("ping failed")
 		if misses >= missedPings {
-			sess.markLost(ReasonPingsFailed, fmt.Sprintf("%d pings in a row failed", misses))
+			sess.markLost(link.ReasonPingsFailed, fmt.Sprintf("%d pings in a row failed", misses))
 			return
 		}
 	}
@@ -515,22 +547,22 @@ func exitReason(err error) string {
 }
 
 // startErr explains a failed start-up step in the terms an operator needs.
-func (c *child) startErr(ctx context.Context, sess *session, err error) error {
-	if sess.proc != nil && sess.failed(ctx, err) {
+func (c *Server) startErr(ctx context.Context, sess *Session, err error) error {
+	if sess.proc != nil && sess.Failed(ctx, err) {
 		as := sess.lostAs
-		if as == ReasonTimedOut { // the start-up's own time ran out
-			as = NotReadyWithin(c.cfg.StartupTimeout)
+		if as == link.ReasonTimedOut { // the start-up's own time ran out
+			as = link.NotReadyWithin(c.cfg.StartupTimeout)
 		}
-		return failure(as, fmt.Errorf("process %s", sess.lostWhy))
+		return link.Failure(as, fmt.Errorf("process %s", sess.lostWhy))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return failure(NotReadyWithin(c.cfg.StartupTimeout), fmt.Errorf("no answer within %s", c.cfg.StartupTimeout))
+		return link.Failure(link.NotReadyWithin(c.cfg.StartupTimeout), fmt.Errorf("no answer within %s", c.cfg.StartupTimeout))
 	}
 	return err
 }
 
 // abort ends a session that never became ready.
-func (c *child) abort(sess *session) {
+func (c *Server) abort(sess *Session) {
 	if sess.proc != nil {
 		sess.proc.Kill()
 	}
@@ -538,7 +570,7 @@ func (c *child) abort(sess *session) {
 }
 
 // stopSession ends a healthy session gracefully, as on shutdown.
-func (c *child) stopSession(sess *session) {
+func (c *Server) stopSession(sess *Session) {
 	if sess.proc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
 		defer cancel()
@@ -554,8 +586,8 @@ func (c *child) stopSession(sess *session) {
 // child process has exited or been killed by now; its stdout is read until
 // it ends (or drainGrace), so that an answer written just before the exit
 // still reaches its caller.
-func (c *child) teardown(sess *session) {
-	sess.markLost(ReasonError, "closed by mcpmux")
+func (c *Server) teardown(sess *Session) {
+	sess.markLost(link.ReasonError, "closed by mcpmux")
 	close(sess.closing)
 	if sess.proc != nil {
 		<-sess.proc.Done()
@@ -609,7 +641,7 @@ func (s *childStdin) Close() error {
 const maxStderrLine = 16 * 1024
 
 // logStderr logs the child's stderr line by line until it ends.
-func (c *child) logStderr(r io.Reader, pid int) {
+func (c *Server) logStderr(r io.Reader, pid int) {
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -627,5 +659,30 @@ func (c *child) logStderr(r io.Reader, pid int) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// RPCError is a JSON-RPC error a child answered with. Its text is the
+// child's message, as mcp-go's typed error has it; errorAnswer relays it
+// to the client as the child sent it.
+type RPCError struct {
+	Details mcp.JSONRPCErrorDetails
+	err     error // details.AsError()
+}
+
+func (e *RPCError) Error() string { return e.err.Error() }
+
+func (e *RPCError) Unwrap() error { return e.err }
+
+// relayedCapabilities are the client capabilities mcpmux declares to a
+// child whose transport can carry the child's requests (stdio and
+// streamable HTTP; not the legacy SSE transport).
+func relayedCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{
+		Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{ListChanged: true},
+		Sampling:    &mcp.SamplingCapability{},
+		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}
 }

@@ -570,9 +570,11 @@ func (f *Flusher) notify(ctx context.Context, srv *server.MCPServer, notes ...no
 }
 
 // wait runs send, which sends notes, and returns once each of them has
-// been written: notifications other calls wait for at the same time do not
-// count (mcp-go's stdio server writes notifications on a goroutine of
-// their own, answers on the request's). Without a Flusher (over HTTP,
+// been written: what other calls send at the same time counts only where
+// it is the same notification as one of notes (mcp-go's stdio server
+// writes notifications on a goroutine of their own, answers on the
+// request's, so a wait that counted others' would let this call's answer
+// overtake its own). Without a Flusher (over HTTP,
 // where mcp-go orders them itself) it only runs send.
 func (f *Flusher) wait(send func(), notes ...note) {
 	if f == nil {

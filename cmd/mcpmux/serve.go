@@ -192,6 +192,10 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
+	// The first signal starts the shutdown, or joins the one stdin's end
+	// started, which it must not cut short: children would be left to the
+	// supervisor rather than stopped. A second one ends mcpmux at once.
+	defer context.AfterFunc(sigCtx, stopSignals)()
 	if pinStore != nil {
 		// After m.Close (deferred below, so run before it): nothing
 		// records any more.
@@ -258,7 +262,6 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			l.log.Info().Msg("stdin closed; stopping")
 		}
 	}
-	stopSignals()
 	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers)
 	endStdio()
 	return status

@@ -45,6 +45,9 @@
 //	         so that it is in flight when that answer comes
 //	bignote  {"mb":N}: a notifications/message line of N MiB (default 20),
 //	         then the answer "ok"
+//	noted    {"text":T}: a notifications/message line (level info, data T)
+//	         and the answer T in one write, so that mcpmux reads the
+//	         answer right behind the log message
 //	flood    {"method":M,"count":N,"add":NAME}: N notifications of method M
 //	         at once; before the last one, a tool NAME (if given) joins the
 //	         list; then the answer "flooded N"
@@ -257,6 +260,7 @@ func call(msg message) {
 	}
 	var args struct {
 		MB     int    `json:"mb"`
+		Text   string `json:"text"`
 		KB     int    `json:"kb"`
 		Method string `json:"method"`
 		Count  int64  `json:"count"`
@@ -279,6 +283,8 @@ func call(msg message) {
 	case "bignote":
 		writeLine(concat(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`, strings.Repeat("n", mb<<20), `"}}`))
 		text(msg.ID, "ok")
+	case "noted":
+		notedAnswer(msg.ID, args.Text)
 	case "flood":
 		for i := int64(1); i <= args.Count; i++ {
 			if i == args.Count && args.Add != "" {
@@ -327,6 +333,17 @@ func call(msg message) {
 		}
 		text(msg.ID, string(args))
 	}
+}
+
+// notedAnswer writes a log message of text and the answer text to id in
+// one write.
+func notedAnswer(id json.RawMessage, text string) {
+	t, _ := json.Marshal(text)
+	note := concat(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":`, string(t), `}}`, "\n")
+	answer := concat(`{"jsonrpc":"2.0","id":`, string(id), `,"result":{"content":[{"type":"text","text":`, string(t), `}]}}`, "\n")
+	out.Lock()
+	defer out.Unlock()
+	_, _ = out.w.Write(append(note, answer...))
 }
 
 // answerTwice answers id with "first" and then, in the same write, with kb

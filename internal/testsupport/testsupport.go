@@ -535,6 +535,10 @@ func (m *Mux) DrainNotifications() {
 	}
 }
 
+// CloseStdin closes mcpmux's stdin, which starts its shutdown, and does
+// not wait for it to exit (Exited says when it has).
+func (m *Mux) CloseStdin() { _ = m.stdin.Close() }
+
 // Stop closes mcpmux's stdin and waits for it to exit.
 func (m *Mux) Stop() error {
 	_ = m.stdin.Close()

@@ -118,34 +118,28 @@ func New(flush *Flusher) *Child {
 func (c *Child) progress(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	c.later.Wait() // progress of an earlier call's, sent after its answer, goes first
 	n, tag := req.GetInt("count", 0), req.GetString("tag", "")
-	send := func(i int) {
-		var token mcp.ProgressToken
-		if req.Params.Meta != nil {
-			token = req.Params.Meta.ProgressToken
+	// Progress i of n, or nothing when the client asked for none.
+	progress := func(i int) []note {
+		if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+			return nil
 		}
-		if token == nil {
-			return
-		}
-		_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
-			"progressToken": token, "progress": i, "total": n, "message": fmt.Sprintf("%s %d", tag, i)})
+		return []note{{string(mcp.MethodNotificationProgress), map[string]any{
+			"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": n, "message": fmt.Sprintf("%s %d", tag, i)}}}
 	}
+	srv := server.ServerFromContext(ctx)
 	if req.GetBool("late", false) {
 		after := c.flush.afterAnswer(ctx)
 		c.later.Go(func() {
 			after()
-			c.flush.wait(func() { send(0) }, 1)
+			c.flush.notify(ctx, srv, progress(0)...)
 		})
 		return mcp.NewToolResultText("late " + tag), nil
 	}
-	sent := n
-	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
-		sent = 0 // nothing to wait for
+	var notes []note
+	for i := 1; i <= n; i++ {
+		notes = append(notes, progress(i)...)
 	}
-	c.flush.wait(func() {
-		for i := 1; i <= n; i++ {
-			send(i)
-		}
-	}, sent)
+	c.flush.notify(ctx, srv, notes...)
 	return mcp.NewToolResultText("done " + tag), nil
 }
 
@@ -219,7 +213,7 @@ func (c *Child) log(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 	}
 	srv := server.ServerFromContext(ctx)
 	send := func(ctx context.Context) {
-		c.flush.wait(func() { _ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), params) }, 1)
+		c.flush.notify(ctx, srv, note{string(mcp.MethodNotificationMessage), params})
 	}
 	if req.GetBool("deferred", false) {
 		cs := server.ClientSessionFromContext(ctx)
@@ -254,15 +248,11 @@ func (c *Child) traffic(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	srv := server.ServerFromContext(ctx)
 	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-		c.flush.wait(func() {
-			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
-				"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": tag})
-		}, 1)
+		c.flush.notify(ctx, srv, note{string(mcp.MethodNotificationProgress), map[string]any{
+			"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": tag}})
 	}
-	c.flush.wait(func() {
-		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
-			"level": "error", "logger": "traffic", "data": "log of " + tag})
-	}, 1)
+	c.flush.notify(ctx, srv, note{string(mcp.MethodNotificationMessage), map[string]any{
+		"level": "error", "logger": "traffic", "data": "log of " + tag}})
 	answer := tag
 	if what := req.GetString("request", ""); what != "" {
 		answer += ": " + request(ctx, srv, what)
@@ -302,18 +292,14 @@ func (c *Child) askRounds(ctx context.Context, tag, spec, gate string, meta *mcp
 				return "", err
 			}
 		}
-		notes := 1
+		var notes []note
 		if meta != nil && meta.ProgressToken != nil {
-			notes++
+			notes = append(notes, note{string(mcp.MethodNotificationProgress), map[string]any{
+				"progressToken": meta.ProgressToken, "progress": i + 1, "message": fmt.Sprintf("%s round %d", tag, i+1)}})
 		}
-		c.flush.wait(func() {
-			if notes > 1 {
-				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
-					"progressToken": meta.ProgressToken, "progress": i + 1, "message": fmt.Sprintf("%s round %d", tag, i+1)})
-			}
-			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
-				"level": "error", "logger": "traffic", "data": fmt.Sprintf("round %d of %s", i+1, tag)})
-		}, notes)
+		notes = append(notes, note{string(mcp.MethodNotificationMessage), map[string]any{
+			"level": "error", "logger": "traffic", "data": fmt.Sprintf("round %d of %s", i+1, tag)}})
+		c.flush.notify(ctx, srv, notes...)
 		var wg sync.WaitGroup
 		for _, what := range strings.Split(round, "+") {
 			mu.Lock()
@@ -516,12 +502,13 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-// Flusher is a stdio child's stdout, counting the notifications written.
+// Flusher is a stdio child's stdout, counting the notifications written,
+// each by its method and params, and the answers.
 type Flusher struct {
 	W io.Writer
 
 	mu      sync.Mutex
-	written int // notifications
+	written map[string]int // notifications, by noteKey
 	answers int
 	cond    *sync.Cond
 }
@@ -529,14 +516,15 @@ type Flusher struct {
 func (f *Flusher) Write(p []byte) (int, error) {
 	n, err := f.W.Write(p)
 	var head struct {
-		ID     any    `json:"id"`
-		Method string `json:"method"`
+		ID     any             `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(p, &head) == nil {
 		f.mu.Lock()
 		switch {
 		case head.ID == nil && head.Method != "":
-			f.written++
+			f.written[noteKey(head.Method, head.Params)]++
 		case head.ID != nil && head.Method == "":
 			f.answers++
 		}
@@ -548,28 +536,71 @@ func (f *Flusher) Write(p []byte) (int, error) {
 
 // NewFlusher returns a Flusher writing to w.
 func NewFlusher(w io.Writer) *Flusher {
-	f := &Flusher{W: w}
+	f := &Flusher{W: w, written: map[string]int{}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
 
-// wait runs send, which sends n notifications, and returns once they are
-// written; without a Flusher (over HTTP, where mcp-go orders them itself)
-// it only runs send.
-func (f *Flusher) wait(send func(), n int) {
+// note is a notification a tool sends.
+type note struct {
+	method string
+	params map[string]any
+}
+
+// noteKey is what tells a notification from others: its method and its
+// params, as canonical JSON (keys sorted, numbers as encoding/json writes
+// a float64), whichever JSON they were written as.
+func noteKey(method string, params json.RawMessage) string {
+	var v any
+	if json.Unmarshal(params, &v) != nil {
+		return method + " " + string(params)
+	}
+	b, _ := json.Marshal(v)
+	return method + " " + string(b)
+}
+
+// notify sends notes to the client of the session under ctx, in order,
+// and returns once wait would.
+func (f *Flusher) notify(ctx context.Context, srv *server.MCPServer, notes ...note) {
+	f.wait(func() {
+		for _, n := range notes {
+			_ = srv.SendNotificationToClient(ctx, n.method, n.params)
+		}
+	}, notes...)
+}
+
+// wait runs send, which sends notes, and returns once each of them has
+// been written: what other calls send at the same time counts only where
+// it is the same notification as one of notes (mcp-go's stdio server
+// writes notifications on a goroutine of their own, answers on the
+// request's, so a wait that counted others' would let this call's answer
+// overtake its own). Without a Flusher (over HTTP,
+// where mcp-go orders them itself) it only runs send.
+func (f *Flusher) wait(send func(), notes ...note) {
 	if f == nil {
 		send()
 		return
 	}
+	// How many of each are to have been written once notes are.
+	target := map[string]int{}
 	f.mu.Lock()
-	target := f.written + n
+	for _, n := range notes {
+		b, _ := json.Marshal(n.params)
+		k := noteKey(n.method, b)
+		if _, ok := target[k]; !ok {
+			target[k] = f.written[k]
+		}
+		target[k]++
+	}
 	f.mu.Unlock()
 	send()
 	f.mu.Lock()
-	for f.written < target {
-		f.cond.Wait()
+	defer f.mu.Unlock()
+	for k, want := range target {
+		for f.written[k] < want {
+			f.cond.Wait()
+		}
 	}
-	f.mu.Unlock()
 }
 
 // afterAnswer returns a func that waits until the answer of the call being

@@ -164,7 +164,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(catalog.Empty)
-	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
+	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins, m.log)
 	m.byAlias = map[string]*child.Server{}
 	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}

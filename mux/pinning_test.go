@@ -63,7 +63,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	cfg := *l.m.cfg
 	cfg.Mux.Pinning = config.PinningEnforce
 	l.m.publishMu.Lock()
-	l.m.pinning = newPinning(&cfg, store, false, zerolog.Nop())
+	l.m.pinning = newPinning(&cfg, store, false, l.m.log)
 	l.m.publishMu.Unlock()
 	l.m.child("main").Builder().Pinned = true // its catalogs get digests from now on
 	offer := func(toolDesc string, prompt bool) {

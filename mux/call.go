@@ -238,7 +238,7 @@ func (m *Mux) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(up))
+	ctx, cancel := context.WithTimeout(ctx, m.tasks.taskTimeout(up))
 	defer cancel()
 	g := m.admit.gate(m.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
@@ -398,15 +398,15 @@ func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at 
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.Name, m.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
+				t.Name, m.tasks.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
+				t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
+			t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

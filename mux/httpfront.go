@@ -37,7 +37,7 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 		return false
 	}
 	if u := h.sessionOf(r); u != nil {
-		if t := h.m.taskResultOf(u, f); t != nil {
+		if t := h.m.tasks.taskResultOf(u, f); t != nil {
 			h.serveTaskResult(w, r, u, f, t)
 			return true
 		}

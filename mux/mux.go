@@ -159,6 +159,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
+	m.tasks.sessions, m.tasks.log, m.tasks.callTimeout = &m.sessions, log, cfg.Mux.CallTimeout
 	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
 		m.observe = nopObserver{}

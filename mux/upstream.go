@@ -38,7 +38,7 @@ import (
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
-	m.addTaskHooks(hooks)
+	m.tasks.addTaskHooks(hooks)
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		m.awaitFirstStart(ctx, mcp.MethodServerDiscover)
 		m.declare(&res.Capabilities)
@@ -85,7 +85,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		// What initialize declares of tasks is declare's; mcp-go answers
 		// tasks/* only with the option set.
 		server.WithTaskCapabilities(true, true, true),
-		server.WithTaskHooks(m.taskHooks()),
+		server.WithTaskHooks(m.tasks.taskHooks()),
 		server.WithToolFilter(m.filterTools),
 		server.WithHooks(hooks),
 		server.WithRecovery(),

@@ -90,7 +90,7 @@ func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
 	r := request(fr, params, meta, f.u, stdioOut{f})
 	return func(ctx context.Context) []byte {
 		if perr != nil {
-			return frame.ErrorAnswer(r.id, perr)
+			return frame.ErrorAnswer(r.ID, perr)
 		}
 		return f.m.answerLine(ctx, r)
 	}

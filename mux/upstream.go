@@ -54,7 +54,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	m.sessions.Observe = m.observe.Session
 	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
+		viaHTTP := upstream.ViaHTTP(ctx)
 		m.sessions.Registered(cs, upstream.IdentityFrom(ctx), viaHTTP)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
@@ -118,25 +118,12 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 	res.Instructions = m.instructionsFor(ctx)
 	cs := server.ClientSessionFromContext(ctx)
 	key, ok := jsonwire.IDKey(id)
-	w, watched := ctx.Value(answerWatchKey{}).(answerWatch)
+	w, watched := upstream.AnswerWatchFrom(ctx)
 	if cs == nil || !ok || !watched {
 		return
 	}
-	identity, viaHTTP := upstream.IdentityFrom(ctx), ctx.Value(httpRequestKey{}) != nil
-	w.afterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
-}
-
-// answerWatch is an edge that can run something once it has written the
-// answer under an id (canonical, jsonwire.IDKey).
-type answerWatch interface {
-	afterAnswer(id string, f func())
-}
-
-type answerWatchKey struct{}
-
-// withAnswerWatch returns ctx for the requests of the edge w.
-func withAnswerWatch(ctx context.Context, w answerWatch) context.Context {
-	return context.WithValue(ctx, answerWatchKey{}, w)
+	identity, viaHTTP := upstream.IdentityFrom(ctx), upstream.ViaHTTP(ctx)
+	w.AfterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
 }
 
 // instructionsFor returns the instructions of the children the caller of

@@ -16,7 +16,7 @@ package mux
 // progress and log messages of the child reach it, and between rounds they
 // are dropped. A round waiting for its retry is in the table under its
 // requestState, which is single use; correlation of the child's traffic
-// with the call stays in the in-flight table (inflight.go), whose entry for
+// with the call stays in the in-flight table (package child), whose entry for
 // the call points at its round.
 
 import (

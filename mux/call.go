@@ -195,7 +195,7 @@ func (m *Mux) refused(identity, name string, cat *catalog.Catalog, begun time.Ti
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.Hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
-	} else if alias, held := m.heldBy(catalog.KindTool, name); held {
+	} else if alias, held := m.pinning.heldBy(catalog.KindTool, name); held {
 		rec.Decision, rec.Server = DecisionHeld, alias
 	}
 	m.auditLine(rec, name, time.Since(begun))
@@ -238,7 +238,7 @@ func (m *Mux) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, m.taskTimeout(up))
+	ctx, cancel := context.WithTimeout(ctx, m.tasks.taskTimeout(up))
 	defer cancel()
 	g := m.admit.gate(m.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
@@ -294,7 +294,7 @@ func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args js
 	c := m.child(t.Server)
 	for {
 		st, err := c.Ready(ctx)
-		if err == nil && !m.stillPinned(st.Listed, t) {
+		if err == nil && !m.pinning.stillPinned(st.Listed, t) {
 			return callAnswer{}, OutcomeRefused
 		}
 		if err != nil {
@@ -398,15 +398,15 @@ func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at 
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.Name, m.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
+				t.Name, m.tasks.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
+				t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.Name, m.taskTimeout(up), t.Server)), OutcomeTimeout
+			t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

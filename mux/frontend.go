@@ -91,12 +91,12 @@ func (c *metaCache) read(raw []byte) (frame.Meta, *frame.Error) {
 
 // request is the pipeline's request for f, which takes took, on session
 // u, its edge out.
-func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstream.Session, out upstream.Out) *upRequest {
-	return &upRequest{method: f.Method, id: bytes.Clone(f.ID), p: p, meta: meta, sess: u, out: out}
+func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstream.Session, out upstream.Out) *upstream.Request {
+	return &upstream.Request{Method: f.Method, ID: bytes.Clone(f.ID), Params: p, Meta: meta, Sess: u, Out: out}
 }
 
 // answerLine serves r and returns its answer, a JSON-RPC line.
-func (m *Mux) answerLine(ctx context.Context, r *upRequest) []byte {
+func (m *Mux) answerLine(ctx context.Context, r *upstream.Request) []byte {
 	return decoration.encode(r, m.serve(ctx, r))
 }
 

@@ -72,10 +72,6 @@ type HTTPUpstream struct {
 	once sync.Once
 }
 
-// httpRequestKey marks the context of a request served by an HTTPUpstream,
-// so that the session hooks know where a session came from.
-type httpRequestKey struct{}
-
 // NewHTTPUpstream builds the streamable HTTP upstream on the mux's server.
 // DNS-rebinding protection (Host checks on loopback) stays on. Shutdown
 // stops it. A Mux has at most one.
@@ -159,7 +155,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
 	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
-	ctx := context.WithValue(r.Context(), httpRequestKey{}, true)
+	ctx := upstream.WithViaHTTP(r.Context())
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
@@ -171,7 +167,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.pending = u
-		ctx = withAnswerWatch(ctx, rec)
+		ctx = upstream.WithAnswerWatch(ctx, rec)
 	case kind == listenMessage:
 		// A 2026-07-28 client has no session, but its listen stream holds
 		// one in the registry for as long as it is open: it counts against

@@ -37,7 +37,7 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 		return false
 	}
 	if u := h.sessionOf(r); u != nil {
-		if t := h.m.taskResultOf(u, f); t != nil {
+		if t := h.m.tasks.taskResultOf(u, f); t != nil {
 			h.serveTaskResult(w, r, u, f, t)
 			return true
 		}
@@ -141,7 +141,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
 	req := request(f, p, meta, u, postOut{rec: rec, u: u})
 	a := h.m.serve(ctx, req)
-	rec.answer(decoration.encode(req, a), modern, a.err)
+	rec.answer(decoration.encode(req, a), modern, a.Err)
 }
 
 // jsonContentType reports whether a request's Content-Type is

@@ -47,15 +47,15 @@ type recorder struct {
 	// events is set once the response is an event stream; done, once the
 	// request's handler returned, after which nothing may be written.
 	events, done bool
-	// watchID and watch are what afterAnswer was given: watch runs once
+	// watchID and watch are what AfterAnswer was given: watch runs once
 	// the answer under watchID is written.
 	watchID string
 	watch   func()
 }
 
-// afterAnswer runs f once the answer under id has been written, after the
+// AfterAnswer runs f once the answer under id has been written, after the
 // write.
-func (s *recorder) afterAnswer(id string, f func()) {
+func (s *recorder) AfterAnswer(id string, f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchID, s.watch = id, f

@@ -159,12 +159,13 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
+	m.tasks.sessions, m.tasks.log, m.tasks.callTimeout = &m.sessions, log, cfg.Mux.CallTimeout
 	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(catalog.Empty)
-	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins)
+	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins, m.log)
 	m.byAlias = map[string]*child.Server{}
 	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}

@@ -19,8 +19,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -37,8 +40,8 @@ var errHeldSince = errors.New("held by pinning since it was looked up")
 // enforce, only if that catalog lists e's definition as e was looked up
 // with. A session a restart or a re-read brought, whose definition may be
 // held once the catalog is rebuilt, is visible to requests before then.
-func (m *Mux) stillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bool {
-	if m.pinning == nil || !m.pinning.enforce {
+func (p *pinning) stillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bool {
+	if p == nil || !p.enforce {
 		return true
 	}
 	if listed == nil {
@@ -74,6 +77,8 @@ type pinning struct {
 	// taken before publishMu is let go, so that builds write in the order
 	// they were built while the next build need not wait for a write.
 	io sync.Mutex
+
+	log zerolog.Logger
 }
 
 // pinWork is the pin file work a catalog build leaves for after it is
@@ -162,7 +167,7 @@ type PinState struct {
 
 // newPinning returns the pinning of cfg over store, nil when pinning is
 // off and not only compared.
-func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
+func newPinning(cfg *config.Config, store *pins.Store, compare bool, log zerolog.Logger) *pinning {
 	if store == nil || cfg.Mux.Pinning == config.PinningOff && !compare {
 		return nil
 	}
@@ -173,6 +178,7 @@ func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
 		holdNew: cfg.Mux.HoldNew,
 		compare: compare,
 		logged:  map[pinKey]pins.Sum{},
+		log:     log,
 	}
 	if compare {
 		p.holdNew = func(bool) bool { return false }
@@ -186,8 +192,7 @@ func newPinning(cfg *config.Config, store *pins.Store, compare bool) *pinning {
 // returns the work left for the pin file: the entries to pin on first
 // sight, and the definitions newly seen differing from their pins, to log
 // once each. Called under publishMu, before next is published.
-func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
-	p := m.pinning
+func (p *pinning) applyPins(next *catalog.Catalog, children []*child.Server) pinWork {
 	if p == nil {
 		return pinWork{}
 	}
@@ -197,7 +202,7 @@ func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 	logged := map[pinKey]pins.Sum{}
 	view := &pinView{held: map[pinKey]string{}}
 	ready := map[string]bool{}
-	for _, c := range m.children {
+	for _, c := range children {
 		ready[c.Alias()] = c.State().Listed != nil
 	}
 	// Gone first, while next's names still hold the entries held below.
@@ -217,7 +222,7 @@ func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 		for _, e := range sec.List {
 			key := pinKey{pk.Pin, e.Name}
 			ref, pinned := set.Get(pk.Pin, e.Name)
-			if pinned && ref.Partial && (ref.Sum == e.Pin || m.partialSum(pk.Pin, e) == ref.Sum) {
+			if pinned && ref.Partial && (ref.Sum == e.Pin || p.partialSum(pk.Pin, e) == ref.Sum) {
 				upgrade = append(upgrade, pinUpgrade{e, ref.Sum != e.Pin})
 				view.counts.Pinned++
 				kept = append(kept, e)
@@ -246,7 +251,7 @@ func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 			if p.logged[key] != e.Pin {
 				p.changes.Add(1)
 				if !pinned && !p.compare { // a changed one is logged by logChanged
-					m.logPinned(PinState{Kind: pk.Pin, Name: e.Name, Server: e.Server, Held: note.held}, p.mode)
+					p.logPinned(PinState{Kind: pk.Pin, Name: e.Name, Server: e.Server, Held: note.held}, p.mode)
 				}
 			}
 			if !note.held {
@@ -291,19 +296,19 @@ func (m *Mux) applyPins(next *catalog.Catalog) pinWork {
 
 // do does w: called under pinning.io, after the catalog w is of is
 // published.
-func (w pinWork) do(m *Mux) {
+func (w pinWork) do(p *pinning) {
 	if w.record {
-		m.recordHeld(w.held)
+		p.recordHeld(w.held)
 	}
-	m.logChanged(w.changed)
-	m.pinFresh(w.fresh, w.tofu)
-	m.pinWhole(w.upgrade)
+	p.logChanged(w.changed)
+	p.pinFresh(w.fresh, w.tofu)
+	p.pinWhole(w.upgrade)
 }
 
 // recordHeld writes the held record of this process: the definitions of
 // held, which mcpmux pins diff and approve read instead of starting
 // children of their own.
-func (m *Mux) recordHeld(held []pinNote) {
+func (p *pinning) recordHeld(held []pinNote) {
 	ps := make([]pins.Pin, 0, len(held))
 	for _, n := range held {
 		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
@@ -312,13 +317,13 @@ func (m *Mux) recordHeld(held []pinNote) {
 		}
 		ps = append(ps, pins.NewPin(def))
 	}
-	m.pinning.store.RecordHeld(ps)
+	p.store.RecordHeld(ps)
 }
 
 // partialSum is the digest in the first canonical form of e's definition,
 // compared with a partial pin; the zero Sum, which no pin has, when it has
 // no canonical form.
-func (m *Mux) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
+func (p *pinning) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
 	sum, _ := pins.PartialDigest(pk, e.Server, e.Orig, e.Def) // an error is logged by pinSum
 	return sum
 }
@@ -326,7 +331,7 @@ func (m *Mux) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
 // pinWhole pins whole the tools and prompts that match their partial pins,
 // and logs that it did, naming those whose definitions have members the
 // partial pins did not cover.
-func (m *Mux) pinWhole(up []pinUpgrade) {
+func (p *pinning) pinWhole(up []pinUpgrade) {
 	if len(up) == 0 {
 		return
 	}
@@ -343,28 +348,31 @@ func (m *Mux) pinWhole(up []pinUpgrade) {
 			wider = append(wider, u.e.Name)
 		}
 	}
-	m.pinning.store.Pin(ps)
-	ev := m.log.Info()
+	p.store.Pin(ps)
+	ev := p.log.Info()
 	msg := "pins of the first form (a pin file of format 1, or entries marked v1) matched by the fields they cover: pinned now with their whole definitions"
-	if m.pinning.store.ReadOnly() {
+	if p.store.ReadOnly() {
 		msg += ", for this run only (the pin file is not written)"
 	}
 	if len(wider) > 0 {
-		ev = m.log.Warn().Strs("wider", wider)
+		ev = p.log.Warn().Strs("wider", wider)
 		msg += "; the members of those named in wider that the old pins did not cover (_meta, icons, others) are trusted as they are now: review them with git diff of the pin file"
 	}
-	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+	ev.Int("pinned", len(ps)).Str("pin_file", p.store.Path()).Msg(msg)
 }
 
 // PinUpgrades are whole pins of the tools and prompts whose partial pins
 // they match, as the last catalog build found them: what mcpmux pins
 // approve writes with the rest.
-func (m *Mux) PinUpgrades() []pins.Pin {
-	if m.pinning == nil {
+func (m *Mux) PinUpgrades() []pins.Pin { return m.pinning.upgrades() }
+
+// upgrades is PinUpgrades.
+func (p *pinning) upgrades() []pins.Pin {
+	if p == nil {
 		return nil
 	}
 	var out []pins.Pin
-	for _, u := range m.pinning.view.Load().upgrade {
+	for _, u := range p.view.Load().upgrade {
 		pk, _ := catalog.PinKindOf(u.e.Kind)
 		if def, err := pins.Canonical(pk, u.e.Name, u.e.Server, u.e.Orig, u.e.Def); err == nil {
 			out = append(out, pins.NewPin(def))
@@ -376,23 +384,23 @@ func (m *Mux) PinUpgrades() []pins.Pin {
 // logChanged writes the log line of each definition in notes, naming the
 // changed fields, which it reads from the pin file (a rare event: the file
 // is read once for all of them).
-func (m *Mux) logChanged(notes []pinNote) {
+func (p *pinning) logChanged(notes []pinNote) {
 	var set *pins.Set
 	for _, n := range notes {
 		if set == nil {
 			var err error
-			if set, err = m.pinning.store.Read(); err != nil {
-				m.log.Warn().Err(err).Msg("the pins' fields cannot be read: the log cannot name what changed")
+			if set, err = p.store.Read(); err != nil {
+				p.log.Warn().Err(err).Msg("the pins' fields cannot be read: the log cannot name what changed")
 				set = pins.NewSet()
 			}
 		}
-		m.logPinned(m.pinState(n, set), m.pinning.mode)
+		p.logPinned(p.pinState(n, set), p.mode)
 	}
 }
 
 // pinState is what n says, with the fields of its live definition and of
 // its pin in set (if set has the pin in force).
-func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
+func (p *pinning) pinState(n pinNote, set *pins.Set) PinState {
 	st := PinState{Kind: n.kind, Name: n.name, Server: n.server, Held: n.held}
 	if n.live != nil {
 		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
@@ -417,7 +425,7 @@ func (m *Mux) pinState(n pinNote, set *pins.Set) PinState {
 
 // pinFresh pins on first sight the entries applyPins returned; tofu says
 // they are trusted on first use (pinWork.tofu).
-func (m *Mux) pinFresh(fresh []*catalog.Entry, tofu bool) {
+func (p *pinning) pinFresh(fresh []*catalog.Entry, tofu bool) {
 	if len(fresh) == 0 {
 		return
 	}
@@ -430,31 +438,31 @@ func (m *Mux) pinFresh(fresh []*catalog.Entry, tofu bool) {
 		}
 		ps = append(ps, pins.NewPin(def))
 	}
-	m.pinning.store.Pin(ps)
+	p.store.Pin(ps)
 	msg := "tools and prompts pinned on first sight"
-	if m.pinning.store.ReadOnly() {
+	if p.store.ReadOnly() {
 		msg = "tools and prompts seen for the first time: pinned for this run only (the pin file is not written)"
 	}
-	ev := m.log.Info()
+	ev := p.log.Info()
 	if tofu {
 		// Once: from now on there are pins, and a first sight is held.
-		ev = m.log.Warn()
+		ev = p.log.Warn()
 		msg += ": trust on first use, as there are no pins yet; from now on a tool or prompt never seen before is held until approved (pinning = \"enforce\")"
-		if !m.pinning.store.ReadOnly() {
+		if !p.store.ReadOnly() {
 			msg += "; review the pin file and commit it"
 		}
 	}
-	ev.Int("pinned", len(ps)).Str("pin_file", m.pinning.store.Path()).Msg(msg)
+	ev.Int("pinned", len(ps)).Str("pin_file", p.store.Path()).Msg(msg)
 }
 
 // logPinned writes the one log line of a definition that differs from its
 // pin, or of a new one held.
-func (m *Mux) logPinned(st PinState, mode string) {
+func (p *pinning) logPinned(st PinState, mode string) {
 	action := "exposed with its new definition"
 	if st.Held {
 		action = "held: not listed, and refused like an unknown name, until approved"
 	}
-	ev := m.log.Warn().Str("kind", string(st.Kind)).Str(string(st.Kind), st.Name).Str("server", st.Server).
+	ev := p.log.Warn().Str("kind", string(st.Kind)).Str(string(st.Kind), st.Name).Str("server", st.Server).
 		Str("pinning", mode).Bool("held", st.Held)
 	if st.Pinned == nil {
 		ev.Msg("new " + string(st.Kind) + " never pinned: " + action + "; review with mcpmux pins diff")
@@ -474,18 +482,20 @@ func (m *Mux) PinsChanged() {
 
 // heldBy returns the alias of the tool or prompt of kind k exposed as name
 // if pinning holds it.
-func (m *Mux) heldBy(k catalog.Kind, name string) (string, bool) {
+func (p *pinning) heldBy(k catalog.Kind, name string) (string, bool) {
 	pk, ok := catalog.PinKindOf(k)
-	if m.pinning == nil || !ok {
+	if p == nil || !ok {
 		return "", false
 	}
-	alias, ok := m.pinning.view.Load().held[pinKey{pk, name}]
+	alias, ok := p.view.Load().held[pinKey{pk, name}]
 	return alias, ok
 }
 
 // PinStatus is what pinning found at the last catalog build.
-func (m *Mux) PinStatus() PinCounts {
-	p := m.pinning
+func (m *Mux) PinStatus() PinCounts { return m.pinning.status() }
+
+// status is PinStatus.
+func (p *pinning) status() PinCounts {
 	if p == nil {
 		return PinCounts{Mode: config.PinningOff}
 	}
@@ -502,26 +512,29 @@ func (m *Mux) PinStatus() PinCounts {
 // every pin of a ready server whose tool or prompt is gone, as the last
 // catalog build found them, with their fields (the pins' read from the pin
 // file now).
-func (m *Mux) PinReport() []PinState {
-	if m.pinning == nil {
+func (m *Mux) PinReport() []PinState { return m.pinning.report() }
+
+// report is PinReport.
+func (p *pinning) report() []PinState {
+	if p == nil {
 		return nil
 	}
-	view := m.pinning.view.Load()
+	view := p.view.Load()
 	if len(view.report)+len(view.fresh) == 0 {
 		return nil
 	}
-	set, err := m.pinning.store.Read()
+	set, err := p.store.Read()
 	if err != nil {
-		m.log.Warn().Err(err).Msg("the pins' fields cannot be read")
+		p.log.Warn().Err(err).Msg("the pins' fields cannot be read")
 		set = pins.NewSet()
 	}
 	out := make([]PinState, 0, len(view.report)+len(view.fresh))
 	for _, e := range view.fresh {
 		pk, _ := catalog.PinKindOf(e.Kind)
-		out = append(out, m.pinState(pinNote{kind: pk, name: e.Name, server: e.Server, live: e}, set))
+		out = append(out, p.pinState(pinNote{kind: pk, name: e.Name, server: e.Server, live: e}, set))
 	}
 	for _, n := range view.report {
-		out = append(out, m.pinState(n, set))
+		out = append(out, p.pinState(n, set))
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	cfg := *m.cfg
 	cfg.Mux.Pinning = config.PinningWarn
 	m.publishMu.Lock()
-	m.pinning = newPinning(&cfg, store, false)
+	m.pinning = newPinning(&cfg, store, false, m.log)
 	m.publishMu.Unlock()
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]

@@ -63,7 +63,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	cfg := *l.m.cfg
 	cfg.Mux.Pinning = config.PinningEnforce
 	l.m.publishMu.Lock()
-	l.m.pinning = newPinning(&cfg, store, false)
+	l.m.pinning = newPinning(&cfg, store, false, l.m.log)
 	l.m.publishMu.Unlock()
 	l.m.child("main").Builder().Pinned = true // its catalogs get digests from now on
 	offer := func(toolDesc string, prompt bool) {
@@ -96,7 +96,7 @@ func TestApplyPinsCounts(t *testing.T) {
 	if got := strings.Join(l.names(catalog.KindTool), " "); got != "" {
 		t.Errorf("tools %q listed, want the changed one held", got)
 	}
-	if _, held := l.m.heldBy(catalog.KindTool, "main__t"); !held {
+	if _, held := l.m.pinning.heldBy(catalog.KindTool, "main__t"); !held {
 		t.Error("the changed tool is not reported held")
 	}
 	if n := strings.Count(l.log.String(), `"tool":"main__t","server":"main","pinning":"enforce","held":true`); n != 1 {

@@ -48,15 +48,15 @@ func owned(method string, task, modern bool) bool {
 
 // serve answers r. ctx carries its caller (WithCaller) and ends when the
 // request does (the client cancels it, its session ends).
-func (m *Mux) serve(ctx context.Context, r *upRequest) (a answer) {
+func (m *Mux) serve(ctx context.Context, r *upstream.Request) (a answer) {
 	defer func() {
 		if p := recover(); p != nil {
-			m.log.Error().Str("method", r.method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
-			a = answer{err: frame.Errorf(mcp.INTERNAL_ERROR, "panic recovered in %s: %v", r.method, p)}
+			m.log.Error().Str("method", r.Method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
+			a = answer{Err: frame.Errorf(mcp.INTERNAL_ERROR, "panic recovered in %s: %v", r.Method, p)}
 		}
 	}()
 	_ = m.WaitReady(ctx)
-	switch mcp.MCPMethod(r.method) {
+	switch mcp.MCPMethod(r.Method) {
 	case mcp.MethodToolsCall:
 		return m.serveCall(ctx, r)
 	case mcp.MethodPromptsGet:
@@ -72,27 +72,27 @@ func (m *Mux) serve(ctx context.Context, r *upRequest) (a answer) {
 }
 
 // serveCall answers a tools/call.
-func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
-	name := r.p.Name
+func (m *Mux) serveCall(ctx context.Context, r *upstream.Request) answer {
+	name := r.Params.Name
 	visible := func() (*catalog.Tool, bool) {
 		t, ok := m.catalog.Load().Lookup(catalog.KindTool, name)
 		return t, ok && m.viewerOf(ctx).Sees(t)
 	}
 	allowed := func() bool { _, ok := visible(); return ok }
 	t, ok := visible()
-	if !ok && (r.p.RequestState == "" || !r.modern()) {
+	if !ok && (r.Params.RequestState == "" || !r.Modern()) {
 		m.classifyRefusal(ctx, name)
-		return answer{err: toolNotFound(name)}
+		return answer{Err: toolNotFound(name)}
 	}
 	if ok && t.Task == mcp.TaskSupportRequired {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
 		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.Name, Server: t.Server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
 		m.done(rec, time.Now())
-		return answer{err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
+		return answer{Err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
-	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
-	args := json.RawMessage(r.p.Arguments)
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
+	args := json.RawMessage(r.Params.Arguments)
 	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return toolAnswer(m.callTool(ctx, up, name, args), name)
 	})
@@ -101,15 +101,15 @@ func (m *Mux) serveCall(ctx context.Context, r *upRequest) answer {
 		// A retry whose requestState names no round of the caller's, for a
 		// name it may not call: refused like any call of it.
 		m.classifyRefusal(ctx, name)
-		return answer{err: toolNotFound(name)}
+		return answer{Err: toolNotFound(name)}
 	case !isRound:
 		return toolAnswer(m.callTool(ctx, up, name, args), name)
 	case rd.inputRequired != nil:
-		return answer{result: rd.inputRequired}
+		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
 		return ownResult(mcp.NewToolResultError(unknownState(mcp.MethodToolsCall)))
 	case errors.Is(rd.err, errRetryRefused):
-		return answer{err: toolNotFound(name)}
+		return answer{Err: toolNotFound(name)}
 	}
 	return rd.value
 }
@@ -127,7 +127,7 @@ func toolNotFound(name string) *frame.Error {
 func toolAnswer(res Result, name string) answer {
 	switch {
 	case res.Raw != nil:
-		return answer{result: res.Raw}
+		return answer{Result: res.Raw}
 	case res.Tool == nil:
 		// Refused as an unknown name: the catalog or the policy changed
 		// since the tool was looked up.
@@ -137,36 +137,36 @@ func toolAnswer(res Result, name string) answer {
 }
 
 // servePrompt answers a prompts/get.
-func (m *Mux) servePrompt(ctx context.Context, r *upRequest) answer {
+func (m *Mux) servePrompt(ctx context.Context, r *upstream.Request) answer {
 	begun := time.Now()
-	name := r.p.Name
-	args, err := promptArguments(r.p.Arguments)
+	name := r.Params.Name
+	args, err := promptArguments(r.Params.Arguments)
 	if err != nil {
-		return answer{err: err}
+		return answer{Err: err}
 	}
 	e, ok := m.catalog.Load().Lookup(catalog.KindPrompt, name)
 	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.Item()) }
-	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
+	if !allowed() && (r.Params.RequestState == "" || !r.Modern()) {
 		m.promptRefused(ctx, name, begun)
-		return answer{err: promptNotFound(name)}
+		return answer{Err: promptNotFound(name)}
 	}
-	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
 	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.getPrompt(ctx, up, e, args, begun)
 	})
 	switch {
 	case !isRound && !allowed():
 		m.promptRefused(ctx, name, begun)
-		return answer{err: promptNotFound(name)}
+		return answer{Err: promptNotFound(name)}
 	case !isRound:
 		return m.getPrompt(ctx, up, e, args, begun)
 	case rd.inputRequired != nil:
-		return answer{result: rd.inputRequired}
+		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
-		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodPromptsGet))}
+		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodPromptsGet))}
 	case errors.Is(rd.err, errRetryRefused):
 		// The round's work writes the one audit line.
-		return answer{err: promptNotFound(name)}
+		return answer{Err: promptNotFound(name)}
 	}
 	return rd.value
 }
@@ -205,7 +205,7 @@ func (m *Mux) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, a
 	raw, err := m.requestPinned(ctx, up, m.child(e.Server), e, string(mcp.MethodPromptsGet), params)
 	if errors.Is(err, errHeldSince) {
 		d = DecisionHeld
-		return answer{err: promptNotFound(e.Name)}
+		return answer{Err: promptNotFound(e.Name)}
 	}
 	if err != nil {
 		return errorAnswer(err)
@@ -219,15 +219,15 @@ func (m *Mux) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, a
 		err = fmt.Errorf("server %s: prompts/get: %w", e.Server, err)
 		return errorAnswer(err)
 	}
-	return answer{result: raw}
+	return answer{Result: raw}
 }
 
 // serveRead answers a resources/read: routed to the child that owns the
 // URI. A URI the caller may not read is refused exactly like one no child
 // has, and never reaches a child.
-func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
+func (m *Mux) serveRead(ctx context.Context, r *upstream.Request) answer {
 	begun := time.Now()
-	uri := r.p.URI
+	uri := r.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
 	allowed := func() bool {
 		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()})
@@ -238,12 +238,12 @@ func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
 			d = DecisionUnknown
 		}
 		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
-		return answer{err: resourceNotFound(r.modern(), uri)}
+		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
-	if !allowed() && (r.p.RequestState == "" || !r.modern()) {
+	if !allowed() && (r.Params.RequestState == "" || !r.Modern()) {
 		return refuse()
 	}
-	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
 	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.readAt(ctx, up, c, uri, orig, begun)
 	})
@@ -253,12 +253,12 @@ func (m *Mux) serveRead(ctx context.Context, r *upRequest) answer {
 	case !isRound:
 		return m.readAt(ctx, up, c, uri, orig, begun)
 	case rd.inputRequired != nil:
-		return answer{result: rd.inputRequired}
+		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
-		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodResourcesRead))}
+		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodResourcesRead))}
 	case errors.Is(rd.err, errRetryRefused):
 		// The round's work writes the one audit line.
-		return answer{err: resourceNotFound(r.modern(), uri)}
+		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
 	return rd.value
 }
@@ -297,7 +297,7 @@ func (m *Mux) readAt(ctx context.Context, up *child.Call, c *child.Server, uri, 
 		err = fmt.Errorf("server %s: resources/read: %w", c.Alias(), err)
 		return errorAnswer(err)
 	}
-	return answer{result: raw}
+	return answer{Result: raw}
 }
 
 // completionRef is a completion/complete's ref.
@@ -311,22 +311,22 @@ type completionRef struct {
 // owns the prompt or the resource template, under the child's own name for
 // it. A prompt the caller may not get is refused exactly as prompts/get
 // refuses it, a URI as resources/read does.
-func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
+func (m *Mux) serveCompletion(ctx context.Context, r *upstream.Request) answer {
 	var ref completionRef
-	if r.p.Ref == nil || json.Unmarshal(r.p.Ref, &ref) != nil {
-		return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
+	if r.Params.Ref == nil || json.Unmarshal(r.Params.Ref, &ref) != nil {
+		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
 	}
-	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.attachment(ctx), Meta: r.meta}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
 	cat := m.catalog.Load()
 	switch ref.Type {
 	case "ref/prompt":
 		e, ok := cat.Lookup(catalog.KindPrompt, ref.Name)
 		if !ok || !m.policyFor(ctx).Allows(e.Item()) {
-			return answer{err: promptNotFound(ref.Name)}
+			return answer{Err: promptNotFound(ref.Name)}
 		}
 		a := m.complete(ctx, up, r, m.child(e.Server), e, map[string]any{"type": "ref/prompt", "name": e.Orig})
-		if a.err != nil && errors.Is(a.err, errHeldSince) {
-			return answer{err: promptNotFound(ref.Name)}
+		if a.Err != nil && errors.Is(a.Err, errHeldSince) {
+			return answer{Err: promptNotFound(ref.Name)}
 		}
 		return a
 	case "ref/resource":
@@ -338,26 +338,26 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upRequest) answer {
 			c, orig = rc, o
 		}
 		if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
-			return answer{err: resourceNotFound(r.modern(), ref.URI)}
+			return answer{Err: resourceNotFound(r.Modern(), ref.URI)}
 		}
 		return m.complete(ctx, up, r, c, nil, map[string]any{"type": "ref/resource", "uri": orig})
 	}
-	return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: unknown reference type %q", ref.Type)}
+	return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: unknown reference type %q", ref.Type)}
 }
 
 // complete asks c to complete ref for r, refused with errHeldSince where e
 // (a prompt, if not nil) is held since it was looked up (requestPinned).
-func (m *Mux) complete(ctx context.Context, up *child.Call, r *upRequest, c *child.Server, e *catalog.Entry, ref map[string]any) answer {
+func (m *Mux) complete(ctx context.Context, up *child.Call, r *upstream.Request, c *child.Server, e *catalog.Entry, ref map[string]any) answer {
 	params := map[string]any{"ref": ref}
-	if r.p.Argument != nil {
-		params["argument"] = json.RawMessage(r.p.Argument)
+	if r.Params.Argument != nil {
+		params["argument"] = json.RawMessage(r.Params.Argument)
 	}
-	if r.p.Context != nil && hasArguments(r.p.Context) {
-		params["context"] = json.RawMessage(r.p.Context)
+	if r.Params.Context != nil && hasArguments(r.Params.Context) {
+		params["context"] = json.RawMessage(r.Params.Context)
 	}
 	raw, err := m.requestPinned(ctx, up, c, e, string(mcp.MethodCompletionComplete), params)
 	if errors.Is(err, errHeldSince) {
-		return answer{err: &frame.Error{Cause: errHeldSince}}
+		return answer{Err: &frame.Error{Cause: errHeldSince}}
 	}
 	if err != nil {
 		return errorAnswer(err)
@@ -368,7 +368,7 @@ func (m *Mux) complete(ctx context.Context, up *child.Call, r *upRequest, c *chi
 	if json.Unmarshal(raw, &res) != nil || res.Completion == nil {
 		return errorAnswer(fmt.Errorf("server %s: completion/complete: a malformed result", c.Alias()))
 	}
-	return answer{result: raw}
+	return answer{Result: raw}
 }
 
 // hasArguments reports whether a completion's context names arguments.
@@ -382,17 +382,17 @@ func hasArguments(context []byte) bool {
 // serveSubscription answers resources/subscribe and resources/unsubscribe:
 // taken to the owning child (subscribed there for the resource's first
 // subscriber, unsubscribed with its last), and recorded for the session.
-func (m *Mux) serveSubscription(ctx context.Context, r *upRequest) answer {
-	uri := r.p.URI
+func (m *Mux) serveSubscription(ctx context.Context, r *upstream.Request) answer {
+	uri := r.Params.URI
 	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || r.sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
-		return answer{err: resourceNotFound(r.modern(), uri)}
+	if !ok || r.Sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
+		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
-	if r.method == string(mcp.MethodResourcesUnsubscribe) {
-		m.unsubscribe(ctx, subKey{c.Alias(), orig}, r.sess)
+	if r.Method == string(mcp.MethodResourcesUnsubscribe) {
+		m.unsubscribe(ctx, subKey{c.Alias(), orig}, r.Sess)
 		return ownResult(&mcp.Result{})
 	}
-	if err := m.subscribe(ctx, c, orig, uri, r.sess); err != nil {
+	if err := m.subscribe(ctx, c, orig, uri, r.Sess); err != nil {
 		return errorAnswer(err)
 	}
 	return ownResult(&mcp.Result{})
@@ -425,13 +425,13 @@ var listKinds = map[mcp.MCPMethod]catalog.Kind{
 // serveList answers a list request: what the caller may see, from the
 // snapshot's pre-encoded lists; with page_size set, one page from its
 // cursor.
-func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
-	k := listKinds[mcp.MCPMethod(r.method)]
+func (m *Mux) serveList(ctx context.Context, r *upstream.Request) answer {
+	k := listKinds[mcp.MCPMethod(r.Method)]
 	start := 0
-	if r.p.Cursor != "" {
+	if r.Params.Cursor != "" {
 		var ok bool
-		if start, ok = decodeCursor(r.p.Cursor); !ok || m.cfg.Mux.PageSize == 0 {
-			return answer{err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the cursor %q is not one mcpmux handed out", r.method, r.p.Cursor)}
+		if start, ok = decodeCursor(r.Params.Cursor); !ok || m.cfg.Mux.PageSize == 0 {
+			return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the cursor %q is not one mcpmux handed out", r.Method, r.Params.Cursor)}
 		}
 	}
 	cat, v := m.catalog.Load(), m.viewerOf(ctx)
@@ -444,7 +444,7 @@ func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
 		out = append(out, member...)
 		out = append(out, `":`...)
 		out = append(out, list...)
-		return answer{result: append(out, '}')}
+		return answer{Result: append(out, '}')}
 	}
 	all := cat.Listed(k, v).Entries
 	start = min(start, len(all))
@@ -454,5 +454,5 @@ func (m *Mux) serveList(ctx context.Context, r *upRequest) answer {
 	if end < len(all) {
 		out = fmt.Appendf(out, `,"nextCursor":%q`, encodeCursor(end))
 	}
-	return answer{result: append(out, '}')}
+	return answer{Result: append(out, '}')}
 }

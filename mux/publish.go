@@ -26,7 +26,7 @@ func (m *Mux) rebuildCatalogThen(published func()) {
 	m.pinning.io.Lock()
 	m.publishMu.Unlock()
 	defer m.pinning.io.Unlock()
-	work.do(m)
+	work.do(m.pinning)
 }
 
 // publishCatalog builds the catalog and publishes it, under publishMu; it
@@ -39,7 +39,7 @@ func (m *Mux) publishCatalog(published func()) pinWork {
 		}
 	}
 	next := catalog.Merge(parts)
-	work := m.applyPins(next)
+	work := m.pinning.applyPins(next, m.children)
 	next.Seal()
 	prev := m.catalog.Load()
 	// The new snapshot is stored even when nothing listed changed: it holds

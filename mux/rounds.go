@@ -16,7 +16,7 @@ package mux
 // progress and log messages of the child reach it, and between rounds they
 // are dropped. A round waiting for its retry is in the table under its
 // requestState, which is single use; correlation of the child's traffic
-// with the call stays in the in-flight table (inflight.go), whose entry for
+// with the call stays in the in-flight table (package child), whose entry for
 // the call points at its round.
 
 import (
@@ -165,8 +165,8 @@ func unknownState(method mcp.MCPMethod) string {
 // is false for a request that takes no round (the handler answers it as
 // any other), and for a refused retry that names no round of the caller's
 // (refused like any request for the name).
-func (m *Mux) inRound(ctx context.Context, req *upRequest, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
-	if state := req.p.RequestState; state != "" && req.modern() {
+func (m *Mux) inRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
+	if state := req.Params.RequestState; state != "" && req.Modern() {
 		r := m.rounds.take(state, upstream.IdentityFrom(ctx), method, name)
 		ok := allowed()
 		switch {
@@ -180,8 +180,8 @@ func (m *Mux) inRound(ctx context.Context, req *upRequest, method mcp.MCPMethod,
 			return roundAnswer{err: errUnknownState}, true
 		}
 		// Attached first: what the child sends once answered is this retry's.
-		r.attach(req.attachment(ctx))
-		r.answerAsks(req.p.InputResponses)
+		r.attach(req.Attachment(ctx))
+		r.answerAsks(req.Params.InputResponses)
 		return m.awaitRound(ctx, r), true
 	}
 	if !wantsRound(req) || !allowed() {
@@ -216,8 +216,8 @@ func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, nam
 // request of a client that declared sampling, elicitation or roots. Any
 // other client's request runs as today, and a child's request during it is
 // relayed (earlier clients) or refused as undeclared.
-func wantsRound(req *upRequest) bool {
-	p := req.meta.Protocol
+func wantsRound(req *upstream.Request) bool {
+	p := req.Meta.Protocol
 	return p.Modern && p.Caps != nil && declaresRounds(p.Caps)
 }
 
@@ -234,7 +234,7 @@ func declaresRounds(c *mcp.ClientCapabilities) bool {
 // waiting, call_timeout passes since now, its answer waits resultHold for
 // a retry, or mcpmux stops. It returns nil once Mux.Close has begun: the
 // request then runs as one without rounds, and is cut as any other.
-func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMethod, name string, work roundWork) *round {
+func (m *Mux) startRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, work roundWork) *round {
 	if !m.rounds.enter() {
 		return nil
 	}
@@ -263,8 +263,8 @@ func (m *Mux) startRound(ctx context.Context, req *upRequest, method mcp.MCPMeth
 		stopTimer()
 		stopCut()
 	})
-	r.attach(req.attachment(ctx))
-	up := &child.Call{Identity: r.identity, Round: r, Meta: req.meta}
+	r.attach(req.Attachment(ctx))
+	up := &child.Call{Identity: r.identity, Round: r, Meta: req.Meta}
 	go func() {
 		defer r.rt.finished()
 		r.answer = roundAnswer{value: work(r.ctx, up)}

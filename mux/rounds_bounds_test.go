@@ -166,7 +166,7 @@ func TestRoundAnswerNotRetried(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "1h"`})
 	l.m.rounds.holdFor = time.Millisecond
 	done := make(chan struct{})
-	r := l.m.startRound(upstream.WithIdentity(context.Background(), "alice"), &upRequest{method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
+	r := l.m.startRound(upstream.WithIdentity(context.Background(), "alice"), &upstream.Request{Method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
 		func(context.Context, *child.Call) answer { <-done; return answer{} })
 	r.mu.Lock()
 	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})

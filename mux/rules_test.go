@@ -131,7 +131,7 @@ func TestRuleHidesTool(t *testing.T) {
 	none := upstream.WithIdentity(context.Background(), "reader")
 
 	listed := func(ctx context.Context) string {
-		return string(m.serveList(ctx, &upRequest{method: string(mcp.MethodToolsList)}).result)
+		return string(m.serveList(ctx, &upstream.Request{Method: string(mcp.MethodToolsList)}).Result)
 	}
 	if l := listed(ops); !strings.Contains(l, `"lab__write"`) || !strings.Contains(l, `"lab__read"`) {
 		t.Fatalf("ops sees %s", l)
@@ -147,7 +147,7 @@ func TestRuleHidesTool(t *testing.T) {
 		if r.Decision != DecisionRule || r.Tool != nil || r.Rule == nil || r.Rule.Rule.Index != 2 {
 			t.Fatalf("call by %v: %+v", upstream.ClaimsFrom(ctx), r)
 		}
-		if a, _ := toolAnswer(r, "lab__write").own.(*mcp.CallToolResult); a == nil || !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
+		if a, _ := toolAnswer(r, "lab__write").Own.(*mcp.CallToolResult); a == nil || !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
 			t.Fatalf("told %+v; want unknown tool", a)
 		}
 	}

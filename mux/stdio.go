@@ -53,7 +53,7 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 	defer m.sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for the session to be found.
-	ctx = withAnswerWatch(upstream.WithIdentity(ctx, identity), drain.out)
+	ctx = upstream.WithAnswerWatch(upstream.WithIdentity(ctx, identity), drain.out)
 	front.base, front.stop = context.WithCancel(ctx)
 	defer front.close()
 	r := drain.reader(in)

@@ -80,7 +80,7 @@ func (f *stdioFront) worker(job func()) {
 // serving returns how the front end answers fr, a request, if mcpmux
 // answers it itself; nil for a request that goes on to mcp-go.
 func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
-	if t := f.m.taskResultOf(f.u, fr); t != nil {
+	if t := f.m.tasks.taskResultOf(f.u, fr); t != nil {
 		return func(ctx context.Context) []byte { return f.m.serveTaskResult(ctx, f.u, stdioOut{f}, fr, t) }
 	}
 	params, meta, perr, ok := takes(fr, &f.meta, f.m.catalog.Load())
@@ -90,7 +90,7 @@ func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
 	r := request(fr, params, meta, f.u, stdioOut{f})
 	return func(ctx context.Context) []byte {
 		if perr != nil {
-			return frame.ErrorAnswer(r.id, perr)
+			return frame.ErrorAnswer(r.ID, perr)
 		}
 		return f.m.answerLine(ctx, r)
 	}

@@ -21,12 +21,12 @@ type answerWriter struct {
 	w  io.Writer
 
 	watchMu sync.Mutex
-	watch   map[string]func() // run once the answer under the id is written (afterAnswer)
+	watch   map[string]func() // run once the answer under the id is written (AfterAnswer)
 }
 
-// afterAnswer runs f once the answer under id has been written, after the
+// AfterAnswer runs f once the answer under id has been written, after the
 // write: what f lets through comes after it.
-func (aw *answerWriter) afterAnswer(id string, f func()) {
+func (aw *answerWriter) AfterAnswer(id string, f func()) {
 	aw.watchMu.Lock()
 	defer aw.watchMu.Unlock()
 	if aw.watch == nil {

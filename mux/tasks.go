@@ -38,6 +38,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
@@ -89,6 +90,10 @@ type taskTable struct {
 	// the handler) to the task mcp-go just created for it.
 	starting sync.Map // *server.RequestProtocolInfo -> *upTask
 	owned    sync.Map // task id -> *upTask
+
+	sessions    *upstream.Registry
+	log         zerolog.Logger
+	callTimeout time.Duration
 }
 
 // errTaskCancelled ends a task's run when the client cancels the task.
@@ -98,22 +103,22 @@ var errTaskCancelled = errors.New("the task was cancelled by the client")
 var errSessionGone = errors.New("the session that created the task ended")
 
 // taskHooks are the hooks that tie mcp-go's tasks to the mux's runs.
-func (m *Mux) taskHooks() *server.TaskHooks {
+func (tt *taskTable) taskHooks() *server.TaskHooks {
 	h := &server.TaskHooks{}
-	h.AddOnTaskCreated(m.taskCreated)
+	h.AddOnTaskCreated(tt.taskCreated)
 	h.AddOnTaskCancelled(func(_ context.Context, tm server.TaskMetrics) {
-		if t := m.tasks.lookup(tm.TaskID); t != nil {
+		if t := tt.lookup(tm.TaskID); t != nil {
 			t.cancel(errTaskCancelled)
 		}
 	})
-	h.AddOnTaskStatusChanged(m.taskStatus)
+	h.AddOnTaskStatusChanged(tt.taskStatus)
 	return h
 }
 
 // taskCreated records a task mcp-go made for a tools/call. It runs under
 // mcp-go's task lock, before the handler starts.
-func (m *Mux) taskCreated(ctx context.Context, tm server.TaskMetrics) {
-	u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
+func (tt *taskTable) taskCreated(ctx context.Context, tm server.TaskMetrics) {
+	u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 	info := server.RequestProtocolInfoFromContext(ctx)
 	if u == nil || info == nil {
 		return
@@ -122,8 +127,8 @@ func (m *Mux) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 	// The task outlives the request that made it: what it sends goes to
 	// the session, never down that request's response.
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	m.tasks.starting.Store(info, t)
-	m.tasks.owned.Store(t.id, t)
+	tt.starting.Store(info, t)
+	tt.owned.Store(t.id, t)
 }
 
 // begin returns the task mcp-go created for the tools/call whose handler
@@ -195,18 +200,18 @@ func (tt *taskTable) visibleTo(u *upstream.Session, modern bool, id string) *upT
 // guardTask makes mcp-go answer "task not found" for a task the caller of
 // ctx (a request mcp-go handles) may not see, exactly as for one that does
 // not exist.
-func (m *Mux) guardTask(ctx context.Context, id *string) {
-	u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
-	if m.tasks.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
+func (tt *taskTable) guardTask(ctx context.Context, id *string) {
+	u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
+	if tt.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
 		*id = ""
 	}
 }
 
 // addTaskHooks adds the request hooks of tasks to h.
-func (m *Mux) addTaskHooks(h *server.Hooks) {
+func (tt *taskTable) addTaskHooks(h *server.Hooks) {
 	h.AddAfterCallTool(func(_ context.Context, _ any, _ *mcp.CallToolRequest, res any) {
 		if ct, ok := res.(*mcp.CreateTaskResult); ok {
-			if t := m.tasks.lookup(ct.Task.TaskId); t != nil {
+			if t := tt.lookup(ct.Task.TaskId); t != nil {
 				t.mu.Lock()
 				// The ttl too: a task cancelled before its run began (it
 				// runs on a goroutine of mcp-go's) has its status told
@@ -219,28 +224,28 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 			}
 		}
 	})
-	h.AddBeforeGetTask(func(ctx context.Context, _ any, req *mcp.GetTaskRequest) { m.guardTask(ctx, &req.Params.TaskId) })
+	h.AddBeforeGetTask(func(ctx context.Context, _ any, req *mcp.GetTaskRequest) { tt.guardTask(ctx, &req.Params.TaskId) })
 	h.AddAfterGetTask(func(ctx context.Context, _ any, _ *mcp.GetTaskRequest, res *mcp.GetTaskResult) {
 		if res != nil {
-			m.withChildStatus(ctx, []*mcp.Task{&res.Task})
+			tt.withChildStatus(ctx, []*mcp.Task{&res.Task})
 		}
 	})
 	// A tasks/result reaches mcp-go only once its task's run is over and
 	// has no result of the child's to answer with (serveTaskResult).
 	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
-		m.guardTask(ctx, &req.Params.TaskId)
+		tt.guardTask(ctx, &req.Params.TaskId)
 	})
 	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
-		m.guardTask(ctx, &req.Params.TaskId)
+		tt.guardTask(ctx, &req.Params.TaskId)
 	})
 	h.AddAfterListTasks(func(ctx context.Context, _ any, _ *mcp.ListTasksRequest, res *mcp.ListTasksResult) {
 		if res == nil {
 			return
 		}
 		mine := res.Tasks[:0]
-		u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx))
+		u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 		for _, t := range res.Tasks {
-			if m.tasks.visibleTo(u, server.IsModernRequest(ctx), t.TaskId) != nil {
+			if tt.visibleTo(u, server.IsModernRequest(ctx), t.TaskId) != nil {
 				mine = append(mine, t)
 			}
 		}
@@ -249,7 +254,7 @@ func (m *Mux) addTaskHooks(h *server.Hooks) {
 		for i := range mine {
 			ts[i] = &mine[i]
 		}
-		m.withChildStatus(ctx, ts)
+		tt.withChildStatus(ctx, ts)
 	})
 }
 
@@ -274,8 +279,8 @@ const (
 // has not come by then: the children are asked concurrently, at most
 // childStatusFanout questions at a time, each on the goroutine that waits
 // for its answer.
-func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
-	ctx, cancel := context.WithTimeout(ctx, min(m.cfg.Mux.CallTimeout, childStatusWait))
+func (tt *taskTable) withChildStatus(ctx context.Context, ts []*mcp.Task) {
+	ctx, cancel := context.WithTimeout(ctx, min(tt.callTimeout, childStatusWait))
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -284,7 +289,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 		if task.Status.IsTerminal() {
 			continue
 		}
-		t := m.tasks.lookup(task.TaskId)
+		t := tt.lookup(task.TaskId)
 		if t == nil {
 			continue
 		}
@@ -304,7 +309,7 @@ func (m *Mux) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 			defer func() { <-slots }()
 			st, err := ct.Status(ctx)
 			if err != nil {
-				m.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
+				tt.log.Debug().Err(err).Str("task", task.TaskId).Msg("could not ask the server for its task; answered with mcpmux's own status")
 				return
 			}
 			if st.Status != mcp.TaskStatusWorking && st.Status != mcp.TaskStatusInputRequired {
@@ -341,9 +346,9 @@ func (t *upTask) resultAsked(a *upstream.Attachment) {
 // waits for a tasks/result, until the child's wait or the run ends or the
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
-func (m *Mux) askVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
+func (tt *taskTable) askVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
 	if tc := call.Task(); tc != nil && tc.Run != nil {
-		return tc.Run.AskVia(ctx, call, m.cfg.Mux.CallTimeout)
+		return tc.Run.AskVia(ctx, call, tt.callTimeout)
 	}
 	return call.Own()
 }
@@ -386,8 +391,8 @@ func (t *upTask) AskVia(ctx context.Context, call *child.InCall, wait time.Durat
 // taskStatus tells the owner of a task that it ended, as mcp-go would have
 // told every session (sendTaskStatusNotification); the edge drops mcp-go's
 // own. It runs under mcp-go's task lock: it only queues the notification.
-func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
-	t := m.tasks.lookup(tm.TaskID)
+func (tt *taskTable) taskStatus(_ context.Context, tm server.TaskMetrics) {
+	t := tt.lookup(tm.TaskID)
 	if t == nil || tm.CompletedAt == nil {
 		return
 	}
@@ -411,8 +416,8 @@ func (m *Mux) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	if ttl != nil {
 		params["ttl"] = *ttl
 	}
-	if err := m.sessions.Notify(t.sess, mcp.MethodNotificationTasksStatus, params); err != nil {
-		m.log.Debug().Err(err).Str("session", t.sess.ID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
+	if err := tt.sessions.Notify(t.sess, mcp.MethodNotificationTasksStatus, params); err != nil {
+		tt.log.Debug().Err(err).Str("session", t.sess.ID).Msg("could not send " + mcp.MethodNotificationTasksStatus)
 	}
 }
 
@@ -497,8 +502,8 @@ func resultText(r *mcp.CallToolResult) string {
 
 // taskTimeout is how long a call may take: the call timeout, or for a
 // call run as a task the ttl its client asked for, when that is longer.
-func (m *Mux) taskTimeout(up *child.Call) time.Duration {
-	d := m.cfg.Mux.CallTimeout
+func (tt *taskTable) taskTimeout(up *child.Call) time.Duration {
+	d := tt.callTimeout
 	if tc := up.Task; tc != nil && tc.Params.TTL != nil {
 		d = max(d, time.Duration(*tc.Params.TTL)*time.Millisecond)
 	}
@@ -508,7 +513,7 @@ func (m *Mux) taskTimeout(up *child.Call) time.Duration {
 // taskResultOf returns the task a tasks/result f of session u asks for,
 // if mcpmux answers it itself: a task of u's own. Another's task, or a
 // 2026-07-28 request, goes to mcp-go, which answers it as unknown.
-func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
+func (tt *taskTable) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 	if f.Kind != frame.Request || f.Method != string(mcp.MethodTasksResult) || u == nil {
 		return nil
 	}
@@ -526,7 +531,7 @@ func (m *Mux) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 	if json.Unmarshal(f.Params, &params) != nil {
 		return nil
 	}
-	return m.tasks.visibleTo(u, false, params.TaskID)
+	return tt.visibleTo(u, false, params.TaskID)
 }
 
 // serveTaskResult answers f, a tasks/result of session u for its task t,

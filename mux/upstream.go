@@ -38,7 +38,7 @@ import (
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
-	m.addTaskHooks(hooks)
+	m.tasks.addTaskHooks(hooks)
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		m.awaitFirstStart(ctx, mcp.MethodServerDiscover)
 		m.declare(&res.Capabilities)
@@ -54,7 +54,7 @@ func (m *Mux) newServer() *server.MCPServer {
 	m.sessions.Observe = m.observe.Session
 	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		viaHTTP, _ := ctx.Value(httpRequestKey{}).(bool)
+		viaHTTP := upstream.ViaHTTP(ctx)
 		m.sessions.Registered(cs, upstream.IdentityFrom(ctx), viaHTTP)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
@@ -85,7 +85,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		// What initialize declares of tasks is declare's; mcp-go answers
 		// tasks/* only with the option set.
 		server.WithTaskCapabilities(true, true, true),
-		server.WithTaskHooks(m.taskHooks()),
+		server.WithTaskHooks(m.tasks.taskHooks()),
 		server.WithToolFilter(m.filterTools),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
@@ -118,25 +118,12 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 	res.Instructions = m.instructionsFor(ctx)
 	cs := server.ClientSessionFromContext(ctx)
 	key, ok := jsonwire.IDKey(id)
-	w, watched := ctx.Value(answerWatchKey{}).(answerWatch)
+	w, watched := upstream.AnswerWatchFrom(ctx)
 	if cs == nil || !ok || !watched {
 		return
 	}
-	identity, viaHTTP := upstream.IdentityFrom(ctx), ctx.Value(httpRequestKey{}) != nil
-	w.afterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
-}
-
-// answerWatch is an edge that can run something once it has written the
-// answer under an id (canonical, jsonwire.IDKey).
-type answerWatch interface {
-	afterAnswer(id string, f func())
-}
-
-type answerWatchKey struct{}
-
-// withAnswerWatch returns ctx for the requests of the edge w.
-func withAnswerWatch(ctx context.Context, w answerWatch) context.Context {
-	return context.WithValue(ctx, answerWatchKey{}, w)
+	identity, viaHTTP := upstream.IdentityFrom(ctx), upstream.ViaHTTP(ctx)
+	w.AfterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
 }
 
 // instructionsFor returns the instructions of the children the caller of
@@ -235,7 +222,7 @@ func (m *Mux) requestPinned(ctx context.Context, up *child.Call, c *child.Server
 	if err != nil {
 		return nil, err
 	}
-	if e != nil && !m.stillPinned(st.Listed, e) {
+	if e != nil && !m.pinning.stillPinned(st.Listed, e) {
 		return nil, errHeldSince
 	}
 	sess := st.Session
@@ -326,7 +313,7 @@ func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
 		d = DecisionUnknown
 		if _, hidden := cat.Hidden[name]; hidden {
 			d = DecisionHidden
-		} else if _, held := m.heldBy(catalog.KindPrompt, name); held {
+		} else if _, held := m.pinning.heldBy(catalog.KindPrompt, name); held {
 			d = DecisionHeld
 		}
 	}

@@ -6,7 +6,7 @@ package child
 // identity, own progress token and context. Progress, logging and the
 // requests a child makes find their call here. Each table is its child
 // session's alone; nothing in it is shared by the calls of other children.
-// A call of a round (rounds.go) reaches the client through whichever
+// A call of a 2026-07-28 round (the root's rounds.go) reaches the client through whichever
 // upstream request of the round waits now: its entry names the round.
 
 import (

@@ -221,7 +221,7 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 		defer stop()
 	}
 	var result json.RawMessage
-	if tc != nil { // a task: its result comes from tasks/result (tasks.go)
+	if tc != nil { // a task: its result comes from tasks/result (the root's tasks.go)
 		result, err = s.callTask(sendCtx, id, tc, callParams{params, meta})
 	} else {
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
@@ -371,7 +371,7 @@ func (c *Server) start(ctx context.Context) (*Session, *catalog.ChildCatalog, er
 	opts := []client.ClientOption{client.WithProtocolVersion(childProtocolVersion)}
 	bidi, relays := sess.tr.(transport.BidirectionalInterface)
 	if relays {
-		// What mcpmux can pass on to the clients (childrequests.go). The
+		// What mcpmux can pass on to the clients (the root's childrequests.go). The
 		// legacy SSE transport cannot carry a child's requests at all.
 		opts = append(opts, client.WithClientCapabilities(relayedCapabilities()))
 	}

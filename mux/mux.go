@@ -48,11 +48,13 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -304,4 +306,16 @@ func (m *Mux) Status() []ChildStatus {
 		out = append(out, ChildStatus{Alias: c.Alias(), Phase: st.Phase, Attempt: st.Attempt, LastErr: st.LastErr, Tools: n})
 	}
 	return out
+}
+
+// ErrShuttingDown is the cause given to calls cut off because mcpmux is
+// stopping; their callers are told so.
+var ErrShuttingDown = errors.New("mcpmux is shutting down")
+
+func (m *Mux) maxStartupTimeout() time.Duration {
+	var d time.Duration
+	for _, s := range m.cfg.Servers {
+		d = max(d, s.StartupTimeout)
+	}
+	return d
 }

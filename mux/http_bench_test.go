@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -36,7 +38,7 @@ func benchHTTPMux(b *testing.B, tools, children int) *benchHTTPClient {
 		}
 		return s.String()
 	})
-	_, url := serveLab(b, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "bench" })
+	_, url := serveLab(b, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "bench" })
 	return newBenchHTTPClient(b, url)
 }
 

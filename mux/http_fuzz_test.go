@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -27,7 +29,7 @@ type httpLab struct {
 func startHTTPLab(f *testing.F) *httpLab {
 	f.Helper()
 	m := startFuzzLab(f)
-	_, url := serveLab(f, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour, Limits: m.cfg.Limits},
+	_, url := serveLab(f, m, edge.HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour, Limits: m.cfg.Limits},
 		func(*http.Request) string { return fuzzIdentity })
 	h := &httpLab{url: url}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +

@@ -2,21 +2,19 @@ package mux
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpmux/mcpmux/mux/edge"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,33 +23,12 @@ import (
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
-func TestAllowedOrigin(t *testing.T) {
-	cases := []struct {
-		origin, host string
-		want         bool
-	}{
-		{"http://127.0.0.1:7300", "127.0.0.1:7300", true},
-		{"http://localhost:3000", "127.0.0.1:7300", true},
-		{"http://[::1]:8080", "127.0.0.1:7300", true},
-		{"https://mcpmux.example.com", "mcpmux.example.com", true},
-		{"https://evil.example.com", "127.0.0.1:7300", false},
-		{"https://evil.example.com", "mcpmux.example.com", false},
-		{"null", "127.0.0.1:7300", false},
-		{"http://127.0.0.1.evil.example.com", "127.0.0.1:7300", false},
-	}
-	for _, c := range cases {
-		if got := allowedOrigin(c.origin, c.host); got != c.want {
-			t.Errorf("allowedOrigin(%q, %q) = %v, want %v", c.origin, c.host, got, c.want)
-		}
-	}
-}
-
 // httpMux is a real Mux with one real child (an in-process mcp-go server
 // over HTTP) and its real HTTP upstream, served by httptest. The caller's
 // identity is the X-Identity header.
 type httpMux struct {
 	m   *Mux
-	up  *HTTPUpstream
+	up  *edge.HTTPUpstream
 	url string
 }
 
@@ -61,7 +38,7 @@ func startHTTPMux(t *testing.T, idle time.Duration, limits config.Limits) *httpM
 		Handler: func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(r.GetString("message", "")), nil
 		}}}})
-	up, url := serveLab(t, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: idle, Limits: limits},
+	up, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp", SessionIdleTimeout: idle, Limits: limits},
 		func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	return &httpMux{m: m, up: up, url: url}
 }
@@ -108,8 +85,6 @@ func (h *httpMux) open(t *testing.T, identity string) (sid string, code int, tex
 	return hdr.Get(server.HeaderKeySessionID), code, text
 }
 
-const testPing = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
-
 // inMcpGo reports whether mcp-go still has session id registered.
 func (h *httpMux) inMcpGo(id string) bool {
 	return h.m.srv.SendNotificationToSpecificClient(id, "notifications/message", nil) == nil
@@ -142,7 +117,7 @@ func TestHTTPSessionCaps(t *testing.T) {
 		}
 	}
 	for _, o := range open {
-		if code, text, _ := h.send(t, http.MethodPost, o.who, o.sid, testPing); code != http.StatusOK {
+		if code, text, _ := h.send(t, http.MethodPost, o.who, o.sid, testsupport.PingBody); code != http.StatusOK {
 			t.Errorf("%s's session after the refusals: %d %s", o.who, code, text)
 		}
 	}
@@ -201,7 +176,7 @@ func TestHTTPSessionFlood(t *testing.T) {
 		}
 	}
 	for _, r := range opened {
-		if code, text, _ := h.send(t, http.MethodPost, r.who, r.sid, testPing); code != http.StatusOK {
+		if code, text, _ := h.send(t, http.MethodPost, r.who, r.sid, testsupport.PingBody); code != http.StatusOK {
 			t.Errorf("%s's session: %d %s", r.who, code, text)
 		}
 	}
@@ -234,11 +209,11 @@ func TestHTTPEndedSessionsLeaveNothing(t *testing.T) {
 	}
 	live, _, _ := h.open(t, "alice")
 	for _, c := range []struct{ method, who, sid, body string }{
-		{http.MethodPost, "alice", last, testPing},
+		{http.MethodPost, "alice", last, testsupport.PingBody},
 		{http.MethodGet, "alice", last, ""},
 		{http.MethodDelete, "alice", last, ""},
-		{http.MethodPost, "alice", "mcp-session-never-issued", testPing},
-		{http.MethodPost, "bob", live, testPing},
+		{http.MethodPost, "alice", "mcp-session-never-issued", testsupport.PingBody},
+		{http.MethodPost, "bob", live, testsupport.PingBody},
 		{http.MethodGet, "bob", live, ""},
 		{http.MethodDelete, "bob", live, ""},
 	} {
@@ -246,7 +221,7 @@ func TestHTTPEndedSessionsLeaveNothing(t *testing.T) {
 			t.Errorf("%s as %s in %s: %d %q, want 404", c.method, c.who, c.sid, code, text)
 		}
 	}
-	if code, _, _ := h.send(t, http.MethodPost, "alice", live, testPing); code != http.StatusOK {
+	if code, _, _ := h.send(t, http.MethodPost, "alice", live, testsupport.PingBody); code != http.StatusOK {
 		t.Errorf("alice's own session after bob's tries: %d", code)
 	}
 }
@@ -277,13 +252,13 @@ func TestHTTPIdleSessionEndsEverywhere(t *testing.T) {
 	if h.inMcpGo(idle) {
 		t.Error("mcp-go still holds the expired session")
 	}
-	if code, _, _ := h.send(t, http.MethodPost, "alice", idle, testPing); code != http.StatusNotFound {
+	if code, _, _ := h.send(t, http.MethodPost, "alice", idle, testsupport.PingBody); code != http.StatusNotFound {
 		t.Errorf("the expired session: %d, want 404", code)
 	}
 	if h.m.sessions.Lookup(streaming) == nil || !h.inMcpGo(streaming) {
 		t.Error("the session with a listening stream was ended as idle")
 	}
-	if code, text, _ := h.send(t, http.MethodPost, "alice", streaming, testPing); code != http.StatusOK {
+	if code, text, _ := h.send(t, http.MethodPost, "alice", streaming, testsupport.PingBody); code != http.StatusOK {
 		t.Errorf("the streaming session: %d %s", code, text)
 	}
 	// Ending the session ends its stream.
@@ -447,66 +422,6 @@ func TestHTTPBodyOverMaxMessageBytes(t *testing.T) {
 	}
 }
 
-// cutReader sends its bytes and then fails as a stalled client's body
-// does.
-type cutReader struct{ r io.Reader }
-
-func (c cutReader) Read(p []byte) (int, error) {
-	if n, err := c.r.Read(p); err != io.EOF {
-		return n, err
-	}
-	return 0, os.ErrDeadlineExceeded
-}
-
-// What reading a body allocates follows what the client sent, not what it
-// declared, and a body read in chunks decodes as the same bytes whole.
-func TestReadChunks(t *testing.T) {
-	const declared, sent = 4 << 20, 4 << 10
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err := readChunks(cutReader{strings.NewReader(strings.Repeat(" ", sent))}, declared)
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("a stalled body: %v", err)
-	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 2*bodyChunk {
-		t.Errorf("%d bytes allocated for a body that declared %d and sent %d", got, declared, sent)
-	}
-
-	for _, c := range []struct {
-		name string
-		body string
-	}{
-		{"object", testInitialize},
-		{"escaped method", strings.Replace(testInitialize, `"initialize"`, `"\u0069nitialize"`, 1)},
-		{"duplicate method", `{"method":"ping","method":"initialize","id":1}`},
-		{"trailing data", testInitialize + `]`},
-		{"two values", testInitialize + testPing},
-		{"batch", "[" + testInitialize + "]"},
-		{"wrong type", `{"method":7}`},
-		{"empty", ``},
-	} {
-		// Padded so that it spans chunks.
-		whole := []byte(c.body + strings.Repeat(" ", 3*bodyChunk))
-		for _, length := range []int64{int64(len(whole)), -1} {
-			b, err := readChunks(bytes.NewReader(whole), length)
-			if err != nil || len(b) < 3 {
-				t.Fatalf("%s: %d chunks, %v", c.name, len(b), err)
-			}
-			var got, want struct {
-				Method string `json:"method"`
-			}
-			errGot, errWant := b.unmarshal(&got), json.Unmarshal(whole, &want)
-			if (errGot == nil) != (errWant == nil) || errWant == nil && got != want {
-				t.Errorf("%s (length %d): chunks decode to %+v, %v; whole to %+v, %v", c.name, length, got, errGot, want, errWant)
-			}
-			if r, _ := io.ReadAll(b.reader()); !bytes.Equal(r, whole) {
-				t.Errorf("%s (length %d): the chunks read back differ", c.name, length)
-			}
-		}
-	}
-}
-
 // An initialize is whatever mcp-go decodes as one, its method escaped
 // included: it is admitted against the caps like any other, and the
 // session it opens is handed out and works.
@@ -518,7 +433,7 @@ func TestHTTPEscapedInitialize(t *testing.T) {
 	if code != http.StatusOK || sid == "" {
 		t.Fatalf("escaped initialize: %d %q, session %q", code, text, sid)
 	}
-	if code, text, _ := h.send(t, http.MethodPost, "alice", sid, testPing); code != http.StatusOK {
+	if code, text, _ := h.send(t, http.MethodPost, "alice", sid, testsupport.PingBody); code != http.StatusOK {
 		t.Errorf("its session: %d %s", code, text)
 	}
 	code, text, hdr = h.send(t, http.MethodPost, "bob", "", escaped)

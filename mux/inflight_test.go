@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -166,7 +168,7 @@ func stdioClient(t *testing.T, m *Mux, identity string, opts []client.ClientOpti
 // X-Identity header names, and returns a connect function for it.
 // With listen, each client keeps a standalone GET stream open.
 func httpUpstream(t *testing.T, m *Mux, listen bool) func(identity string, opts ...client.ClientOption) *upstreamClient {
-	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(r *http.Request) string { return r.Header.Get("X-Identity") })
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	return func(identity string, opts ...client.ClientOption) *upstreamClient {
 		topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"X-Identity": identity})}
 		if listen {

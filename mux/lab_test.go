@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
@@ -124,7 +126,7 @@ func runMux(tb testing.TB, policies map[string]string, log io.Writer, src func(p
 // serveLab serves m's HTTP upstream with o on httptest, each request as the
 // identity that identity returns for it, until tb ends; it returns the
 // upstream and its MCP endpoint's URL.
-func serveLab(tb testing.TB, m *Mux, o HTTPOptions, identity func(*http.Request) string) (*HTTPUpstream, string) {
+func serveLab(tb testing.TB, m *Mux, o edge.HTTPOptions, identity func(*http.Request) string) (*edge.HTTPUpstream, string) {
 	tb.Helper()
 	up := m.NewHTTPUpstream(o)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,22 +21,19 @@
 //     published, after pinning.go has held the definitions that differ
 //     from their pins (package pins); announcer.go: the one goroutine that
 //     tells mcp-go and the sessions what changed;
-//   - frontend.go, stdiofront.go, httpfront.go: the front end of each
-//     edge; request.go, pipeline.go: a request mcpmux answers and its
-//     steps; call.go: tools/call and its audit line; admission.go: rate
-//     limits and per-child slots; tasks.go: task-augmented calls upstream;
+//   - edges.go: the Mux as the backend of its edges (package edge);
+//     request.go, pipeline.go: a request mcpmux answers and its steps;
+//     call.go: tools/call and its audit line; admission.go: rate limits
+//     and per-child slots; tasks.go: task-augmented calls upstream;
 //     rounds.go: a child's requests to a 2026-07-28 client, as
 //     input-required results and retries; subscriptions.go: resource
 //     subscriptions;
 //   - upstream.go: mcp-go's server, its hooks and what is declared in
-//     initialize; stdio.go and http.go: the two transports, whose writers
-//     (stdiowriter.go, httpwriter.go) are the edge; announce.go: mcp-go's
-//     own list_changed dropped at the edge; requestids.go: the client's
-//     request ids carried exactly past mcp-go; observer.go: what metrics
-//     are told.
+//     initialize; observer.go: what metrics are told.
 //
-// Packages below mux hold what needs none of its state: child owns the
-// children, their sessions and their calls in flight; catalog owns the
+// Packages below mux hold what needs none of its state: edge owns the
+// stdio and HTTP edges and their front end; child owns the children, their
+// sessions and their calls in flight; catalog owns the
 // snapshot of what the children offer and each caller's view of it;
 // upstream owns the upstream sessions; frame reads a message once and
 // writes mcpmux's own answers; jsonwire reads and edits JSON (and JSON-RPC
@@ -48,11 +45,13 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -304,4 +303,16 @@ func (m *Mux) Status() []ChildStatus {
 		out = append(out, ChildStatus{Alias: c.Alias(), Phase: st.Phase, Attempt: st.Attempt, LastErr: st.LastErr, Tools: n})
 	}
 	return out
+}
+
+// ErrShuttingDown is the cause given to calls cut off because mcpmux is
+// stopping; their callers are told so.
+var ErrShuttingDown = errors.New("mcpmux is shutting down")
+
+func (m *Mux) maxStartupTimeout() time.Duration {
+	var d time.Duration
+	for _, s := range m.cfg.Servers {
+		d = max(d, s.StartupTimeout)
+	}
+	return d
 }

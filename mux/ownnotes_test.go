@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -69,7 +71,7 @@ func sendOwn(t *testing.T, m *Mux, u *upstream.Session, method string, params ma
 func TestOwnNotificationsSurviveEndingPOSTs(t *testing.T) {
 	const sent, pingers = 10000, 16
 	m := startLab(t, labSpec{allow: []string{"reader"}})
-	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
 	c := testsupport.ConnectHTTP(t, url, testsupport.HTTPClient{Version: mcp.ProtocolVersion20251125, Listen: true})
 	notes := testsupport.RecordNotes(c.Client)
 	u := httpSession(t, m)

@@ -31,21 +31,6 @@ import (
 	"github.com/mcpmux/mcpmux/policy"
 )
 
-// owned reports whether mcpmux answers a request of method itself; task
-// says whether it is a task-augmented tools/call of a 2025-11-25 client,
-// which mcp-go's task store takes.
-func owned(method string, task, modern bool) bool {
-	switch mcp.MCPMethod(method) {
-	case mcp.MethodToolsCall:
-		return !task || modern
-	case mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
-		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
-		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
-		return true
-	}
-	return false
-}
-
 // serve answers r. ctx carries its caller (WithCaller) and ends when the
 // request does (the client cancels it, its session ends).
 func (m *Mux) serve(ctx context.Context, r *upstream.Request) (a answer) {

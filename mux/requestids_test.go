@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
@@ -46,11 +48,11 @@ var idCases = []struct {
 	name, id string
 	refused  string // the whole answer, for a refused id
 }{
-	{"object", `{"a":1}`, refusalOf("null", badIDText)},
-	{"array", `[1]`, refusalOf("null", badIDText)},
-	{"true", `true`, refusalOf("null", badIDText)},
-	{"false", `false`, refusalOf("null", badIDText)},
-	{"null", `null`, refusalOf("null", nullIDText)},
+	{"object", `{"a":1}`, refusalOf("null", edge.BadIDText)},
+	{"array", `[1]`, refusalOf("null", edge.BadIDText)},
+	{"true", `true`, refusalOf("null", edge.BadIDText)},
+	{"false", `false`, refusalOf("null", edge.BadIDText)},
+	{"null", `null`, refusalOf("null", edge.NullIDText)},
 	{"30 digits", `123456789012345678901234567890`, ""},
 	{"past float64's integers", `9007199254740993`, ""},
 	{"negative", `-5`, ""},
@@ -106,7 +108,7 @@ func (s *stdioSession) lines(t *testing.T, line string) []string {
 			if !ok {
 				t.Fatalf("the session ended after %q", line)
 			}
-			if id, ok := answerID([]byte(msg)); ok && id == sync {
+			if id, ok := testsupport.RefAnswerID([]byte(msg)); ok && id == sync {
 				return got
 			}
 			got = append(got, msg)
@@ -183,8 +185,8 @@ func TestStdioDuplicateIDInFlight(t *testing.T) {
 				if got := <-l.started; got != tag {
 					t.Fatalf("started %q", got)
 				}
-				if got := s.answerTo(t, searchLine(c.again), c.again); strings.TrimSpace(got) != refusalOf(c.again, dupIDText) {
-					t.Errorf("id %s while %s is in flight: %s, want %s", c.again, c.first, got, refusalOf(c.again, dupIDText))
+				if got := s.answerTo(t, searchLine(c.again), c.again); strings.TrimSpace(got) != refusalOf(c.again, edge.DupIDText) {
+					t.Errorf("id %s while %s is in flight: %s, want %s", c.again, c.first, got, refusalOf(c.again, edge.DupIDText))
 				}
 				close(l.releaseCh(tag))
 				if msg := rpcMessage(t, s.awaitID(t, c.first)); !strings.Contains(string(msg["result"]), "released "+tag) {
@@ -232,7 +234,7 @@ func TestStdioCancelCarriedID(t *testing.T) {
 // it while the first call goes on.
 func TestHTTPRequestIDs(t *testing.T) {
 	l := startCallLab(t, "", "")
-	_, url := serveLab(t, l.m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour},
+	_, url := serveLab(t, l.m, edge.HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour},
 		func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	h := &httpMux{m: l.m, url: url}
 	sid, code, text := h.open(t, "reader")
@@ -264,7 +266,7 @@ func TestHTTPRequestIDs(t *testing.T) {
 	if got := <-l.started; got != "http-dup" {
 		t.Fatalf("started %q", got)
 	}
-	if code, text, _ := h.send(t, http.MethodPost, "reader", sid, searchLine("7.0")); code != http.StatusBadRequest || strings.TrimSpace(text) != refusalOf("7.0", dupIDText) {
+	if code, text, _ := h.send(t, http.MethodPost, "reader", sid, searchLine("7.0")); code != http.StatusBadRequest || strings.TrimSpace(text) != refusalOf("7.0", edge.DupIDText) {
 		t.Errorf("id 7.0 while 7 is in flight: %d %s", code, text)
 	}
 	// Another session may use the id.
@@ -317,48 +319,5 @@ func TestHTTPRequestIDs(t *testing.T) {
 	resp.Body.Close()
 	if msg := rpcMessage(t, string(b)); resp.StatusCode != http.StatusOK || string(msg["id"]) != big || msg["result"] == nil {
 		t.Errorf("a 2026-07-28 request under %s: %d %s", big, resp.StatusCode, b)
-	}
-}
-
-// readMsgID reads the id mcp-go keeps (any case, the last), and tells
-// requests from notifications and the client's answers.
-func TestReadMsgID(t *testing.T) {
-	cases := []struct {
-		msg     string
-		kind    idKind
-		id      string // the id's bytes, when at is set
-		carried bool
-	}{
-		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, idRequest, "1", false},
-		{`{"jsonrpc":"2.0","id":"a","method":"ping"}`, idRequest, `"a"`, false},
-		{`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`, idRequest, `"\u0061"`, true},
-		{`{"jsonrpc":"2.0","id":-1,"method":"ping"}`, idRequest, "-1", true},
-		{`{"jsonrpc":"2.0","ID":2.5,"method":"ping"}`, idRequest, "2.5", true},
-		{`{"jsonrpc":"2.0","id":1,"Id":{},"method":"ping"}`, idBadType, `{}`, false},
-		{`{"jsonrpc":"2.0","id":[],"method":"ping"}`, idBadType, `[]`, false},
-		{`{"jsonrpc":"2.0","id":false}`, idBadType, `false`, false},
-		{`{"jsonrpc":"2.0","id":null,"method":"tools/call"}`, idNull, `null`, false},
-		{`{"jsonrpc":"2.0","id":1,"method":"ping","id":null}`, idNull, `null`, false},
-		{`{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled"}`, idPass, "", false},
-		{`{"jsonrpc":"2.0","id":null,"method":"notifications\/initialized"}`, idPass, "", false},
-		{`{"jsonrpc":"2.0","id":null}`, idPass, "", false},
-		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, idPass, "", false},
-		{`{"jsonrpc":"2.0","id":3,"result":{}}`, idPass, "3", false},
-		{`{"jsonrpc":"2.0","id":{},"result":{}}`, idPass, "", false},
-		{`{"jsonrpc":"2.0","id":-3,"error":{"code":1,"message":"m"}}`, idPass, "-3", true},
-		{`{"jsonrpc":"2.0","id":{},"error":null}`, idBadType, `{}`, false},
-		{`{"jsonrpc":"2.0","id":6,"result":{},"Result":null}`, idRequest, "6", false},
-		{`not json`, idPass, "", false},
-		{`[{"id":{},"method":"ping"}]`, idPass, "", false},
-	}
-	for _, c := range cases {
-		v := readMsgID([]byte(c.msg))
-		id := ""
-		if v.at.End > 0 {
-			id = c.msg[v.at.Start:v.at.End]
-		}
-		if v.kind != c.kind || id != c.id || v.carried != c.carried {
-			t.Errorf("readMsgID(%s) = kind %d, id %s, carried %v; want %d, %s, %v", c.msg, v.kind, id, v.carried, c.kind, c.id, c.carried)
-		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -36,7 +38,7 @@ func refusalLab(t *testing.T) string {
 	m := runMux(t, map[string]string{"reader": "allow = [\"*\"]\nallow_resources = [\"docs\", \"tools\"]"}, nil, func(dir string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.docs]\nurl = %q\n\n[servers.tools]\nurl = %q\n", dir, docsURL, toolsURL)
 	})
-	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour},
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp", SessionIdleTimeout: time.Hour},
 		func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	return url
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -51,7 +53,7 @@ func modernStdio(t *testing.T, m *Mux, identity string, opts ...client.ClientOpt
 // modernHTTP connects a 2026-07-28 client to m's HTTP upstream as identity.
 func modernHTTP(t *testing.T, m *Mux, identity string, opts ...client.ClientOption) *upstreamClient {
 	t.Helper()
-	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(r *http.Request) string { return r.Header.Get("X-Identity") })
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"X-Identity": identity}))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -190,7 +192,7 @@ func TestRuleViewWithoutRulesIsFree(t *testing.T) {
 // open, where list_changed arrives.
 func claimsUpstream(t *testing.T, m *Mux) func(identity string, claims map[string]any) *upstreamClient {
 	t.Helper()
-	up := m.NewHTTPUpstream(HTTPOptions{Path: "/mcp"})
+	up := m.NewHTTPUpstream(edge.HTTPOptions{Path: "/mcp"})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var claims map[string]any
 		if c := r.Header.Get("X-Claims"); c != "" {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/mux/frame"
-	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // fastPolicy is the policy of eq, the identity of the fast-path tests: one
@@ -157,7 +156,7 @@ func (s *stdioSession) exchange(line string) []string {
 					s.tb.Fatalf("the session ended waiting for the answer to %s", key)
 				}
 				got = append(got, msg)
-				if id, ok := answerID([]byte(msg)); ok && id == key {
+				if id, ok := testsupport.RefAnswerID([]byte(msg)); ok && id == key {
 					return
 				}
 			case <-timeout:
@@ -165,16 +164,11 @@ func (s *stdioSession) exchange(line string) []string {
 			}
 		}
 	}
-	// A request mcpmux answers: what frame reads as one, or what mcp-go,
-	// which reads members in any case, takes for one.
-	if f := frame.Read([]byte(line)); f.Kind == frame.Request && f.Refused == nil {
-		key, _ := idDupKey(f.ID)
-		if k, ok := jsonwire.AnswerIDKey(f.ID); ok && f.ID[0] != '"' {
-			key = k
+	// A request mcpmux answers, under its id as the client wrote it.
+	if f := frame.Read([]byte(line)); f.Refused == nil {
+		if key, ok := testsupport.RefRequestID([]byte(line)); ok {
+			until(key)
 		}
-		until(key)
-	} else if key, ok := requestID([]byte(line)); ok && f.Refused == nil {
-		until(key)
 	}
 	s.syncs++
 	sync := fmt.Sprintf(`"sync-%d"`, s.syncs)

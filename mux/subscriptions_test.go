@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -76,7 +78,7 @@ func TestIdleSweepDropsSubscriptionsAtOnce(t *testing.T) {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\n", policies, url)
 	})
 	// The sweep looks every second; a session is idle after two.
-	up, muxURL := serveLab(t, m, HTTPOptions{Path: "/mcp", SessionIdleTimeout: 2 * time.Second},
+	up, muxURL := serveLab(t, m, edge.HTTPOptions{Path: "/mcp", SessionIdleTimeout: 2 * time.Second},
 		func(r *http.Request) string { return r.Header.Get("X-Identity") })
 	h := &httpMux{m: m, up: up, url: muxURL}
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -78,7 +80,7 @@ func TestTaskProgressReachesItsSession(t *testing.T) {
 		tools: []server.ServerTool{{Tool: mcp.NewTool("slow", mcp.WithTaskSupport(mcp.TaskSupportRequired)),
 			Handler: tool}},
 	})
-	up := m.NewHTTPUpstream(HTTPOptions{Path: "/mcp"})
+	up := m.NewHTTPUpstream(edge.HTTPOptions{Path: "/mcp"})
 	var late atomic.Int64
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var done atomic.Bool

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpmux/mcpmux/mux/edge"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -101,7 +103,7 @@ func startTaskLab(t *testing.T) (*taskChild, string) {
 func startTaskLabMux(t *testing.T) (*taskChild, string, *Mux) {
 	tc := newTaskChild()
 	m := startLab(t, tc.spec())
-	_, url := serveLab(t, m, HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
 	return tc, url, m
 }
 

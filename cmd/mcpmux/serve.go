@@ -24,6 +24,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -119,7 +120,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		servers   []*http.Server
 		listeners []net.Listener
-		upstream  *mux.HTTPUpstream
+		upstream  *edge.HTTPUpstream
 	)
 	addServer := func(addr string, h http.Handler) error {
 		ln, err := net.Listen("tcp", addr)
@@ -136,7 +137,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if cfg.Upstream.Listen != "" {
-		upstream = m.NewHTTPUpstream(mux.HTTPOptions{
+		upstream = m.NewHTTPUpstream(edge.HTTPOptions{
 			Path:               cfg.Upstream.Path,
 			SessionIdleTimeout: cfg.Upstream.SessionIdleTimeout,
 			Limits:             cfg.Limits,
@@ -270,7 +271,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // drain stops mcpmux's upstreams: no new HTTP connections or requests are
 // taken, calls in flight may finish within timeout, those still running
 // then are cut off (and answered so), and the HTTP servers close.
-func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *mux.HTTPUpstream, servers []*http.Server) {
+func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpstream, servers []*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if upstream != nil {

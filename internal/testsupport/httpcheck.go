@@ -121,6 +121,9 @@ func Get(t testing.TB, url string) Answer {
 // InitializeBody is a 2025-11-25 initialize request.
 const InitializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
+// PingBody is a ping request, id 2.
+const PingBody = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+
 // PostInitialize sends InitializeBody to the MCP endpoint with the given
 // Authorization header values (none for nil).
 func PostInitialize(t testing.TB, url string, authorization ...string) Answer {

@@ -1,4 +1,4 @@
-package mux
+package edge
 
 // The front end, shared by the two edges: each message a client sends is
 // read once (package frame). A request mcpmux answers itself (owned) is
@@ -11,8 +11,11 @@ package mux
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
@@ -95,12 +98,50 @@ func request(f *frame.Frame, p frame.Params, meta frame.Meta, u *upstream.Sessio
 	return &upstream.Request{Method: f.Method, ID: bytes.Clone(f.ID), Params: p, Meta: meta, Sess: u, Out: out}
 }
 
-// answerLine serves r and returns its answer, a JSON-RPC line.
-func (m *Mux) answerLine(ctx context.Context, r *upstream.Request) []byte {
-	return decoration.encode(r, m.serve(ctx, r))
-}
-
 // isCancellation reports whether f is the client's notifications/cancelled.
 func isCancellation(f *frame.Frame) bool {
 	return f.Kind == frame.Notification && f.Method == string(mcp.MethodNotificationCancelled)
+}
+
+// owned reports whether mcpmux answers a request of method itself; task
+// says whether it is a task-augmented tools/call of a 2025-11-25 client,
+// which mcp-go's task store takes.
+func owned(method string, task, modern bool) bool {
+	switch mcp.MCPMethod(method) {
+	case mcp.MethodToolsCall:
+		return !task || modern
+	case mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
+		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+		return true
+	}
+	return false
+}
+
+// Backend answers the requests the front end takes.
+type Backend interface {
+	// Serve answers r: the answer's JSON-RPC line, and the error it
+	// carries, if any. ctx carries r's caller and ends when r does.
+	Serve(ctx context.Context, r *upstream.Request) (line []byte, err *frame.Error)
+	// TaskResult returns how to answer f, a 2025-11-25 tasks/result of
+	// u's for a task whose run has the child's result, down out; nil when
+	// mcp-go answers it.
+	TaskResult(u *upstream.Session, f *frame.Frame) func(ctx context.Context, out upstream.Out) []byte
+	// Catalog is the catalog published last.
+	Catalog() *catalog.Catalog
+}
+
+// Env is what both edges are given: the backend of the requests the front
+// end takes, mcp-go's server for the rest, the upstream sessions and the
+// logger.
+type Env struct {
+	Backend  Backend
+	MCP      *server.MCPServer
+	Sessions *upstream.Registry
+	Log      zerolog.Logger
+	// Drain is how long the stdio edge waits for the answers still due
+	// once its input has ended: a call's timeout and its child's start.
+	Drain time.Duration
+	// MaxMessageBytes bounds a stdio client's line.
+	MaxMessageBytes int64
 }

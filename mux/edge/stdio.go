@@ -1,4 +1,4 @@
-package mux
+package edge
 
 import (
 	"bufio"
@@ -38,19 +38,19 @@ const (
 // ServeStdio returns. The requests mcpmux answers itself go to the pipeline
 // from the edge's reader (stdioFront); the rest go on to mcp-go's stdio
 // server, reading what the reader passes on.
-func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
-	s := server.NewStdioServer(m.srv)
-	s.SetErrorLogger(liblog.Std(m.log.With().Str("component", "stdio").Logger(), slog.LevelError))
+func ServeStdio(ctx context.Context, env Env, identity string, in io.Reader, out io.Writer) error {
+	s := server.NewStdioServer(env.MCP)
+	s.SetErrorLogger(liblog.Std(env.Log.With().Str("component", "stdio").Logger(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(s)
 	server.WithQueueSize(stdioQueue)(s)
 	// mcp-go cancels every request in flight as soon as its input ends, so
 	// the end is held back until the answers are out.
-	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
-		maxMessage: m.cfg.Limits.MaxMessageBytes, log: m.log}
+	drain := &halfClose{idle: make(chan struct{}, 1), ctx: ctx, limit: env.Drain,
+		maxMessage: env.MaxMessageBytes, log: env.Log}
 	w := drain.writer(out) // first: the reader answers oversized messages through it
-	front := &stdioFront{m: m, aw: drain.out, sem: make(chan struct{}, stdioCalls), work: make(chan func())}
-	front.u = m.sessions.OpenStdio(identity, stdioOut{front})
-	defer m.sessions.CloseStdio(front.u)
+	front := &stdioFront{b: env.Backend, aw: drain.out, sem: make(chan struct{}, stdioCalls), work: make(chan func())}
+	front.u = env.Sessions.OpenStdio(identity, stdioOut{front})
+	defer env.Sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for the session to be found.
 	ctx = upstream.WithAnswerWatch(upstream.WithIdentity(ctx, identity), drain.out)
@@ -64,14 +64,6 @@ func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out
 // stdioCalls bounds the requests the stdio front end runs at once; more
 // wait for a turn, and beyond stdioQueue waiting the reader waits too.
 const stdioCalls = 2 * stdioWorkers
-
-func (m *Mux) maxStartupTimeout() time.Duration {
-	var d time.Duration
-	for _, s := range m.cfg.Servers {
-		d = max(d, s.StartupTimeout)
-	}
-	return d
-}
 
 // halfClose counts requests read and answers written, and delays the end of
 // the input until they match (or limit passes, or ctx ends).
@@ -375,7 +367,7 @@ func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 	}
 	dup, _ := idDupKey(f.ID)
 	if !h.expect(dup, dup, nil) {
-		h.refuse(f.ID, dupIDText)
+		h.refuse(f.ID, DupIDText)
 		return true
 	}
 	front.run(dup, serve)
@@ -391,10 +383,10 @@ func (rr *requestReader) handOn(line []byte) []byte {
 	v := readMsgID(line)
 	switch v.kind {
 	case idBadType:
-		h.refuse([]byte("null"), badIDText)
+		h.refuse([]byte("null"), BadIDText)
 		return nil
 	case idNull:
-		h.refuse([]byte("null"), nullIDText)
+		h.refuse([]byte("null"), NullIDText)
 		return nil
 	}
 	var written, orig []byte // the id as the client wrote it; and again, if carried
@@ -428,7 +420,7 @@ func (rr *requestReader) handOn(line []byte) []byte {
 			}
 		}
 		if !h.expect(id, dup, orig) {
-			h.refuse(written, dupIDText)
+			h.refuse(written, DupIDText)
 			return nil
 		}
 		return handed

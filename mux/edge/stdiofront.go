@@ -1,4 +1,4 @@
-package mux
+package edge
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // itself. Its goroutines are its own: ServeStdio stops them (close) and
 // waits for them once mcp-go's Listen has returned.
 type stdioFront struct {
-	m  *Mux
+	b  Backend
 	u  *upstream.Session
 	aw *answerWriter
 	// base is the calls' context: the caller, and ServeStdio's end; stop
@@ -80,10 +80,10 @@ func (f *stdioFront) worker(job func()) {
 // serving returns how the front end answers fr, a request, if mcpmux
 // answers it itself; nil for a request that goes on to mcp-go.
 func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
-	if t := f.m.tasks.taskResultOf(f.u, fr); t != nil {
-		return func(ctx context.Context) []byte { return f.m.serveTaskResult(ctx, f.u, stdioOut{f}, fr, t) }
+	if serve := f.b.TaskResult(f.u, fr); serve != nil {
+		return func(ctx context.Context) []byte { return serve(ctx, stdioOut{f}) }
 	}
-	params, meta, perr, ok := takes(fr, &f.meta, f.m.catalog.Load())
+	params, meta, perr, ok := takes(fr, &f.meta, f.b.Catalog())
 	if !ok {
 		return nil
 	}
@@ -92,7 +92,8 @@ func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
 		if perr != nil {
 			return frame.ErrorAnswer(r.ID, perr)
 		}
-		return f.m.answerLine(ctx, r)
+		line, _ := f.b.Serve(ctx, r)
+		return line
 	}
 }
 

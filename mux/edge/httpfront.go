@@ -1,4 +1,4 @@
-package mux
+package edge
 
 import (
 	"context"
@@ -37,12 +37,12 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 		return false
 	}
 	if u := h.sessionOf(r); u != nil {
-		if t := h.m.tasks.taskResultOf(u, f); t != nil {
-			h.serveTaskResult(w, r, u, f, t)
+		if serve := h.b.TaskResult(u, f); serve != nil {
+			h.serveTaskResult(w, r, u, serve)
 			return true
 		}
 	}
-	p, meta, perr, ok := takes(f, nil, h.m.catalog.Load())
+	p, meta, perr, ok := takes(f, nil, h.b.Catalog())
 	if !ok {
 		return false
 	}
@@ -51,14 +51,14 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 }
 
 // serveTaskResult answers r, a tasks/result of session u's for its task t.
-func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u *upstream.Session, f *frame.Frame, t *upTask) {
+func (h *HTTPUpstream) serveTaskResult(w http.ResponseWriter, r *http.Request, u *upstream.Session, serve func(context.Context, upstream.Out) []byte) {
 	if !u.Begin(time.Now().UnixNano()) {
 		http.Error(w, "Session not found", http.StatusNotFound)
 		return
 	}
 	defer func() { u.Finish(time.Now().UnixNano()) }()
 	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
-	rec.answer(h.m.serveTaskResult(r.Context(), u, postOut{rec: rec, u: u}, f, t), false, nil)
+	rec.answer(serve(r.Context(), postOut{rec: rec, u: u}), false, nil)
 }
 
 // sessionOf returns the 2025-11-25 session r names, if it is the caller's.
@@ -119,7 +119,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		// beside it: it ends when its connection does.
 		dup, _ := idDupKey(f.ID)
 		if !u.Calls.Claim(dup, cancel) {
-			h.refuseID(w, r, f.ID, dupIDText)
+			h.refuseID(w, r, f.ID, DupIDText)
 			return
 		}
 		defer u.Calls.Release(dup)
@@ -140,8 +140,8 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 	}
 	rec := &ownResponse{w: w, rc: http.NewResponseController(w), write: h.limits.WriteTimeout, log: h.log}
 	req := request(f, p, meta, u, postOut{rec: rec, u: u})
-	a := h.m.serve(ctx, req)
-	rec.answer(decoration.encode(req, a), modern, a.Err)
+	line, err := h.b.Serve(ctx, req)
+	rec.answer(line, modern, err)
 }
 
 // jsonContentType reports whether a request's Content-Type is
@@ -188,7 +188,7 @@ func standardHeaderError(h *HTTPUpstream, header http.Header, meta frame.Meta, f
 	if f.Method != string(mcp.MethodToolsCall) {
 		return nil
 	}
-	e, ok := h.m.catalog.Load().Lookup(catalog.KindTool, p.Name)
+	e, ok := h.b.Catalog().Lookup(catalog.KindTool, p.Name)
 	if !ok || e.HeaderTool == nil {
 		return nil
 	}

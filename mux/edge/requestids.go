@@ -1,4 +1,4 @@
-package mux
+package edge
 
 // Request ids at the edge. mcp-go decodes a request's id into an any, so
 // it takes an object, an array or a boolean, holds a number as a float64
@@ -46,11 +46,13 @@ const (
 	idNull                  // a request whose id is null
 )
 
-// The texts of the edge's refusals (-32600).
+// The texts of the edge's refusals (-32600) of a request for its id: one
+// that is not a string or a number, one that is null, one already in
+// flight on the session.
 const (
-	badIDText  = "invalid request: the id must be a string or a number"
-	nullIDText = "invalid request: a request's id must not be null"
-	dupIDText  = "invalid request: a request with this id is already in flight on this session"
+	BadIDText  = "invalid request: the id must be a string or a number"
+	NullIDText = "invalid request: a request's id must not be null"
+	DupIDText  = "invalid request: a request with this id is already in flight on this session"
 )
 
 // msgID is a client message's id as the edge reads it.

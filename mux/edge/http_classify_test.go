@@ -1,4 +1,4 @@
-package mux
+package edge
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package mux
+package edge
 
 import (
 	"bytes"
@@ -27,10 +27,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// ErrShuttingDown is the cause given to calls cut off because mcpmux is
-// stopping; their callers are told so.
-var ErrShuttingDown = errors.New("mcpmux is shutting down")
-
 // HTTPOptions configure the streamable HTTP upstream.
 type HTTPOptions struct {
 	// Path is where MCP is served.
@@ -51,13 +47,13 @@ type HTTPOptions struct {
 // caller's identity in its context (WithIdentity), put there by whatever
 // authenticated it.
 //
-// A session belongs to the identity that opened it, and the Mux's session
+// A session belongs to the identity that opened it, and the session
 // registry is the only record of it: a request naming a session id the
 // registry does not hold for the caller's identity is 404, whatever mcp-go
 // still keeps, and mcp-go is made to forget every session the registry
 // ends.
 type HTTPUpstream struct {
-	m        *Mux // answers what the front end takes (httpfront.go)
+	b        Backend // answers what the front end takes (httpfront.go)
 	srv      *server.StreamableHTTPServer
 	core     *server.MCPServer // takes back what a GET stream could not write
 	sessions *upstream.Registry
@@ -72,16 +68,17 @@ type HTTPUpstream struct {
 	once sync.Once
 }
 
-// NewHTTPUpstream builds the streamable HTTP upstream on the mux's server.
+// NewHTTPUpstream builds the streamable HTTP upstream on env's mcp-go
+// server.
 // DNS-rebinding protection (Host checks on loopback) stays on. Shutdown
-// stops it. A Mux has at most one.
-func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
-	log := m.log.With().Str("component", "http").Logger()
+// stops it. An mcp-go server has at most one.
+func NewHTTPUpstream(env Env, o HTTPOptions) *HTTPUpstream {
+	log := env.Log.With().Str("component", "http").Logger()
 	o.Limits = withDefaults(o.Limits)
 	h := &HTTPUpstream{
-		m:        m,
-		core:     m.srv,
-		sessions: &m.sessions,
+		b:        env.Backend,
+		core:     env.MCP,
+		sessions: env.Sessions,
 		log:      log,
 		idle:     o.SessionIdleTimeout,
 		limits:   o.Limits,
@@ -89,7 +86,7 @@ func (m *Mux) NewHTTPUpstream(o HTTPOptions) *HTTPUpstream {
 	}
 	// No WithSessionIdleTTL: expiry is the registry's, and reaches mcp-go
 	// through expire.
-	h.srv = server.NewStreamableHTTPServer(m.srv,
+	h.srv = server.NewStreamableHTTPServer(env.MCP,
 		server.WithEndpointPath(o.Path),
 		server.WithSessionIdManager(h.sessions.IDManager()),
 		server.WithStreamableHTTPLogger(liblog.Slog(log)),
@@ -143,10 +140,10 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch id = readMsgID(msg); id.kind {
 		case idBadType:
-			h.refuseID(w, r, []byte("null"), badIDText)
+			h.refuseID(w, r, []byte("null"), BadIDText)
 			return
 		case idNull:
-			h.refuseID(w, r, []byte("null"), nullIDText)
+			h.refuseID(w, r, []byte("null"), NullIDText)
 			return
 		}
 		kind = classify(r.Header, body{msg})
@@ -198,7 +195,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			dup := id.dupOf(msg)
 			if !u.ClaimID(dup, stand) {
-				h.refuseID(w, r, msg[id.at.Start:id.at.End], dupIDText)
+				h.refuseID(w, r, msg[id.at.Start:id.at.End], DupIDText)
 				return
 			}
 			defer u.ReleaseID(dup)

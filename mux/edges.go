@@ -1,0 +1,53 @@
+package mux
+
+import (
+	"context"
+	"io"
+
+	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/upstream"
+)
+
+// ServeStdio serves one client over in and out as identity until in ends or
+// ctx is done (edge.ServeStdio).
+func (m *Mux) ServeStdio(ctx context.Context, identity string, in io.Reader, out io.Writer) error {
+	return edge.ServeStdio(ctx, m.edgeEnv(), identity, in, out)
+}
+
+// NewHTTPUpstream builds the streamable HTTP upstream (edge.NewHTTPUpstream).
+// A Mux has at most one.
+func (m *Mux) NewHTTPUpstream(o edge.HTTPOptions) *edge.HTTPUpstream {
+	return edge.NewHTTPUpstream(m.edgeEnv(), o)
+}
+
+// edgeEnv is what the Mux gives its edges.
+func (m *Mux) edgeEnv() edge.Env {
+	return edge.Env{
+		Backend:         edgeBackend{m},
+		MCP:             m.srv,
+		Sessions:        &m.sessions,
+		Log:             m.log,
+		Drain:           m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
+		MaxMessageBytes: m.cfg.Limits.MaxMessageBytes,
+	}
+}
+
+// edgeBackend is the Mux as the backend of its edges (edge.Backend).
+type edgeBackend struct{ m *Mux }
+
+func (b edgeBackend) Serve(ctx context.Context, r *upstream.Request) ([]byte, *frame.Error) {
+	a := b.m.serve(ctx, r)
+	return decoration.encode(r, a), a.Err
+}
+
+func (b edgeBackend) TaskResult(u *upstream.Session, f *frame.Frame) func(context.Context, upstream.Out) []byte {
+	t := b.m.tasks.taskResultOf(u, f)
+	if t == nil {
+		return nil
+	}
+	return func(ctx context.Context, out upstream.Out) []byte { return b.m.serveTaskResult(ctx, u, out, f, t) }
+}
+
+func (b edgeBackend) Catalog() *catalog.Catalog { return b.m.catalog.Load() }

@@ -22,6 +22,15 @@ func returnMemory() {
 	childproc.DropFilePages()
 }
 
+// dropStartPages hands back to the kernel the pages of code and read-only
+// data that starting the process touched (every package's initialisation,
+// reading the config), before the children's catalogs are read. Otherwise
+// they are still resident when reading and publishing the catalogs brings
+// the heap to its peak, and mcpmux's peak RSS is the sum of both; what is
+// still used is mapped again from the page cache. Only the file pages: the
+// heap holds next to nothing yet.
+func dropStartPages() { childproc.DropFilePages() }
+
 // catalogGCPercent is the collector's GOGC while a child's catalog is
 // read and built. Reading one leaves garbage several times the catalog's
 // size, which at GOGC 100 is let grow to as much again as the heap in use

@@ -185,6 +185,7 @@ func (m *Mux) Start(ctx context.Context) {
 	m.spawner = childproc.NewSpawner(m.supervisor)
 	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	m.wg.Go(func() { m.announce(ctx) })
+	m.wg.Go(dropStartPages) // while the children start, which leaves mcpmux waiting
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)

@@ -32,7 +32,7 @@ func returnMemory() {
 func dropStartPages() { childproc.DropFilePages() }
 
 // catalogGCPercent is the collector's GOGC while a child's catalog is
-// read and built. Reading one leaves garbage several times the catalog's
+// read and built, and while the first catalog is merged and published. Reading one leaves garbage several times the catalog's
 // size, which at GOGC 100 is let grow to as much again as the heap in use
 // before it is collected: the process's peak RSS. Collecting more often
 // for the moment of the read costs CPU at start-up and on re-reads only.

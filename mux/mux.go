@@ -189,6 +189,10 @@ func (m *Mux) Start(ctx context.Context) {
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)
+	// Lowered until the first catalog is published: the merge, the pins
+	// of first sight and the publishing that follow the children's reads
+	// are where the heap peaks at start-up.
+	restoreGC := tightGC()
 	for _, c := range m.children {
 		var once sync.Once
 		m.wg.Go(func() { c.run(ctx, func() { once.Do(pending.Done) }) })
@@ -200,6 +204,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.starting.Store(false)
 		// Ready once mcp-go and the sessions know of the first catalog.
 		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
+		restoreGC()
 		m.memory.request()
 	})
 }

@@ -87,6 +87,7 @@ type Mux struct {
 	children []*child // config order
 	byAlias  map[string]*child
 	spawner  *childproc.Spawner
+	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
 	pinning  *pinning // nil when pinning is off (pinning.go)
 
@@ -131,6 +132,10 @@ type Options struct {
 	// its first argument is childproc.SupervisorArg (mcpmux itself), so that no
 	// descendant of a child outlives mcpmux; "" starts children directly.
 	Supervisor string
+	// Spawner, when not nil, starts the children instead of one made from
+	// Supervisor: the caller's, which it may have started early
+	// (Spawner.Prestart) and closes after Close.
+	Spawner *childproc.Spawner
 	// Observer is told what happens, for metrics; nil observes nothing.
 	Observer Observer
 	// Pins are the tool and prompt pins the catalog is checked against
@@ -151,6 +156,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		policies:   policies,
 		log:        log,
 		supervisor: opts.Supervisor,
+		spawner:    opts.Spawner,
 		observe:    opts.Observer,
 		audit:      log.With().Str("log", "audit").Logger(),
 		environ:    os.Environ(),
@@ -182,7 +188,9 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
-	m.spawner = childproc.NewSpawner(m.supervisor)
+	if m.spawner == nil {
+		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
+	}
 	m.spawner.SetSupervisorStderr(StdLogger(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	m.wg.Go(func() { m.announce(ctx) })
 	m.wg.Go(dropStartPages) // while the children start, which leaves mcpmux waiting
@@ -252,7 +260,9 @@ func (m *Mux) Close() {
 	m.cancel()
 	m.wg.Wait()
 	m.memory.close()
-	m.spawner.Close()
+	if m.ownSpawn {
+		m.spawner.Close()
+	}
 }
 
 // ToolInfo describes one tool as an identity sees it.

@@ -84,6 +84,7 @@ type Mux struct {
 	children []*child.Server // config order
 	byAlias  map[string]*child.Server
 	spawner  *childproc.Spawner
+	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
 	pinning  *pinning // nil when pinning is off (pinning.go)
 
@@ -128,6 +129,10 @@ type Options struct {
 	// its first argument is childproc.SupervisorArg (mcpmux itself), so that no
 	// descendant of a child outlives mcpmux; "" starts children directly.
 	Supervisor string
+	// Spawner, when not nil, starts the children instead of one made from
+	// Supervisor: the caller's, which it may have started early
+	// (Spawner.Prestart) and closes after Close.
+	Spawner *childproc.Spawner
 	// Observer is told what happens, for metrics; nil observes nothing.
 	Observer Observer
 	// Pins are the tool and prompt pins the catalog is checked against
@@ -148,6 +153,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		policies:   policies,
 		log:        log,
 		supervisor: opts.Supervisor,
+		spawner:    opts.Spawner,
 		observe:    opts.Observer,
 		audit:      log.With().Str("log", "audit").Logger(),
 		environ:    os.Environ(),
@@ -182,12 +188,19 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
-	m.spawner = childproc.NewSpawner(m.supervisor)
+	if m.spawner == nil {
+		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
+	}
 	m.spawner.SetSupervisorStderr(liblog.Std(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
 	m.wg.Go(func() { m.announce(ctx) })
+	m.wg.Go(memory.DropStartPages) // while the children start, which leaves mcpmux waiting
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
 	m.starting.Store(true)
+	// Lowered until the first catalog is published: the merge, the pins
+	// of first sight and the publishing that follow the children's reads
+	// are where the heap peaks at start-up.
+	restoreGC := memory.TightGC()
 	for _, c := range m.children {
 		var once sync.Once
 		m.wg.Go(func() { c.Run(ctx, func() { once.Do(pending.Done) }) })
@@ -199,6 +212,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.starting.Store(false)
 		// Ready once mcp-go and the sessions know of the first catalog.
 		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
+		restoreGC()
 		m.memory.Request()
 	})
 }
@@ -246,7 +260,9 @@ func (m *Mux) Close() {
 	m.cancel()
 	m.wg.Wait()
 	m.memory.Close()
-	m.spawner.Close()
+	if m.ownSpawn {
+		m.spawner.Close()
+	}
 }
 
 // ToolInfo describes one tool as an identity sees it.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcpmux/mcpmux/admin"
 	"github.com/mcpmux/mcpmux/auth"
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
@@ -41,11 +43,21 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfgPath, identity, listen, stdio := f.config, f.identity, f.listen, f.stdio
+	spawner := startSpawner()
+	defer func() {
+		if spawner != nil {
+			spawner.Close() // after m.Close, deferred later: the children are stopped
+		}
+	}()
 	l, code := load(*cfgPath, stderr, false)
 	if l == nil {
 		return code
 	}
 	cfg := l.cfg
+	if spawner != nil && !startsProcesses(cfg) {
+		spawner.Close()
+		spawner = nil
+	}
 	if *listen != "" {
 		cfg.Upstream.Listen = *listen
 		if err := cfg.Upstream.CheckListen(); err != nil {
@@ -75,6 +87,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	l.policies.OnReload(metrics.PolicyReloaded)
 	opts := muxOptions(l.log)
 	opts.Observer = metrics
+	opts.Spawner = spawner
 	var pinStore *pins.Store
 	if cfg.Mux.Pinning != config.PinningOff {
 		var perr error
@@ -266,6 +279,31 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers)
 	endStdio()
 	return status
+}
+
+// startSpawner returns the Spawner of serve's children with its
+// supervisor already starting, so that the supervisor initialises while the
+// config is read instead of when the first child is started; nil when
+// mcpmux cannot find its own binary (muxOptions then warns, once the log
+// exists).
+func startSpawner() *childproc.Spawner {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	s := childproc.NewSpawner(self)
+	s.Prestart()
+	return s
+}
+
+// startsProcesses reports whether any server of cfg is a command to run.
+func startsProcesses(cfg *config.Config) bool {
+	for _, s := range cfg.Servers {
+		if s.URL == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // drain stops mcpmux's upstreams: no new HTTP connections or requests are

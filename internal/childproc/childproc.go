@@ -79,6 +79,7 @@ type Spawner struct {
 	supMu     sync.Mutex
 	sup       *supervisorConn // the live supervisor; nil before the first child
 	supStderr io.Writer       // where supervisors' stderr goes; nil: mcpmux's
+	early     *heldWriter     // supStderr of a supervisor Prestart started; nil otherwise
 	// readers are the supervisors' readers: each reaps its supervisor,
 	// and then the Spawner lets go of it (gone).
 	readers sync.WaitGroup
@@ -140,11 +141,13 @@ func (s *Spawner) loop(reqs <-chan spawnReq, noNewPrivs bool) {
 
 // SetSupervisorStderr sends what supervisors write on their stderr (only
 // ever why one failed) to w, for mcpmux's log, rather than to mcpmux's own
-// stderr. It applies to the supervisors started after it.
+// stderr. It applies to the supervisors started after it, and to one
+// Prestart started before it.
 func (s *Spawner) SetSupervisorStderr(w io.Writer) {
 	s.supMu.Lock()
 	defer s.supMu.Unlock()
 	s.supStderr = w
+	s.early.bind(w) // a prestarted supervisor's, written before w was known
 }
 
 // Close stops the spawning threads or the supervisor, and waits for them.
@@ -165,6 +168,8 @@ func (s *Spawner) Close() {
 	}
 	s.readers.Wait()
 	s.threads.Wait()
+	// Where it would have gone had the Spawner never been told.
+	s.early.bind(os.Stderr)
 }
 
 // Start starts a process described by spec. A User or Group other than

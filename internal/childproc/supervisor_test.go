@@ -332,3 +332,42 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A supervisor started by Prestart, before anything says where its stderr
+// goes, has what it wrote by then reach the writer it is given later: the
+// logger, which exists only once the config is read.
+func TestPrestartedSupervisorStderrReachesTheLaterWriter(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "supervisor")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'mcpmux supervisor: cannot start' >&2\nexit 126\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSpawner(script)
+	s.Prestart()
+	ts.WaitFor(t, "the supervisor's line to be held", func() bool {
+		s.early.mu.Lock()
+		defer s.early.mu.Unlock()
+		return len(s.early.held) > 0
+	})
+	var got lockedBuffer
+	s.SetSupervisorStderr(&got)
+	s.Close()
+	if want := "mcpmux supervisor: cannot start\n"; got.String() != want {
+		t.Errorf("the supervisor's stderr reached the writer as %q, want %q", got.String(), want)
+	}
+}
+
+// Prestart starts the supervisor before any child, and the first child is
+// forked by that one.
+func TestPrestartedSupervisorForksTheFirstChild(t *testing.T) {
+	s := supervised(t)
+	s.Prestart()
+	var pid int
+	ts.WaitFor(t, "the supervisor to run", func() bool { pid = s.SupervisorPid(); return pid != 0 })
+	p := startT(t, s, Spec{Path: "cat"}) // ends when its stdin closes
+	if got := s.SupervisorPid(); got != pid {
+		t.Errorf("the child was started by supervisor %d, not the prestarted %d", got, pid)
+	}
+	if ppid := ts.ParentPid(p.Pid()); ppid != pid {
+		t.Errorf("the child's parent is %d, not the prestarted supervisor %d", ppid, pid)
+	}
+}

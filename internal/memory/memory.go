@@ -25,8 +25,17 @@ func Return() {
 	childproc.DropFilePages()
 }
 
+// DropStartPages hands back to the kernel the pages of code and read-only
+// data that starting the process touched (every package's initialisation,
+// reading the config), before the children's catalogs are read. Otherwise
+// they are still resident when reading and publishing the catalogs brings
+// the heap to its peak, and mcpmux's peak RSS is the sum of both; what is
+// still used is mapped again from the page cache. Only the file pages: the
+// heap holds next to nothing yet.
+func DropStartPages() { childproc.DropFilePages() }
+
 // catalogGCPercent is the collector's GOGC while a child's catalog is
-// read and built. Reading one leaves garbage several times the catalog's
+// read and built, and while the first catalog is merged and published. Reading one leaves garbage several times the catalog's
 // size, which at GOGC 100 is let grow to as much again as the heap in use
 // before it is collected: the process's peak RSS. Collecting more often
 // for the moment of the read costs CPU at start-up and on re-reads only.

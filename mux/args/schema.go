@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/kaptinlin/jsonschema"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // Checker checks one tool's arguments against its inputSchema.
@@ -338,24 +340,23 @@ func jsonDepth(raw []byte) int {
 // content always are anyway; the rest of the schema is left as it is.
 func ObjectSchema(raw json.RawMessage) (json.RawMessage, error) {
 	// Keys are matched exactly, as clients do; a struct would also take
-	// "Type" for "type".
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+	// "Type" for "type". A key given twice counts as its last, as a
+	// decoder keeps it. Read in place: a catalog's every schema comes here.
+	top, ok := jsonwire.Object{}, jsonwire.Valid(raw)
+	if ok {
+		top, ok = jsonwire.Members(raw)
+	}
+	if !ok {
 		return nil, fmt.Errorf("not a JSON object")
 	}
-	typ, hasType := top["type"]
-	if hasType && !bytes.Equal(bytes.TrimSpace(typ), []byte(`"object"`)) {
-		return nil, fmt.Errorf("type is %s, not \"object\"", typ)
+	typ := top.Last("type")
+	hasType := typ != nil
+	if hasType && string(raw[typ.Start:typ.End]) != `"object"` {
+		return nil, fmt.Errorf("type is %s, not \"object\"", raw[typ.Start:typ.End])
 	}
-	if props, ok := top["properties"]; ok {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(props, &m); err != nil || m == nil {
-			return nil, fmt.Errorf("properties is not an object")
-		}
-		for name, p := range m {
-			if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
-				return nil, fmt.Errorf("property %q is %s, not a schema object", name, t)
-			}
+	if props := top.Last("properties"); props != nil {
+		if err := schemaProperties(raw[props.Start:props.End]); err != nil {
+			return nil, err
 		}
 	}
 	if !hasType {
@@ -367,6 +368,50 @@ func ObjectSchema(raw json.RawMessage) (json.RawMessage, error) {
 		raw = append([]byte(`{"type":"object"`+sep), rest...)
 	}
 	return raw, nil
+}
+
+// schemaProperties says why the valid JSON value props is not an object of
+// schema objects, or nil. Of a name given twice only the last counts.
+func schemaProperties(props []byte) error {
+	o, ok := jsonwire.Members(props)
+	if !ok {
+		return fmt.Errorf("properties is not an object")
+	}
+	var last map[string]int // made only when a property is not an object
+	for i, m := range o.Members {
+		if props[m.Start] == '{' {
+			continue
+		}
+		if last == nil {
+			last = make(map[string]int, len(o.Members))
+			for j, m := range o.Members {
+				last[decodedName(m.Key)] = j
+			}
+		}
+		if last[decodedName(m.Key)] == i {
+			return fmt.Errorf("property %q is %s, not a schema object", decodedName(m.Key), props[m.Start:m.End])
+		}
+	}
+	return nil
+}
+
+// decodedName is a member name as encoding/json decodes it: each byte that
+// is not UTF-8 becomes U+FFFD.
+func decodedName(k string) string {
+	if utf8.ValidString(k) {
+		return k
+	}
+	var b strings.Builder
+	for len(k) > 0 {
+		r, size := utf8.DecodeRuneInString(k)
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(k[:size])
+		}
+		k = k[size:]
+	}
+	return b.String()
 }
 
 // newCompiler returns a compiler that never leaves the machine: a child's

@@ -358,15 +358,18 @@ func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 			return t, "not a valid definition", err
 		}
 	}
-	var typed mcp.Tool
-	if err := json.Unmarshal(fixed, &typed); err != nil {
-		return t, "not a valid definition", err
-	}
 	if MayAnnotateHeaders(fixed) {
+		var typed mcp.Tool
+		if err := json.Unmarshal(fixed, &typed); err != nil {
+			return t, "not a valid definition", err
+		}
 		if err := mcp.ValidateParamHeaderAnnotations(&typed); err != nil {
 			return t, "invalid x-mcp-header annotations", err
 		}
 		t.headerTool = &typed
+	} else if err := decodesAsTool(fixed); err != nil {
+		// What an mcp.Tool would refuse, found without building one.
+		return t, "not a valid definition", err
 	}
 	var ann struct {
 		ReadOnlyHint *bool `json:"readOnlyHint"`

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child/link"
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -483,27 +484,66 @@ func (c *Server) readList(ctx context.Context, sess *Session, k catalog.Kind, bu
 	}
 }
 
-// decodePage decodes one page of a list whose items are in member.
+// decodePage decodes one page of a list whose items are in member, as
+// decoding it into a map would (a member given twice counts as its last;
+// a null page is an empty one). The items are result's own bytes, not
+// copies: a page is read once, and the catalog built from it keeps
+// definitions of its own.
 func decodePage(result []byte, member string) (listPage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(result, &top); err != nil {
-		return listPage{}, err
+	if !jsonwire.Valid(result) {
+		return listPage{}, errors.New("the result is not valid JSON")
+	}
+	top, ok := jsonwire.Members(result)
+	if !ok {
+		if string(bytes.TrimSpace(result)) == "null" {
+			return listPage{}, nil
+		}
+		return listPage{}, errors.New("the result is not a JSON object")
 	}
 	var p listPage
-	if c, ok := top["nextCursor"]; ok && !bytes.Equal(c, []byte("null")) {
-		if err := json.Unmarshal(c, &p.NextCursor); err != nil {
+	if c := top.Last("nextCursor"); c != nil && string(result[c.Start:c.End]) != "null" {
+		if err := json.Unmarshal(result[c.Start:c.End], &p.NextCursor); err != nil {
 			return listPage{}, fmt.Errorf("nextCursor: %w", err)
 		}
 	}
-	if items, ok := top[member]; ok && !bytes.Equal(items, []byte("null")) {
-		if err := json.Unmarshal(items, &p.Items); err != nil {
-			return listPage{}, fmt.Errorf("%s: %w", member, err)
+	if m := top.Last(member); m != nil && string(result[m.Start:m.End]) != "null" {
+		items, ok := arrayItems(result[m.Start:m.End])
+		if !ok {
+			return listPage{}, fmt.Errorf("%s: not an array", member)
 		}
+		p.Items = items
 	}
 	return p, nil
 }
 
-// The Mux as its children's host.
+// arrayItems returns the values of the valid JSON value v, each v's own
+// bytes, and whether it is an array.
+func arrayItems(v []byte) ([]json.RawMessage, bool) {
+	if v[0] != '[' {
+		return nil, false
+	}
+	var items []json.RawMessage
+	i := jsonwire.SkipSpace(v, 1)
+	if v[i] == ']' {
+		return nil, true
+	}
+	for {
+		end := jsonwire.SkipValue(v, i)
+		if end < 0 {
+			return nil, false
+		}
+		items = append(items, v[i:end:end])
+		i = jsonwire.SkipSpace(v, end)
+		switch v[i] {
+		case ']':
+			return items, true
+		case ',':
+			i = jsonwire.SkipSpace(v, i+1)
+		default:
+			return nil, false
+		}
+	}
+}
 
 // resubscribe renews, on a child's new session, the subscriptions sessions
 // hold to its resources.

@@ -1,0 +1,77 @@
+package catalog
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// decodesAsTool finds exactly the definitions json.Unmarshal into mcp-go's
+// mcp.Tool refuses, which a client built on mcp-go could not read. The
+// seeds are the members mcp-go's schema type decodes, in every shape and
+// case that it refuses or takes; the fuzzer looks for any other.
+func FuzzDecodesAsTool(f *testing.F) {
+	for _, def := range []string{
+		`{"name":"t","inputSchema":{"type":"object"}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}}`,
+		`{"name":"t","inputSchema":null}`,
+		`{"name":"t"}`,
+		`{"name":"t","inputSchema":[]}`,
+		`{"name":"t","inputSchema":"object"}`,
+		`{"name":"t","inputSchema":{"type":5}}`,
+		`{"name":"t","inputSchema":{"TYPE":5}}`,
+		`{"name":"t","inputSchema":{"type":null}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":"q"}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":[1]}}`,
+		`{"name":"t","inputSchema":{"type":"object","Required":[1]}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":["q",null]}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":[ "q" , "r" ]}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":[]}}`,
+		`{"name":"t","inputSchema":{"type":"object","required":null}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":"x"}}`,
+		`{"name":"t","inputSchema":{"type":"object","ProPerties":"x"}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":null}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":{"q":{"maximum":1e400}}}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":{"q":{"maximum":1e-400}}}}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":{"q":{"maximum":1e300}}}}`,
+		`{"name":"t","inputSchema":{"type":"object","$defs":[]}}`,
+		`{"name":"t","inputSchema":{"type":"object","$DEFS":{"a":{"maximum":1e999}}}}`,
+		`{"name":"t","inputSchema":{"type":"object","definitions":3}}`,
+		`{"name":"t","inputSchema":{"type":"object","definitions":{"a":{}},"properties":{"b":{"$ref":"#/definitions/a"}}}}`,
+		`{"name":"t","inputSchema":{"type":"object","additionalProperties":false}}`,
+		`{"name":"t","inputSchema":{"type":"object","additionalProperties":{"maximum":-1e999}}}`,
+		`{"name":"t","inputSchema":{"type":"object","\u0074ype":7}}`,
+		`{"name":"t","inputSchema":{"type":"object","ſtrange":7,"K":1}}`,
+		`{"name":"t","inputSchema":{"type":"object","type":"object","type":1}}`,
+		`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":[true]}}`,
+		`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"number"}}}}`,
+		`{"name":"t","inputSchema":{"type":"object"},"outputSchema":null}`,
+		`{"name":"t","inputSchema":{"type":"object"},"description":5}`,
+		`{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":"yes"}}`,
+		`{"name":"t","inputSchema":{"type":"object"},"icons":[{"src":1}]}`,
+		`{"name":"t","inputSchema":{"type":"object"},"_meta":[]}`,
+		`{"name":"t","inputSchema":{"type":"object"},"execution":{"taskSupport":1}}`,
+		`{"name":1,"inputSchema":{"type":"object"}}`,
+	} {
+		f.Add([]byte(def))
+	}
+	f.Fuzz(func(t *testing.T, def []byte) {
+		if !json.Valid(def) {
+			return // checkTool sees definitions that decoded
+		}
+		var v any
+		if json.Unmarshal(def, &v) != nil {
+			return // nested beyond encoding/json's depth: refused before
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return
+		}
+		var tool mcp.Tool
+		want := json.Unmarshal(def, &tool)
+		got := decodesAsTool(def)
+		if (got == nil) != (want == nil) {
+			t.Fatalf("decodesAsTool(%s) = %v; json.Unmarshal into mcp.Tool: %v", def, got, want)
+		}
+	})
+}

@@ -125,6 +125,22 @@ func BenchmarkHTTPCall(b *testing.B) {
 	}
 }
 
+// BenchmarkHTTPCallBig is one serial call answering 256 KiB over
+// streamable HTTP.
+func BenchmarkHTTPCallBig(b *testing.B) {
+	for _, t := range benchHTTPTargets {
+		b.Run(t.name, func(b *testing.B) {
+			c := t.start(b, 100)
+			args := map[string]any{"bytes": 256 << 10}
+			b.ReportAllocs()
+			b.SetBytes(256 << 10)
+			for b.Loop() {
+				c.call(t.prefix+"big", args)
+			}
+		})
+	}
+}
+
 // BenchmarkHTTPCallParallel is echo calls from 8 callers on one session.
 func BenchmarkHTTPCallParallel(b *testing.B) {
 	for _, t := range benchHTTPTargets {

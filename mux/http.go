@@ -65,6 +65,11 @@ type HTTPUpstream struct {
 	limits   config.Limits
 
 	standIns atomic.Int64 // stand-in ids handed out (requestids.go)
+	// lastMeta is the last _meta a 2026-07-28 request carried, as read
+	// (frontend.go), for every request of every caller: a client sends
+	// the same _meta on each request, which is then decoded once. An
+	// entry is never changed once stored.
+	lastMeta atomic.Pointer[metaCache]
 
 	stop chan struct{}
 	wg   sync.WaitGroup

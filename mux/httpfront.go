@@ -43,7 +43,16 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 			return true
 		}
 	}
-	p, meta, perr, ok := takes(f, nil, h.m.catalog.Load())
+	seen := h.lastMeta.Load()
+	var cache metaCache
+	if seen != nil {
+		cache = *seen
+	}
+	p, meta, perr, ok := takes(f, &cache, h.m.catalog.Load())
+	if cache.raw != nil && (seen == nil || &cache.raw[0] != &seen.raw[0]) {
+		kept := cache // what this request read, for the next
+		h.lastMeta.Store(&kept)
+	}
 	if !ok {
 		return false
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/client"
+
 	"github.com/mcpmux/mcpmux/mux/edge"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -74,7 +76,8 @@ func benchHTTPDirect(b *testing.B, tools int) *benchHTTPClient {
 
 type benchHTTPClient struct {
 	*testing.B
-	c interface {
+	url string
+	c   interface {
 		CallTool(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error)
 		ListTools(context.Context, mcp.ListToolsRequest) (*mcp.ListToolsResult, error)
 	}
@@ -86,7 +89,33 @@ func newBenchHTTPClient(b *testing.B, url string) *benchHTTPClient {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchHTTPClient{B: b, c: benchClient(b, tr)}
+	return &benchHTTPClient{B: b, url: url, c: benchClient(b, tr)}
+}
+
+// newBenchHTTPClientAt is a client on url that settles on protocol.
+func newBenchHTTPClientAt(b *testing.B, url, protocol string) *benchHTTPClient {
+	b.Helper()
+	c, err := client.NewStreamableHttpClient(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocol
+	init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.ProtocolVersion != protocol {
+		b.Fatalf("asked for %s, settled on %s", protocol, res.ProtocolVersion)
+	}
+	return &benchHTTPClient{B: b, url: url, c: c}
 }
 
 // benchHTTPTargets are the two ways to reach the echo child over HTTP, with
@@ -122,6 +151,38 @@ func BenchmarkHTTPCall(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				c.call(t.prefix+"echo", args)
+			}
+		})
+	}
+}
+
+// BenchmarkHTTPCallModern is one serial echo call over streamable HTTP
+// from a 2026-07-28 client, whose every request carries its _meta.
+func BenchmarkHTTPCallModern(b *testing.B) {
+	for _, t := range benchHTTPTargets {
+		b.Run(t.name, func(b *testing.B) {
+			c := t.start(b, 100)
+			modern := newBenchHTTPClientAt(b, c.url, mcp.ProtocolVersion20260728)
+			args := map[string]any{"text": "hello"}
+			b.ReportAllocs()
+			for b.Loop() {
+				modern.call(t.prefix+"echo", args)
+			}
+		})
+	}
+}
+
+// BenchmarkHTTPCallBig is one serial call answering 256 KiB over
+// streamable HTTP.
+func BenchmarkHTTPCallBig(b *testing.B) {
+	for _, t := range benchHTTPTargets {
+		b.Run(t.name, func(b *testing.B) {
+			c := t.start(b, 100)
+			args := map[string]any{"bytes": 256 << 10}
+			b.ReportAllocs()
+			b.SetBytes(256 << 10)
+			for b.Loop() {
+				c.call(t.prefix+"big", args)
 			}
 		})
 	}

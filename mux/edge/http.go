@@ -62,6 +62,11 @@ type HTTPUpstream struct {
 	limits   config.Limits
 
 	standIns atomic.Int64 // stand-in ids handed out (requestids.go)
+	// lastMeta is the last _meta a 2026-07-28 request carried, as read
+	// (frontend.go), for every request of every caller: a client sends
+	// the same _meta on each request, which is then decoded once. An
+	// entry is never changed once stored.
+	lastMeta atomic.Pointer[metaCache]
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -301,11 +306,18 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 	}
 	// One deadline for the whole body, never extended as bytes arrive.
 	_ = rc.SetReadDeadline(time.Now().Add(h.limits.ReadTimeout))
-	b, err := readChunks(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	src := r.Body // a declared length within the limit is all net/http reads
+	if r.ContentLength < 0 {
+		src = http.MaxBytesReader(w, r.Body, limit)
+	}
+	b, err := readChunks(src, r.ContentLength)
 	if err == nil {
 		// Cleared once the body is in: the answer may take long, and the
 		// connection's read side must not end it.
 		_ = rc.SetReadDeadline(time.Time{})
+		// Closed as read to its end, net/http has nothing of it left to
+		// discard before the answer.
+		_ = r.Body.Close()
 		return b, true
 	}
 	refuse()

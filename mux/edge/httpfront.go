@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,7 +43,16 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 			return true
 		}
 	}
-	p, meta, perr, ok := takes(f, nil, h.b.Catalog())
+	seen := h.lastMeta.Load()
+	var cache metaCache
+	if seen != nil {
+		cache = *seen
+	}
+	p, meta, perr, ok := takes(f, &cache, h.b.Catalog())
+	if cache.raw != nil && (seen == nil || &cache.raw[0] != &seen.raw[0]) {
+		kept := cache // what this request read, for the next
+		h.lastMeta.Store(&kept)
+	}
 	if !ok {
 		return false
 	}
@@ -283,7 +293,7 @@ func (o *ownResponse) answer(line []byte, modern bool, e *frame.Error) {
 		if modern && e != nil {
 			status = frame.HTTPStatus(e.Code)
 		}
-		o.w.Header().Set("Content-Type", "application/json")
+		setJSONHeader(o.w.Header(), len(line))
 		o.w.WriteHeader(status)
 		o.extend()
 		if _, err := o.w.Write(line); err != nil {
@@ -293,6 +303,25 @@ func (o *ownResponse) answer(line []byte, modern bool, e *frame.Error) {
 	o.mu.Lock()
 	o.done = true
 	o.mu.Unlock()
+}
+
+// jsonType is the Content-Type of a JSON answer, one value shared by
+// every answer: net/http only reads a header's values.
+var jsonType = []string{"application/json"}
+
+// unchunked is the size from which a JSON answer is sent with its
+// Content-Length: net/http sets the length itself of an answer that fits
+// its response buffer (2 KiB) and sends a longer one chunked, which costs
+// the chunks' framing, a write of its own for the last chunk, and the
+// client's reading them.
+const unchunked = 2 << 10
+
+// setJSONHeader sets h for a JSON answer of n bytes written in one Write.
+func setJSONHeader(h http.Header, n int) {
+	h["Content-Type"] = jsonType
+	if n >= unchunked {
+		h["Content-Length"] = []string{strconv.Itoa(n)}
+	}
 }
 
 func (o *ownResponse) extend() {

@@ -423,9 +423,8 @@ func (c *child) spawn(ctx context.Context) (*session, error) {
 	sess := newSession(limit)
 	sess.proc = proc
 	lines := newLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
-	sess.park = newAnswerPark(lines)
 	sess.stdin = &childStdin{WriteCloser: proc.Stdin}
-	sess.tr = transport.NewIO(sess.park, sess.stdin, nil)
+	sess.tr = newChildConn(lines, sess.stdin, &sess.wg, c.log)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
 	sess.wg.Go(func() {

@@ -227,6 +227,12 @@ func (c *childConn) read() {
 // take delivers one line (without its end) from the child. The line is
 // read into again once take returns.
 func (c *childConn) take(line []byte) {
+	// A line naming a method (a notification or request, most of what a
+	// child sends unasked) is not scanned twice.
+	if bytes.Contains(line, []byte(`"method"`)) {
+		c.decode(line)
+		return
+	}
 	if id, result, ok := parkableAnswer(line); ok && plainIDJSON(id) {
 		if v, ok := c.waiting.LoadAndDelete(string(id)); ok {
 			w := v.(*connWait)
@@ -234,7 +240,12 @@ func (c *childConn) take(line []byte) {
 		}
 		return
 	}
-	// Anything else is read as mcp-go's stdio transport reads it.
+	c.decode(line)
+}
+
+// decode delivers a line as mcp-go's stdio transport does: decoded into
+// its id and method, then as what they say it is.
+func (c *childConn) decode(line []byte) {
 	var base struct {
 		JSONRPC string         `json:"jsonrpc"`
 		ID      *mcp.RequestId `json:"id,omitempty"`

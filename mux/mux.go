@@ -19,8 +19,9 @@
 //     and the requests sent on it; inflight.go: its calls in flight, which
 //     progress, logging (logging.go) and a child's own requests
 //     (childrequests.go) find their call in; limits.go bounds what a child
-//     may send; childanswers.go hands a stdio child's long answers straight
-//     to their call; childtasks.go follows a call run as a task at the
+//     may send; childconn.go is a stdio child's transport, which hands
+//     its answers straight to their call (childanswers.go, the park that
+//     did so in front of mcp-go's transport, is no longer used); childtasks.go follows a call run as a task at the
 //     child; reason.go names why a child is down; memory.go returns freed
 //     heap once catalogs are built;
 //   - publish.go: each new snapshot of the catalog (package catalog)

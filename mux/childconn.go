@@ -128,7 +128,7 @@ func (c *childConn) SendRequest(ctx context.Context, req transport.JSONRPCReques
 		return nil, ctx.Err()
 	default:
 	}
-	msg, err := encodeLine(req)
+	msg, err := requestLine(req)
 	if err != nil {
 		return nil, fmt.Errorf("failed to marshal request: %w", err)
 	}
@@ -181,6 +181,50 @@ func encodeLine(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// requestLine is encodeLine(req); a request of mcpmux's own id whose params
+// callParams.plainJSON writes, and which json.Marshal would leave as they
+// are, is written without reflection.
+func requestLine(req transport.JSONRPCRequest) ([]byte, error) {
+	p, ok := req.Params.(callParams)
+	id, plain := req.ID.Value().(string)
+	if !ok || !plain || !plainName(id) || !plainName(req.Method) || req.JSONRPC != mcp.JSONRPC_VERSION {
+		return encodeLine(req)
+	}
+	body, ok := p.plainJSON()
+	if !ok || !marshalsAsIs(body) || !jsonwire.Valid(body) {
+		return encodeLine(req)
+	}
+	b := make([]byte, 0, len(body)+len(id)+len(req.Method)+48)
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, id...)
+	b = append(b, `","method":"`...)
+	b = append(b, req.Method...)
+	b = append(b, `","params":`...)
+	b = append(b, body...)
+	return append(b, "}\n"...), nil
+}
+
+// marshalsAsIs reports whether encoding/json, which compacts what a
+// MarshalJSON method returns and escapes <, >, & and U+2028 and U+2029 in
+// it, would leave the JSON b unchanged: no space outside its strings, none
+// of those characters (nor any other starting with the byte 0xE2) in them.
+func marshalsAsIs(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++ // the escaped byte, whatever it is
+		case c == '"':
+			in = !in
+		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+			return false
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return !in
 }
 
 func (c *childConn) write(msg []byte) error {

@@ -215,3 +215,31 @@ func FuzzChildConn(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRequestLine checks that the request line childConn writes for a
+// tools/call is, byte for byte, what json.Marshal writes of it.
+func FuzzRequestLine(f *testing.F) {
+	for _, args := range []string{
+		`{"text":"hello"}`, `{"text":"hello world"}`, `{ "text" : "a" }`, "{\"a\":\n1}", `{"h":"<b>&amp;</b>"}`,
+		`{"u":"\u2028 \u00e9 ` + "\u2028\u2029\u20ac\u00e9" + `"}`, `{"e":"\"quoted\" \\ back\\slash"}`, `{"n":[1,2.5e3,-0,true,null,{}]}`,
+		`{"x":"` + "\xff" + `"}`, `{"a":1`, `[]`, `"s"`, `{"a":"\\"}`, `{"k\"":"v"}`,
+	} {
+		f.Add(args, "echo", "mcpmux-7", false)
+		f.Add(args, "a<b", "mcpmux-8", true)
+	}
+	f.Fuzz(func(t *testing.T, args, name, id string, withMeta bool) {
+		p := callParams{CallToolParams: mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}}
+		if withMeta {
+			p.meta = json.RawMessage(`{"progressToken":"` + id + `"}`)
+		}
+		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Method: "tools/call", Params: p}
+		want, wantErr := json.Marshal(req)
+		got, err := requestLine(req)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("requestLine: %v, json.Marshal: %v", err, wantErr)
+		}
+		if err == nil && string(got) != string(want)+"\n" {
+			t.Fatalf("requestLine wrote\n%q\njson.Marshal\n%q", got, want)
+		}
+	})
+}

@@ -43,6 +43,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfgPath, identity, listen, stdio := f.config, f.identity, f.listen, f.stdio
+	// Everything serve writes to stderr goes through one buffer, in order,
+	// and is all written before serve returns.
+	logs := newLogBuffer(stderr, logFlushDelay, logFlushBytes)
+	defer logs.Close()
+	stderr = logs
 	spawner := startSpawner()
 	defer func() {
 		if spawner != nil {

@@ -180,7 +180,7 @@ func TestHostileAnswersEveryOtherCall(t *testing.T) {
 		t.Errorf("%d answered and %d timed out, want %d each", ok, timedOut, calls/2)
 	}
 	// Every call the child skipped was cancelled, under its own id.
-	skipped := m.Log.Lines(func(l map[string]any) bool {
+	skipped := m.Log.WaitLines(t, "the calls the child skipped", calls/2, func(l map[string]any) bool {
 		s, _ := l["stderr"].(string)
 		return l["message"] == "server stderr" && strings.HasPrefix(s, "hostile skipped ")
 	})

@@ -194,10 +194,8 @@ func TestHTTPJWKSDeletedUnderTraffic(t *testing.T) {
 	}
 
 	// Many calls were refused, and the bad state was logged once.
-	if n := len(h.Log.Lines(ts.Msg(refusedMsg, "reason", "no_keys"))); n < 3 {
-		t.Errorf("%d refusals logged with reason no_keys; want one per refused call (at least 3)", n)
-	}
-	if n := len(h.Log.Lines(ts.Msg(jwksNotUsableMsg))); n != 1 {
+	h.Log.WaitLines(t, "refusals with reason no_keys, one per refused call (at least 3)", 3, ts.Msg(refusedMsg, "reason", "no_keys"))
+	if n := len(h.Log.WaitLines(t, "the deleted JWKS", 1, ts.Msg(jwksNotUsableMsg))); n != 1 {
 		t.Errorf("the deleted JWKS was logged %d times; want once", n)
 	}
 }

@@ -61,7 +61,7 @@ func TestClientLineOverMessageLimit(t *testing.T) {
 		}
 	}
 	<-written
-	if n := len(m.Log.Lines(ts.Msg("client sent a message over max_message_bytes; it was dropped"))); n != 2 {
+	if n := len(m.Log.WaitLines(t, "the oversized messages", 2, ts.Msg("client sent a message over max_message_bytes; it was dropped"))); n != 2 {
 		t.Errorf("%d oversized messages logged, want 2", n)
 	}
 	_, peak := ts.Memory(t, m.Cmd.Process.Pid)

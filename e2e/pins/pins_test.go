@@ -343,7 +343,7 @@ func TestPinsUnwritableFileKeepsPinsInMemory(t *testing.T) {
 	lab.WriteDefs(t, ts.PinDefs{Description: "Changed.", ReadOnlyHint: true, PromptDesc: "Greets."})
 	m.MustCall("docs__reload_defs", nil)
 	m.WaitTools("loses "+ts.PinnedTool, func(names []string) bool { return !ts.Contains(names, ts.PinnedTool) })
-	if n := len(m.Log.Lines(func(l map[string]any) bool {
+	if n := len(m.Log.WaitLines(t, "the pin file's warning", 1, func(l map[string]any) bool {
 		s, _ := l["message"].(string)
 		return strings.HasPrefix(s, "pin file cannot be written")
 	})); n != 1 {

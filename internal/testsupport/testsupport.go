@@ -662,6 +662,35 @@ func (l *LogTap) WaitLineWithin(t testing.TB, d time.Duration, what string, matc
 	}
 }
 
+// WaitLines waits until at least n of the lines logged match, and returns
+// every one that matches by then. mcpmux writes its log in batches, some
+// milliseconds after what it answered on stdout or over HTTP: what is
+// counted after an answer, rather than after a line logged later, is to be
+// waited for.
+func (l *LogTap) WaitLines(t testing.TB, what string, n int, match func(map[string]any) bool) []map[string]any {
+	t.Helper()
+	timeout := time.After(Wait)
+	for {
+		got := l.Lines(match)
+		if len(got) >= n {
+			return got
+		}
+		l.mu.Lock()
+		more := l.more
+		l.mu.Unlock()
+		select {
+		case <-more:
+		case <-l.done:
+			if got := l.Lines(match); len(got) >= n {
+				return got
+			}
+			t.Fatalf("mcpmux exited with %d of %d lines for %s logged\nlog:\n%s", len(l.Lines(match)), n, what, l.Text())
+		case <-timeout:
+			t.Fatalf("%d of %d lines for %s logged\nlog:\n%s", len(l.Lines(match)), n, what, l.Text())
+		}
+	}
+}
+
 // Lines returns the JSON lines logged so far that match.
 func (l *LogTap) Lines(match func(map[string]any) bool) []map[string]any {
 	l.mu.Lock()

@@ -46,7 +46,6 @@ type Session struct {
 
 	stdin   *childStdin   // stdio: what mcp-go writes to the child
 	sse     bool          // the legacy SSE transport
-	park    *answerPark   // stdio: takes large results past mcp-go's decoding
 	limit   int64         // max_message_bytes
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
@@ -320,13 +319,6 @@ func (s *Session) cancel(id mcp.RequestId, why error) {
 // child's answer with an HTTP status that fails the request (see
 // limitedClient) is an *httpStatusError: the session goes on.
 func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
-	var slot *parkSlot
-	if s.park != nil {
-		if key, ok := idJSON(id); ok {
-			slot = s.park.expect(key)
-			defer s.park.done(key, slot)
-		}
-	}
 	ctx, note := link.WithRequestNote(ctx, method)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
@@ -341,13 +333,6 @@ func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, par
 		return nil, fmt.Errorf("its answer to %s %w (%s)", method, link.ErrMessageTooLarge, config.FormatSize(s.limit))
 	case resp.Error != nil:
 		return nil, &RPCError{Details: *resp.Error, err: resp.Error.AsError()}
-	}
-	// Only a parked answer stands as {}: a child that answered the id twice,
-	// unparked first, has its first answer kept, as mcp-go keeps it.
-	if slot != nil && string(resp.Result) == "{}" {
-		if raw := slot.raw.Load(); raw != nil {
-			return *raw, nil
-		}
 	}
 	return resp.Result, nil
 }
@@ -455,9 +440,8 @@ func (c *Server) spawn(ctx context.Context) (*Session, error) {
 	sess := newSession(limit)
 	sess.proc = proc
 	lines := link.NewLineReader(proc.Stdout, limit, sess.eof, c.log.With().Int("pid", proc.Pid()).Logger())
-	sess.park = newAnswerPark(lines)
 	sess.stdin = &childStdin{WriteCloser: proc.Stdin}
-	sess.tr = transport.NewIO(sess.park, sess.stdin, nil)
+	sess.tr = newChildConn(lines, sess.stdin, &sess.wg, c.log)
 	sess.wg.Go(func() { c.logStderr(proc.Stderr, proc.Pid()) })
 	// The exit is noticed when it happens, not when the next call fails.
 	sess.wg.Go(func() {

@@ -163,11 +163,11 @@ func (s *recorder) carry(id, stand []byte) {
 func (s *recorder) restoreID(b []byte) []byte {
 	msg, start := b, 0
 	if first := bytes.TrimLeft(b, " \t\r\n"); len(first) == 0 || first[0] != '{' {
-		i := bytes.Index(b, sseData[1:])
+		i := bytes.Index(b, upstream.SSEData[1:])
 		if i < 0 {
 			return b
 		}
-		start = i + len(sseData) - 1
+		start = i + len(upstream.SSEData) - 1
 		end := bytes.IndexByte(b[start:], '\n')
 		if end < 0 {
 			end = len(b) - start
@@ -216,7 +216,7 @@ func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 	if s.standIn != nil {
 		msg = s.restoreID(b)
 	}
-	out, swapped := framedAnnouncement(msg)
+	out, swapped := upstream.FramedAnnouncement(msg)
 	if !swapped {
 		out = msg
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // The stdio edge's writer: every message to the stdio client, mcp-go's
@@ -61,7 +62,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	}
 	// mcp-go's announcements of its own go; mcpmux's pass without their
 	// mark (announce.go).
-	out, swapped := announcement(msg)
+	out, swapped := upstream.Announcement(msg)
 	if !swapped {
 		out = msg
 	}

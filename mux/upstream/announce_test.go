@@ -1,4 +1,4 @@
-package edge
+package upstream
 
 import "testing"
 
@@ -22,12 +22,12 @@ func TestAnnouncements(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"notifications/tools/list_changed"}`, false},
 		{"not JSON", `{"method":"notifications/tools/list_changed"`, `{"method":"notifications/tools/list_changed"`, false},
 	} {
-		got, handled := announcement([]byte(c.in))
+		got, handled := Announcement([]byte(c.in))
 		if string(got) != c.want || handled != c.handled {
-			t.Errorf("%s: announcement(%s) = %q %t, want %q %t", c.name, c.in, got, handled, c.want, c.handled)
+			t.Errorf("%s: Announcement(%s) = %q %t, want %q %t", c.name, c.in, got, handled, c.want, c.handled)
 		}
 		if c.handled {
-			if got, _ := announcement([]byte(c.in)); string(got) != c.want {
+			if got, _ := Announcement([]byte(c.in)); string(got) != c.want {
 				t.Errorf("%s: the stdio edge writes %q, want %q", c.name, got, c.want)
 			}
 			event := "event: message\ndata: " + c.in + "\n\n"
@@ -35,7 +35,7 @@ func TestAnnouncements(t *testing.T) {
 			if c.want != "" {
 				want = "event: message\ndata: " + c.want + "\n\n"
 			}
-			if got, _ := framedAnnouncement([]byte(event)); string(got) != want {
+			if got, _ := FramedAnnouncement([]byte(event)); string(got) != want {
 				t.Errorf("%s: the HTTP edge writes %q, want %q", c.name, got, want)
 			}
 		}

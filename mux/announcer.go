@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -28,9 +30,15 @@ type announcer struct {
 	wake chan struct{} // holds a token while something waits to be told
 	mu   sync.Mutex
 	then []func() // to call once what is in force now has been told
-}
 
-func newAnnouncer() *announcer { return &announcer{wake: make(chan struct{}, 1)} }
+	// What is in force, and whom to tell.
+	catalog  *atomic.Pointer[catalog.Catalog]
+	policies *policy.Store
+	sessions *upstream.Registry
+	// register hands mcp-go a catalog's task tools.
+	register func(*catalog.Catalog)
+	log      zerolog.Logger
+}
 
 // changed has what is in force now told, calling then (if not nil) once it
 // has been: once mcp-go and every session know of it.
@@ -54,24 +62,24 @@ func (a *announcer) take() []func() {
 	return then
 }
 
-// announce tells upstream of each change handed to the announcer until ctx
+// run tells upstream of each change handed to the announcer until ctx
 // ends. Start runs it.
-func (m *Mux) announce(ctx context.Context) {
-	toldCat, toldSet := catalog.Empty, m.policies.Current()
+func (a *announcer) run(ctx context.Context) {
+	toldCat, toldSet := catalog.Empty, a.policies.Current()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.announcer.wake:
+		case <-a.wake:
 		}
 		// Taken before what is in force is read: whatever a then was
 		// handed after is at least as new as what it waits for.
-		then := m.announcer.take()
-		cat, set := m.catalog.Load(), m.policies.Current()
+		then := a.take()
+		cat, set := a.catalog.Load(), a.policies.Current()
 		if len(catalog.ChangedKinds(toldCat, cat)) > 0 {
-			m.registerWithServer(cat)
+			a.register(cat)
 		}
-		m.tell(toldCat, cat, toldSet, set)
+		a.tell(toldCat, cat, toldSet, set)
 		toldCat, toldSet = cat, set
 		for _, f := range then {
 			f()
@@ -82,7 +90,7 @@ func (m *Mux) announce(ctx context.Context) {
 // PolicyChanged has the sessions of every identity whose view changed told
 // that the lists they see changed; the policy watcher calls it once the new
 // set is in force.
-func (m *Mux) PolicyChanged(old, new *policy.Set) { m.announcer.changed(nil) }
+func (m *Mux) PolicyChanged(old, new *policy.Set) { m.pub.announcer.changed(nil) }
 
 // tell sends each session one list_changed per list whose content it sees
 // changed between the catalog prev under the policies oldSet and next
@@ -93,7 +101,7 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) { m.announcer.changed(nil) }
 // (Viewer.AnyCaller) changed, which every caller's view is a part of, and
 // on every edit of its policy: some callers may be told of a change that
 // leaves their own list as it was, none misses one.
-func (m *Mux) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
+func (a *announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
 	kinds := catalog.ChangedKinds(prev, next)
 	catalogChanged := len(kinds) > 0
 	edited := map[string]bool{}
@@ -110,7 +118,7 @@ func (m *Mux) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
 	}
 	type view struct{ changed [catalog.NumKinds]bool }
 	views := map[string]*view{}
-	for _, u := range m.sessions.All() {
+	for _, u := range a.sessions.All() {
 		identity := u.Identity
 		if !catalogChanged && !edited[identity] {
 			continue // neither what it sees nor its policy changed
@@ -141,8 +149,8 @@ func (m *Mux) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
 					continue // a listener that did not ask for these
 				}
 			}
-			if err := m.sessions.Notify(u, string(listChanged[k]), upstream.OwnParams); err != nil {
-				m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send " + string(listChanged[k]))
+			if err := a.sessions.Notify(u, string(listChanged[k]), upstream.OwnParams); err != nil {
+				a.log.Warn().Err(err).Str("session", u.ID).Msg("could not send " + string(listChanged[k]))
 			}
 		}
 	}

@@ -17,10 +17,11 @@
 //     relay of their progress; logging.go: their log messages, and the
 //     client's logging/setLevel; childrequests.go: a child's requests of a
 //     client, relayed to the client of the call they belong to;
-//   - publish.go: each new snapshot of the catalog (package catalog)
-//     published, after pinning.go has held the definitions that differ
-//     from their pins (package pins); announcer.go: the one goroutine that
-//     tells mcp-go and the sessions what changed;
+//   - publish.go: the publisher, which builds each new snapshot of the
+//     catalog (package catalog) and publishes it, after pinning.go has held
+//     the definitions that differ from their pins (package pins);
+//     announcer.go: the one goroutine that tells mcp-go and the sessions
+//     what changed;
 //   - edges.go: the Mux as the backend of its edges (package edge);
 //     request.go, pipeline.go: a request mcpmux answers and its steps;
 //     call.go: tools/call and its audit line; admission.go: rate limits
@@ -86,16 +87,14 @@ type Mux struct {
 	spawner  *childproc.Spawner
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
-	pinning  *pinning // nil when pinning is off (pinning.go)
 
-	publishMu sync.Mutex // serialises catalog rebuilds; never taken by calls
-	announcer *announcer // tells upstream of each catalog and policy change (announcer.go)
-	srv       *server.MCPServer
-	sessions  upstream.Registry
-	subs      subscriptions
-	tasks     taskTable   // upstream tasks mcp-go hosts (tasks.go)
-	rounds    roundTable  // 2026-07-28 calls waiting for input (rounds.go)
-	levelSet  atomic.Bool // a client has sent logging/setLevel (logging.go)
+	pub      publisher // builds and publishes the merged catalog (publish.go)
+	srv      *server.MCPServer
+	sessions upstream.Registry
+	subs     subscriptions
+	tasks    taskTable   // upstream tasks mcp-go hosts (tasks.go)
+	rounds   roundTable  // 2026-07-28 calls waiting for input (rounds.go)
+	levelSet atomic.Bool // a client has sent logging/setLevel (logging.go)
 
 	memory *memory.Returner // returns freed memory once catalogs are read
 
@@ -160,7 +159,6 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		initial:    make(chan struct{}),
 		idle:       make(chan struct{}, 1),
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
-		announcer:  newAnnouncer(),
 	}
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
@@ -170,9 +168,9 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(catalog.Empty)
-	m.pinning = newPinning(cfg, opts.Pins, opts.ComparePins, m.log)
+	m.pub.pinning = newPinning(cfg, opts.Pins, opts.ComparePins, m.log)
 	m.byAlias = map[string]*child.Server{}
-	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pinning != nil,
+	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pub.pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
 	for _, s := range cfg.Servers {
 		c := child.New(childHost{m}, env, s)
@@ -181,6 +179,10 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.srv = m.newServer()
 	m.sessions.UseServer(m.srv)
+	m.pub.children, m.pub.catalog, m.pub.log = m.children, &m.catalog, log
+	m.pub.announcer = &announcer{wake: make(chan struct{}, 1), catalog: &m.catalog, policies: m.policies,
+		sessions: &m.sessions, log: log,
+		register: func(cat *catalog.Catalog) { registerTaskTools(m.srv, cat, m.handleTask) }}
 	return m
 }
 
@@ -192,7 +194,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
 	}
 	m.spawner.SetSupervisorStderr(liblog.Std(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
-	m.wg.Go(func() { m.announce(ctx) })
+	m.wg.Go(func() { m.pub.announcer.run(ctx) })
 	m.wg.Go(memory.DropStartPages) // while the children start, which leaves mcpmux waiting
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
@@ -211,7 +213,7 @@ func (m *Mux) Start(ctx context.Context) {
 		// rebuilds itself, and one that saw it set is in this build.
 		m.starting.Store(false)
 		// Ready once mcp-go and the sessions know of the first catalog.
-		m.rebuildCatalogThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
+		m.pub.rebuildThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
 		restoreGC()
 		m.memory.Request()
 	})

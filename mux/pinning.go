@@ -364,7 +364,7 @@ func (p *pinning) pinWhole(up []pinUpgrade) {
 // PinUpgrades are whole pins of the tools and prompts whose partial pins
 // they match, as the last catalog build found them: what mcpmux pins
 // approve writes with the rest.
-func (m *Mux) PinUpgrades() []pins.Pin { return m.pinning.upgrades() }
+func (m *Mux) PinUpgrades() []pins.Pin { return m.pub.pinning.upgrades() }
 
 // upgrades is PinUpgrades.
 func (p *pinning) upgrades() []pins.Pin {
@@ -477,7 +477,7 @@ func (m *Mux) PinsChanged() {
 	if m.starting.Load() {
 		return // the first build, when the starts end, reads the pins in force
 	}
-	m.rebuildCatalog()
+	m.pub.rebuild()
 }
 
 // heldBy returns the alias of the tool or prompt of kind k exposed as name
@@ -492,7 +492,7 @@ func (p *pinning) heldBy(k catalog.Kind, name string) (string, bool) {
 }
 
 // PinStatus is what pinning found at the last catalog build.
-func (m *Mux) PinStatus() PinCounts { return m.pinning.status() }
+func (m *Mux) PinStatus() PinCounts { return m.pub.pinning.status() }
 
 // status is PinStatus.
 func (p *pinning) status() PinCounts {
@@ -512,7 +512,7 @@ func (p *pinning) status() PinCounts {
 // every pin of a ready server whose tool or prompt is gone, as the last
 // catalog build found them, with their fields (the pins' read from the pin
 // file now).
-func (m *Mux) PinReport() []PinState { return m.pinning.report() }
+func (m *Mux) PinReport() []PinState { return m.pub.pinning.report() }
 
 // report is PinReport.
 func (p *pinning) report() []PinState {

@@ -28,9 +28,9 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	}
 	cfg := *m.cfg
 	cfg.Mux.Pinning = config.PinningWarn
-	m.publishMu.Lock()
-	m.pinning = newPinning(&cfg, store, false, m.log)
-	m.publishMu.Unlock()
+	m.pub.mu.Lock()
+	m.pub.pinning = newPinning(&cfg, store, false, m.log)
+	m.pub.mu.Unlock()
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]
 	c.Builder().Pinned = true
@@ -39,11 +39,11 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	c.Builder().Forget()
 	cat := c.Builder().Build(lists, mcp.ServerCapabilities{})
 	c.PublishListed(cat)
-	m.rebuildCatalog()
+	m.pub.rebuild()
 	if got := m.PinStatus(); store.Current().Len() != n || got.New != n {
 		b.Fatalf("%d pinned, %d new, want %d", store.Current().Len(), got.New, n)
 	}
-	m.rebuildCatalog()
+	m.pub.rebuild()
 	if got := m.PinStatus(); got.Pinned != n {
 		b.Fatalf("%d match their pins, want %d", got.Pinned, n)
 	}

@@ -222,7 +222,7 @@ func (m *Mux) requestPinned(ctx context.Context, up *child.Call, c *child.Server
 	if err != nil {
 		return nil, err
 	}
-	if e != nil && !m.pinning.stillPinned(st.Listed, e) {
+	if e != nil && !m.pub.pinning.stillPinned(st.Listed, e) {
 		return nil, errHeldSince
 	}
 	sess := st.Session
@@ -313,7 +313,7 @@ func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
 		d = DecisionUnknown
 		if _, hidden := cat.Hidden[name]; hidden {
 			d = DecisionHidden
-		} else if _, held := m.pinning.heldBy(catalog.KindPrompt, name); held {
+		} else if _, held := m.pub.pinning.heldBy(catalog.KindPrompt, name); held {
 			d = DecisionHeld
 		}
 	}

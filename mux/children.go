@@ -40,7 +40,7 @@ func (m childHost) Spawn(ctx context.Context, spec childproc.Spec) (*childproc.P
 
 func (m childHost) SubscribedURIs(alias string) []string { return m.subs.uris(alias) }
 
-// progress relays a child's notifications/progress to the call it names,
+// Progress relays a child's notifications/progress to the call it names,
 // under the client's own token; progress for a call that has ended, that
 // is not in the table or whose client asked for none is dropped. It never
 // blocks: it runs on the child transport's read goroutine.

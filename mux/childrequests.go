@@ -24,7 +24,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// childRequest answers a request c's session sess sent: ping itself, the
+// Request answers a request c's session sess sent: ping itself, the
 // three client requests by relaying them, anything else with "method not
 // found".
 func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {

@@ -19,7 +19,7 @@ import (
 	"github.com/mcpmux/mcpmux/policy"
 )
 
-// childLog relays a child's log message: logger becomes the alias, or
+// Log relays a child's log message: logger becomes the alias, or
 // "alias/logger" when the child named one. A message that can be
 // attributed to a call (attribute's rule) goes to that call's client, in
 // order with the call's progress and before its answer; one sent while
@@ -179,7 +179,7 @@ func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest
 	wg.Wait()
 }
 
-// applyLogLevel asks sess of c for the level the clients want, if any
+// ApplyLogLevel asks sess of c for the level the clients want, if any
 // client set one.
 func (m childHost) ApplyLogLevel(ctx context.Context, c *child.Server, sess *child.Session) {
 	level := m.childLogLevel()

@@ -524,7 +524,7 @@ func (r *round) answerAsks(raw []byte) {
 	}
 }
 
-// Ask is childRequest for a call of r at c: req waits in the round for the
+// Ask is childHost.Request for a call of r at c: req waits in the round for the
 // client's answer, until the round or the child's wait (ctx) ends. A
 // round over a bound (maxRoundsWaiting, roundsPerServer, maxRoundAsks)
 // refuses it at once, and the call goes on as without rounds.

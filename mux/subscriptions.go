@@ -227,7 +227,7 @@ func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris
 	}
 }
 
-// resourceUpdated relays a child's notifications/resources/updated to
+// ResourceUpdated relays a child's notifications/resources/updated to
 // every session subscribed to that resource, under the URI it used.
 // It runs on the child's read goroutine and never blocks.
 func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {

@@ -2,8 +2,10 @@
 // server (Server), which starts it, reads its catalog, restarts it with a
 // fresh initialize when it dies and publishes each moment of its life as
 // an immutable State; and the MCP session with each generation of it
-// (Session), with the table of requests in flight for clients (InCall),
-// the limits on what it may send and the reasons it failed.
+// (Session), with the table of requests in flight for clients (InCall).
+// A stdio child's transport is mcpmux's own (childconn.go): an answer to
+// one of mcpmux's requests reaches its call by id as the bytes the child
+// wrote; everything else is read as mcp-go's stdio transport reads it.
 //
 // A child reaches the rest of mcpmux only through Host: it tells the host
 // what it published and hands it what its sessions receive that is not an

@@ -21,7 +21,7 @@ import (
 )
 
 // newServer builds mcp-go's MCP server, to which the front end hands
-// what mcpmux does not answer itself (frontend.go): the handshake
+// what mcpmux does not answer itself (package edge): the handshake
 // (initialize, server/discover, notifications/initialized), ping,
 // logging/setLevel, the task store (task-augmented tools/call of a
 // 2025-11-25 client, tasks/get, tasks/list, tasks/cancel), a 2026-07-28
@@ -77,7 +77,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		// Every list may change, and resources be subscribed to: mcp-go
 		// establishes for a subscriptions/listen stream only what its own
 		// capabilities declare. What it announces of its own is dropped at
-		// the edges (announce.go).
+		// the edges (upstream.Announcement).
 		server.WithToolCapabilities(true),
 		server.WithPromptCapabilities(true),
 		server.WithResourceCapabilities(true, true),

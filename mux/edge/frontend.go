@@ -2,7 +2,7 @@ package edge
 
 // The front end, shared by the two edges: each message a client sends is
 // read once (package frame). A request mcpmux answers itself (owned) is
-// made a request of the pipeline's (pipeline.go) and answered with bytes;
+// made a request of the pipeline's (the Backend) and answered with bytes;
 // a client's answer to a request mcpmux sent it goes to the ask that waits
 // for it (upstream.Asks); everything else is handed to mcp-go, at one place per
 // edge (stdio.go, http.go), which answers the handshake, pings, the log

@@ -61,7 +61,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 		}
 	}
 	// mcp-go's announcements of its own go; mcpmux's pass without their
-	// mark (announce.go).
+	// mark (upstream.Announcement).
 	out, swapped := upstream.Announcement(msg)
 	if !swapped {
 		out = msg

@@ -61,7 +61,7 @@ func (m childHost) Progress(sess *child.Session, n mcp.JSONRPCNotification) {
 	c.Enqueue(string(mcp.MethodNotificationProgress), params, func(to *upstream.Attachment) bool {
 		params["progressToken"] = to.Token
 		return to.Token != nil
-	}, m.notifyCall)
+	}, m.deliver)
 }
 
 // notifyCall sends a notification to the client of the upstream request

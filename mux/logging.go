@@ -51,7 +51,7 @@ func (m childHost) Log(c *child.Server, sess *child.Session, n mcp.JSONRPCNotifi
 		return
 	case call != nil:
 		call.Enqueue(string(mcp.MethodNotificationMessage), map[string]any{"level": level, "logger": logger, "data": fields["data"]},
-			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) }, m.notifyCall)
+			func(to *upstream.Attachment) bool { return logWanted(to, mcp.LoggingLevel(level)) }, m.deliver)
 		return
 	}
 	params := map[string]any{"level": mcp.LoggingLevel(level), "logger": logger, "data": fields["data"]}

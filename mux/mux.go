@@ -88,7 +88,10 @@ type Mux struct {
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
 
-	pub      publisher // builds and publishes the merged catalog (publish.go)
+	pub publisher // builds and publishes the merged catalog (publish.go)
+	// deliver is notifyCall, bound once: what a child sends during a call
+	// reaches the call's client through it.
+	deliver  child.Deliver
 	srv      *server.MCPServer
 	sessions upstream.Registry
 	subs     subscriptions
@@ -160,6 +163,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		idle:       make(chan struct{}, 1),
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
 	}
+	m.deliver = m.notifyCall
 	m.rounds.idle = make(chan struct{}, 1)
 	m.rounds.log = log
 	m.tasks.sessions, m.tasks.log, m.tasks.callTimeout = &m.sessions, log, cfg.Mux.CallTimeout

@@ -24,7 +24,7 @@ import (
 // the child's stdout (its lineReader) and stdin. It takes each line from
 // the child as mcp-go's stdio transport (NewIO) does, and delivers the same
 // to the same handlers (childconn_test.go holds the two side by side); an
-// answer in the plain shape mcpmux's requests get (see parkableAnswer) is
+// answer in the plain shape mcpmux's requests get (see plainAnswer) is
 // routed to its request by its id without being decoded, its result handed
 // on as the bytes the child wrote. No lock is shared by the calls but the
 // one that keeps writes to the pipe whole.
@@ -278,7 +278,7 @@ func (c *childConn) take(line []byte) {
 		c.decode(line)
 		return
 	}
-	if id, result, ok := parkableAnswer(line); ok && plainIDJSON(id) {
+	if id, result, ok := plainAnswer(line); ok && plainIDJSON(id) {
 		if v, ok := c.waiting.LoadAndDelete(string(id)); ok {
 			w := v.(*connWait)
 			w.ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: w.id, Result: bytes.Clone(result)}
@@ -380,13 +380,13 @@ const maxKeptLine = 1 << 20
 // transport.JSONRPCResponse); encoding/json matches them ignoring case.
 var transportFields = [...]string{"jsonrpc", "id", "method", "result", "error"}
 
-// parkableAnswer reports whether line is one mcp-go's stdio transport takes
+// plainAnswer reports whether line is one mcp-go's stdio transport takes
 // for a response under a string id, with a result that is a JSON object and
 // no error, whatever else it holds, and returns the id (JSON) and the
 // result. It accepts only the plain shape: valid JSON, each of the
 // transport's fields at most once and spelled as mcp-go writes it,
 // "jsonrpc":"2.0", and an id without escapes.
-func parkableAnswer(line []byte) (id, result []byte, ok bool) {
+func plainAnswer(line []byte) (id, result []byte, ok bool) {
 	if !jsonwire.Valid(line) {
 		return nil, nil, false
 	}

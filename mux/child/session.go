@@ -65,10 +65,6 @@ func (s *Session) Limit() int64 { return s.limit }
 // Caps are what the child declared in its initialize answer.
 func (s *Session) Caps() mcp.ServerCapabilities { return s.caps }
 
-// Instructions are what the child's initialize answer told the model, if
-// anything.
-func (s *Session) Instructions() string { return s.instructions }
-
 // TellRootsChanged sends the child notifications/roots/list_changed, if it
 // was told mcpmux relays roots: its transport can carry a request of the
 // child's (bidirectional); otherwise it does nothing.

@@ -41,11 +41,11 @@ func transportDelivers(line []byte) (id string, result json.RawMessage, hasError
 	return resp.ID.String(), resp.Result, resp.Error != nil, true
 }
 
-// FuzzParkableAnswer checks that parkableAnswer, which lets a stdio
+// FuzzPlainAnswer checks that plainAnswer, which lets a stdio
 // child's answer reach its call as the bytes the child wrote, takes a line
 // only where mcp-go's stdio transport would deliver it as an answer under
 // the same string id, with that result and no error.
-func FuzzParkableAnswer(f *testing.F) {
+func FuzzPlainAnswer(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-1","result":{"content":[{"type":"text","text":"hi"}]}}` + "\n"))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-2","result":{}, "error":{"code":1,"message":"x"}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\n" + `{"id":"mcpmux-1","jsonrpc":"2.0","result":{"a":1}}`))
@@ -53,14 +53,14 @@ func FuzzParkableAnswer(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"mcpmux-3","result":{"x":"` + strings.Repeat("y", 300) + `"}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, line := range testsupport.Lines(data) {
-			id, result, ok := parkableAnswer(bytes.TrimRight(line, "\r\n"))
+			id, result, ok := plainAnswer(bytes.TrimRight(line, "\r\n"))
 			if !ok {
 				continue
 			}
 			tid, tresult, hasError, tok := transportDelivers(line)
 			var want string
 			if json.Unmarshal(id, &want) != nil || !tok || hasError || tid != "string:"+want || !bytes.Equal(result, tresult) {
-				t.Fatalf("parkableAnswer(%q) = %s, %s; the transport delivers (%q, %q, error %v, %v)", short(line), id, short(result), tid, short(tresult), hasError, tok)
+				t.Fatalf("plainAnswer(%q) = %s, %s; the transport delivers (%q, %q, error %v, %v)", short(line), id, short(result), tid, short(tresult), hasError, tok)
 			}
 		}
 	})

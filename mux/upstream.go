@@ -106,7 +106,7 @@ func (m *Mux) sessionEnded(u *upstream.Session) {
 // first start is over, and that every list may change; server/discover
 // (2026-07-28) declares the same.
 //
-// The session receives mcpmux's notifications only once this answer is
+// The session receives mcpmux's notifications only as this answer is
 // written (sessions.answered): mcp-go marks it initialized before the
 // hook runs, and a catalog published while the hook waits would otherwise
 // be announced ahead of the answer. A catalog published before the answer

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -197,5 +198,40 @@ func TestAnswerWriterWholeMessages(t *testing.T) {
 		if l+"\n" != string(own) && l+"\n" != string(theirs) {
 			t.Fatalf("interleaved line %q", l)
 		}
+	}
+}
+
+// markWriter records, as each message is written, whether the session's
+// mark had been made by then.
+type markWriter struct {
+	marked *atomic.Bool
+	seen   []bool
+}
+
+func (m *markWriter) Write(p []byte) (int, error) {
+	m.seen = append(m.seen, m.marked.Load())
+	return len(p), nil
+}
+
+// What AfterAnswer is given runs before the answer is written: a client
+// that has read its initialize answer finds its session answered (a child's
+// roots/list sent once the client's notifications/initialized is read is
+// relayed, not refused).
+func TestAfterAnswerRunsBeforeTheAnswerIsOut(t *testing.T) {
+	h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), log: zerolog.Nop()}
+	var marked atomic.Bool
+	mw := &markWriter{marked: &marked}
+	w := h.writer(mw)
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}` + "\n")
+	id, ok := answerID(answer)
+	if !ok {
+		t.Fatal("no answer id")
+	}
+	h.out.AfterAnswer(id, func() { marked.Store(true) })
+	if _, err := w.Write(answer); err != nil {
+		t.Fatal(err)
+	}
+	if len(mw.seen) == 0 || !mw.seen[0] {
+		t.Fatalf("the answer was written before the session was marked answered (marked at each write: %v)", mw.seen)
 	}
 }

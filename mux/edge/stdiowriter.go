@@ -22,11 +22,12 @@ type answerWriter struct {
 	w  io.Writer
 
 	watchMu sync.Mutex
-	watch   map[string]func() // run once the answer under the id is written (AfterAnswer)
+	watch   map[string]func() // run as the answer under the id is written (AfterAnswer)
 }
 
-// AfterAnswer runs f once the answer under id has been written, after the
-// write: what f lets through comes after it.
+// AfterAnswer runs f just before the answer under id is written, holding
+// the writer: what f lets through follows the answer, and a client that
+// read the answer finds f done. f must not write to the client.
 func (aw *answerWriter) AfterAnswer(id string, f func()) {
 	aw.watchMu.Lock()
 	defer aw.watchMu.Unlock()
@@ -90,11 +91,11 @@ func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	aw.h.free(id)
 	if !aw.h.dropAnswer(id) {
 		aw.mu.Lock()
-		n, err = aw.w.Write(msg)
-		aw.mu.Unlock()
 		if after != nil {
 			after()
 		}
+		n, err = aw.w.Write(msg)
+		aw.mu.Unlock()
 	}
 	if aw.h.answered(id) {
 		select {

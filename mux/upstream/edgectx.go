@@ -6,8 +6,10 @@ import "context"
 // request it hands mcp-go: the hooks run inside mcp-go, which passes them
 // nothing else of the edge's.
 
-// AnswerWatch is an edge that can run something once it has written the
-// answer under an id (canonical, jsonwire.IDKey).
+// AnswerWatch is an edge that can run something as it writes the answer
+// under an id (canonical, jsonwire.IDKey), so that what it lets through
+// reaches the client after the answer: the stdio edge just before the
+// write, holding its writer; the HTTP edge just after it.
 type AnswerWatch interface {
 	AfterAnswer(id string, f func())
 }

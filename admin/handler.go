@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/publish"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -98,7 +99,7 @@ type Sources struct {
 	// Keys is (*auth.Authenticator).KeysStatus.
 	Keys func() (ok bool, detail string)
 	// Pins is (*mux.Mux).PinStatus.
-	Pins func() mux.PinCounts
+	Pins func() publish.PinCounts
 }
 
 // Required returns, for Handler, whether each server of cfg is required.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/publish"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -217,7 +218,7 @@ var _ mux.Observer = (*Metrics)(nil)
 // in_memory) and mcpmux_pin_changes_total, the definitions seen differing
 // from their pins (or held as new), each once. Call it once, before
 // serving.
-func (m *Metrics) Pins(status func() mux.PinCounts) {
+func (m *Metrics) Pins(status func() publish.PinCounts) {
 	m.reg.MustRegister(&pinCollector{
 		status: status,
 		pins: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "pins"),
@@ -231,7 +232,7 @@ func (m *Metrics) Pins(status func() mux.PinCounts) {
 
 // pinCollector is the pinning metrics, from one status read per scrape.
 type pinCollector struct {
-	status        func() mux.PinCounts
+	status        func() publish.PinCounts
 	pins, changes *prometheus.Desc
 }
 

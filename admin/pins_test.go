@@ -8,16 +8,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/mux/publish"
 )
 
 // Pinning's part of /readyz and /metrics: counts as the mux reports them,
 // and held tools do not make mcpmux unready.
 func TestPinsReadyAndMetrics(t *testing.T) {
-	counts := mux.PinCounts{Mode: "enforce", Pinned: 7, New: 1, Changed: 2, Held: 2, Gone: 1, InMemory: 3, Changes: 4,
+	counts := publish.PinCounts{Mode: "enforce", Pinned: 7, New: 1, Changed: 2, Held: 2, Gone: 1, InMemory: 3, Changes: 4,
 		FileErr: errors.New("pin file /etc/mcpmux/mcpmux.lock: read-only file system")}
 	var reads atomic.Int32
-	status := func() mux.PinCounts { reads.Add(1); return counts }
+	status := func() publish.PinCounts { reads.Add(1); return counts }
 	m := NewMetrics(testConfig(), nil)
 	m.Pins(status)
 	srv := httptest.NewServer(Handler(Sources{Metrics: m, Pins: status}))

@@ -195,7 +195,7 @@ func (m *Mux) refused(identity, name string, cat *catalog.Catalog, begun time.Ti
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.Hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
-	} else if alias, held := m.pub.pinning.heldBy(catalog.KindTool, name); held {
+	} else if alias, held := m.pub.Pinning().HeldBy(catalog.KindTool, name); held {
 		rec.Decision, rec.Server = DecisionHeld, alias
 	}
 	m.auditLine(rec, name, time.Since(begun))
@@ -294,7 +294,7 @@ func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args js
 	c := m.child(t.Server)
 	for {
 		st, err := c.Ready(ctx)
-		if err == nil && !m.pub.pinning.stillPinned(st.Listed, t) {
+		if err == nil && !m.pub.Pinning().StillPinned(st.Listed, t) {
 			return callAnswer{}, OutcomeRefused
 		}
 		if err != nil {

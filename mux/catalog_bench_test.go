@@ -95,7 +95,7 @@ func benchRebuild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMessa
 			m, _ := lab(b, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				m.pub.rebuild()
+				m.pub.Rebuild()
 			}
 		})
 	}

@@ -22,7 +22,7 @@ func (m childHost) Published(c *child.Server, old, st *child.State) {
 		m.observe.ChildPhase(c.Alias(), st.Phase)
 	}
 	if old.Listed != st.Listed && !m.starting.Load() {
-		m.pub.rebuild()
+		m.pub.Rebuild()
 	}
 }
 

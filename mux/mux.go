@@ -17,11 +17,7 @@
 //     relay of their progress; logging.go: their log messages, and the
 //     client's logging/setLevel; childrequests.go: a child's requests of a
 //     client, relayed to the client of the call they belong to;
-//   - publish.go: the publisher, which builds each new snapshot of the
-//     catalog (package catalog) and publishes it, after pinning.go has held
-//     the definitions that differ from their pins (package pins);
-//     announcer.go: the one goroutine that tells mcp-go and the sessions
-//     what changed;
+//   - pins.go: the Mux's pinning, which package publish does;
 //   - edges.go: the Mux as the backend of its edges (package edge);
 //     request.go, pipeline.go: a request mcpmux answers and its steps;
 //     call.go: tools/call and its audit line; admission.go: rate limits
@@ -32,7 +28,10 @@
 //   - upstream.go: mcp-go's server, its hooks and what is declared in
 //     initialize; observer.go: what metrics are told.
 //
-// Packages below mux hold what needs none of its state: edge owns the
+// Packages below mux hold what needs none of its state: publish builds
+// each new snapshot of the catalog, holds the definitions that differ
+// from their pins, and runs the one goroutine that tells mcp-go and the
+// sessions what changed; edge owns the
 // stdio and HTTP edges and their front end; child owns the children, their
 // sessions and their calls in flight; catalog owns the
 // snapshot of what the children offer and each caller's view of it;
@@ -64,6 +63,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -88,7 +88,7 @@ type Mux struct {
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
 
-	pub publisher // builds and publishes the merged catalog (publish.go)
+	pub *publish.Publisher // builds and publishes the merged catalog
 	// deliver is notifyCall, bound once: what a child sends during a call
 	// reaches the call's client through it.
 	deliver  child.Deliver
@@ -172,9 +172,9 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.observe = nopObserver{}
 	}
 	m.catalog.Store(catalog.Empty)
-	m.pub.pinning = newPinning(cfg, opts.Pins, opts.ComparePins, m.log)
+	pinning := publish.NewPinning(cfg, opts.Pins, opts.ComparePins, m.log)
 	m.byAlias = map[string]*child.Server{}
-	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: m.pub.pinning != nil,
+	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
 	for _, s := range cfg.Servers {
 		c := child.New(childHost{m}, env, s)
@@ -183,10 +183,9 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.srv = m.newServer()
 	m.sessions.UseServer(m.srv)
-	m.pub.children, m.pub.catalog, m.pub.log = m.children, &m.catalog, log
-	m.pub.announcer = &announcer{wake: make(chan struct{}, 1), catalog: &m.catalog, policies: m.policies,
-		sessions: &m.sessions, log: log,
-		register: func(cat *catalog.Catalog) { registerTaskTools(m.srv, cat, m.handleTask) }}
+	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
+		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.handleTask) }, log)
+	m.pub = publish.New(m.children, pinning, &m.catalog, announcer, log)
 	return m
 }
 
@@ -198,7 +197,7 @@ func (m *Mux) Start(ctx context.Context) {
 		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
 	}
 	m.spawner.SetSupervisorStderr(liblog.Std(m.log.With().Str("component", "supervisor").Logger(), slog.LevelError).Writer())
-	m.wg.Go(func() { m.pub.announcer.run(ctx) })
+	m.wg.Go(func() { m.pub.Announcer().Run(ctx) })
 	m.wg.Go(memory.DropStartPages) // while the children start, which leaves mcpmux waiting
 	var pending sync.WaitGroup
 	pending.Add(len(m.children))
@@ -217,7 +216,7 @@ func (m *Mux) Start(ctx context.Context) {
 		// rebuilds itself, and one that saw it set is in this build.
 		m.starting.Store(false)
 		// Ready once mcp-go and the sessions know of the first catalog.
-		m.pub.rebuildThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
+		m.pub.RebuildThen(func() { m.initialOnce.Do(func() { close(m.initial) }) })
 		restoreGC()
 		m.memory.Request()
 	})

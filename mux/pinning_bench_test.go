@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -28,9 +29,7 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	}
 	cfg := *m.cfg
 	cfg.Mux.Pinning = config.PinningWarn
-	m.pub.mu.Lock()
-	m.pub.pinning = newPinning(&cfg, store, false, m.log)
-	m.pub.mu.Unlock()
+	m.pub.SetPinning(publish.NewPinning(&cfg, store, false, m.log))
 	// The children's catalogs again, with digests, then the first sight.
 	c := m.children[0]
 	c.Builder().Pinned = true
@@ -39,11 +38,11 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	c.Builder().Forget()
 	cat := c.Builder().Build(lists, mcp.ServerCapabilities{})
 	c.PublishListed(cat)
-	m.pub.rebuild()
+	m.pub.Rebuild()
 	if got := m.PinStatus(); store.Current().Len() != n || got.New != n {
 		b.Fatalf("%d pinned, %d new, want %d", store.Current().Len(), got.New, n)
 	}
-	m.pub.rebuild()
+	m.pub.Rebuild()
 	if got := m.PinStatus(); got.Pinned != n {
 		b.Fatalf("%d match their pins, want %d", got.Pinned, n)
 	}

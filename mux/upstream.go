@@ -222,7 +222,7 @@ func (m *Mux) requestPinned(ctx context.Context, up *child.Call, c *child.Server
 	if err != nil {
 		return nil, err
 	}
-	if e != nil && !m.pub.pinning.stillPinned(st.Listed, e) {
+	if e != nil && !m.pub.Pinning().StillPinned(st.Listed, e) {
 		return nil, errHeldSince
 	}
 	sess := st.Session
@@ -313,7 +313,7 @@ func (m *Mux) promptRefused(ctx context.Context, name string, begun time.Time) {
 		d = DecisionUnknown
 		if _, hidden := cat.Hidden[name]; hidden {
 			d = DecisionHidden
-		} else if _, held := m.pub.pinning.heldBy(catalog.KindPrompt, name); held {
+		} else if _, held := m.pub.Pinning().HeldBy(catalog.KindPrompt, name); held {
 			d = DecisionHeld
 		}
 	}
@@ -375,26 +375,6 @@ func (m *Mux) classifyRefusal(ctx context.Context, name string) {
 		return
 	}
 	m.refused(identity, name, cat, time.Now())
-}
-
-// listChanged is the notification that tells a client a kind's list changed.
-var listChanged = [catalog.NumKinds]mcp.MCPMethod{
-	catalog.KindTool:     mcp.MethodNotificationToolsListChanged,
-	catalog.KindPrompt:   mcp.MethodNotificationPromptsListChanged,
-	catalog.KindResource: mcp.MethodNotificationResourcesListChanged,
-	catalog.KindTemplate: mcp.MethodNotificationResourcesListChanged,
-}
-
-// wants reports whether a 2026-07-28 listener's filter asks for changes of
-// kind k.
-func wants(f mcp.SubscriptionFilter, k catalog.Kind) bool {
-	switch k {
-	case catalog.KindTool:
-		return f.ToolsListChanged
-	case catalog.KindPrompt:
-		return f.PromptsListChanged
-	}
-	return f.ResourcesListChanged
 }
 
 // WithCaller returns a context that carries the caller's identity and the

@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/fileerr"
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -234,15 +234,15 @@ func TestDescribePinState(t *testing.T) {
 	def := &pins.Def{}
 	pin := &pins.Pin{}
 	for _, tc := range []struct {
-		st   mux.PinState
+		st   publish.PinState
 		want string
 	}{
-		{mux.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Pinned: pin}, "gone tool docs__a (server docs): pinned, no longer listed"},
-		{mux.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def}, "new tool docs__a (server docs): never pinned"},
-		{mux.PinState{Kind: "prompt", Name: "docs__p", Server: "docs", Live: def, Pinned: pin}, "changed prompt docs__p (server docs): its definition differs from the pin"},
-		{mux.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def, Pinned: pin, Changed: []string{"description"}},
+		{publish.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Pinned: pin}, "gone tool docs__a (server docs): pinned, no longer listed"},
+		{publish.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def}, "new tool docs__a (server docs): never pinned"},
+		{publish.PinState{Kind: "prompt", Name: "docs__p", Server: "docs", Live: def, Pinned: pin}, "changed prompt docs__p (server docs): its definition differs from the pin"},
+		{publish.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def, Pinned: pin, Changed: []string{"description"}},
 			"changed tool docs__a (server docs): description differs from the pin"},
-		{mux.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def, Pinned: pin, Changed: []string{"description", "inputSchema"}},
+		{publish.PinState{Kind: "tool", Name: "docs__a", Server: "docs", Live: def, Pinned: pin, Changed: []string{"description", "inputSchema"}},
 			"changed tool docs__a (server docs): description, inputSchema differ from the pin"},
 	} {
 		if got := describe(tc.st); got != tc.want {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
@@ -78,13 +79,13 @@ func pinsCmd(args []string, stdout, stderr io.Writer) int {
 	report := m.PinReport()
 	if names := fs.Args(); len(names) > 0 {
 		for _, n := range names {
-			if !slices.ContainsFunc(report, func(st mux.PinState) bool { return st.Name == n }) {
+			if !slices.ContainsFunc(report, func(st publish.PinState) bool { return st.Name == n }) {
 				fmt.Fprintf(stderr, "mcpmux pins %s: %s: no tool or prompt of that name differs from its pin\n", sub, n)
 				return exitRefused
 			}
 		}
 		// Every match: a tool and a prompt may share a name.
-		report = slices.DeleteFunc(report, func(st mux.PinState) bool { return !slices.Contains(names, st.Name) })
+		report = slices.DeleteFunc(report, func(st publish.PinState) bool { return !slices.Contains(names, st.Name) })
 	}
 	// Pins of the first form that their definitions match: not differences,
 	// but approving everything pins them whole.
@@ -166,9 +167,9 @@ func pinsHeld(sub string, store *pins.Store, held []pins.Held, names []string, s
 		fmt.Fprintf(stderr, "mcpmux pins %s: %v\n", sub, err)
 		return exitBadConfig
 	}
-	states := make([]mux.PinState, len(held))
+	states := make([]publish.PinState, len(held))
 	for i, h := range held {
-		st := mux.PinState{Kind: h.Kind, Name: h.Name, Server: h.Server(), Live: &held[i].Def, Held: true}
+		st := publish.PinState{Kind: h.Kind, Name: h.Name, Server: h.Server(), Live: &held[i].Def, Held: true}
 		if pin, ok := set.Get(h.Kind, h.Name); ok {
 			st.Pinned, st.Changed = &pin, pins.Changed(pin.Def, h.Def)
 		}
@@ -220,7 +221,7 @@ func holders(hs []pins.Holder) string {
 }
 
 // describe is one line about st: what it is and how it differs.
-func describe(st mux.PinState) string {
+func describe(st publish.PinState) string {
 	what := fmt.Sprintf("%s %s (server %s)", st.Kind, st.Name, st.Server)
 	switch {
 	case st.Live == nil:
@@ -241,7 +242,7 @@ func describe(st mux.PinState) string {
 // line each), and the diff. approve prints the digest it writes: a
 // reviewer compares it with the live one diff showed, since approve --live
 // reads the children afresh.
-func writeState(w io.Writer, st mux.PinState, notes ...string) {
+func writeState(w io.Writer, st publish.PinState, notes ...string) {
 	fmt.Fprintln(w, describe(st))
 	if st.Pinned != nil {
 		fmt.Fprintf(w, "  pinned: %s\n", st.Pinned.Digest)

@@ -1,4 +1,4 @@
-package mux
+package publish
 
 // Tool and prompt pinning: each tool's and prompt's digest is computed
 // where its child's catalog is built (in parallel across children, once
@@ -13,7 +13,6 @@ package mux
 
 import (
 	"cmp"
-	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -23,24 +22,15 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/catalog"
-	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/pins"
 )
 
-// DecisionHeld is the audit decision of a request for a tool or prompt
-// held by pinning; the caller is told what it is told of an unknown name.
-const DecisionHeld Decision = "held"
-
-// errHeldSince is a request for a tool or prompt held by pinning since it
-// was looked up (stillPinned).
-var errHeldSince = errors.New("held by pinning since it was looked up")
-
-// stillPinned reports whether a request for e, looked up in the catalog
+// StillPinned reports whether a request for e, looked up in the catalog
 // published last, may go to the session whose catalog is listed: under
 // enforce, only if that catalog lists e's definition as e was looked up
 // with. A session a restart or a re-read brought, whose definition may be
 // held once the catalog is rebuilt, is visible to requests before then.
-func (p *pinning) stillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bool {
+func (p *Pinning) StillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bool {
 	if p == nil || !p.enforce {
 		return true
 	}
@@ -51,9 +41,9 @@ func (p *pinning) stillPinned(listed *catalog.ChildCatalog, e *catalog.Entry) bo
 	return ok && sum == e.Pin
 }
 
-// pinning is the mux's side of pinning. Its fields but view, changes and
-// io are used only under publishMu.
-type pinning struct {
+// Pinning is the mux's side of Pinning. Its fields but view, changes and
+// io are used only under the publisher's mu.
+type Pinning struct {
 	store   *pins.Store
 	enforce bool // a changed definition is held, not only logged
 	mode    string
@@ -74,7 +64,7 @@ type pinning struct {
 	view     atomic.Pointer[pinView]
 	changes  atomic.Uint64 // definitions seen differing from their pins (or held new), each logged once
 	// io serialises the pin file work of catalog builds (pinWork.do),
-	// taken before publishMu is let go, so that builds write in the order
+	// taken before the publisher's mu is let go, so that builds write in the order
 	// they were built while the next build need not wait for a write.
 	io sync.Mutex
 
@@ -165,13 +155,13 @@ type PinState struct {
 	Held    bool
 }
 
-// newPinning returns the pinning of cfg over store, nil when pinning is
+// NewPinning returns the pinning of cfg over store, nil when pinning is
 // off and not only compared.
-func newPinning(cfg *config.Config, store *pins.Store, compare bool, log zerolog.Logger) *pinning {
+func NewPinning(cfg *config.Config, store *pins.Store, compare bool, log zerolog.Logger) *Pinning {
 	if store == nil || cfg.Mux.Pinning == config.PinningOff && !compare {
 		return nil
 	}
-	p := &pinning{
+	p := &Pinning{
 		store:   store,
 		mode:    cfg.Mux.Pinning,
 		enforce: cfg.Mux.Pinning == config.PinningEnforce && !compare,
@@ -191,8 +181,9 @@ func newPinning(cfg *config.Config, store *pins.Store, compare bool, log zerolog
 // pins, leaves the held ones out of next, and publishes what it found. It
 // returns the work left for the pin file: the entries to pin on first
 // sight, and the definitions newly seen differing from their pins, to log
-// once each. Called under publishMu, before next is published.
-func (p *pinning) applyPins(next *catalog.Catalog, children []*child.Server) pinWork {
+// once each. A pin counts gone only if its server, ready[alias], lists.
+// Called under the publisher's mu, before next is published.
+func (p *Pinning) applyPins(next *catalog.Catalog, ready map[string]bool) pinWork {
 	if p == nil {
 		return pinWork{}
 	}
@@ -201,10 +192,6 @@ func (p *pinning) applyPins(next *catalog.Catalog, children []*child.Server) pin
 	hold := p.holdNew(exist)
 	logged := map[pinKey]pins.Sum{}
 	view := &pinView{held: map[pinKey]string{}}
-	ready := map[string]bool{}
-	for _, c := range children {
-		ready[c.Alias()] = c.State().Listed != nil
-	}
 	// Gone first, while next's names still hold the entries held below.
 	var gone []pinNote
 	set.Each(func(pk pins.Kind, name string, ref pins.Ref) {
@@ -296,7 +283,7 @@ func (p *pinning) applyPins(next *catalog.Catalog, children []*child.Server) pin
 
 // do does w: called under pinning.io, after the catalog w is of is
 // published.
-func (w pinWork) do(p *pinning) {
+func (w pinWork) do(p *Pinning) {
 	if w.record {
 		p.recordHeld(w.held)
 	}
@@ -308,7 +295,7 @@ func (w pinWork) do(p *pinning) {
 // recordHeld writes the held record of this process: the definitions of
 // held, which mcpmux pins diff and approve read instead of starting
 // children of their own.
-func (p *pinning) recordHeld(held []pinNote) {
+func (p *Pinning) recordHeld(held []pinNote) {
 	ps := make([]pins.Pin, 0, len(held))
 	for _, n := range held {
 		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
@@ -323,7 +310,7 @@ func (p *pinning) recordHeld(held []pinNote) {
 // partialSum is the digest in the first canonical form of e's definition,
 // compared with a partial pin; the zero Sum, which no pin has, when it has
 // no canonical form.
-func (p *pinning) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
+func (p *Pinning) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
 	sum, _ := pins.PartialDigest(pk, e.Server, e.Orig, e.Def) // an error is logged by pinSum
 	return sum
 }
@@ -331,7 +318,7 @@ func (p *pinning) partialSum(pk pins.Kind, e *catalog.Entry) pins.Sum {
 // pinWhole pins whole the tools and prompts that match their partial pins,
 // and logs that it did, naming those whose definitions have members the
 // partial pins did not cover.
-func (p *pinning) pinWhole(up []pinUpgrade) {
+func (p *Pinning) pinWhole(up []pinUpgrade) {
 	if len(up) == 0 {
 		return
 	}
@@ -361,13 +348,8 @@ func (p *pinning) pinWhole(up []pinUpgrade) {
 	ev.Int("pinned", len(ps)).Str("pin_file", p.store.Path()).Msg(msg)
 }
 
-// PinUpgrades are whole pins of the tools and prompts whose partial pins
-// they match, as the last catalog build found them: what mcpmux pins
-// approve writes with the rest.
-func (m *Mux) PinUpgrades() []pins.Pin { return m.pub.pinning.upgrades() }
-
-// upgrades is PinUpgrades.
-func (p *pinning) upgrades() []pins.Pin {
+// Upgrades is PinUpgrades.
+func (p *Pinning) Upgrades() []pins.Pin {
 	if p == nil {
 		return nil
 	}
@@ -384,7 +366,7 @@ func (p *pinning) upgrades() []pins.Pin {
 // logChanged writes the log line of each definition in notes, naming the
 // changed fields, which it reads from the pin file (a rare event: the file
 // is read once for all of them).
-func (p *pinning) logChanged(notes []pinNote) {
+func (p *Pinning) logChanged(notes []pinNote) {
 	var set *pins.Set
 	for _, n := range notes {
 		if set == nil {
@@ -400,7 +382,7 @@ func (p *pinning) logChanged(notes []pinNote) {
 
 // pinState is what n says, with the fields of its live definition and of
 // its pin in set (if set has the pin in force).
-func (p *pinning) pinState(n pinNote, set *pins.Set) PinState {
+func (p *Pinning) pinState(n pinNote, set *pins.Set) PinState {
 	st := PinState{Kind: n.kind, Name: n.name, Server: n.server, Held: n.held}
 	if n.live != nil {
 		def, err := pins.Canonical(n.kind, n.name, n.server, n.live.Orig, n.live.Def)
@@ -425,7 +407,7 @@ func (p *pinning) pinState(n pinNote, set *pins.Set) PinState {
 
 // pinFresh pins on first sight the entries applyPins returned; tofu says
 // they are trusted on first use (pinWork.tofu).
-func (p *pinning) pinFresh(fresh []*catalog.Entry, tofu bool) {
+func (p *Pinning) pinFresh(fresh []*catalog.Entry, tofu bool) {
 	if len(fresh) == 0 {
 		return
 	}
@@ -457,7 +439,7 @@ func (p *pinning) pinFresh(fresh []*catalog.Entry, tofu bool) {
 
 // logPinned writes the one log line of a definition that differs from its
 // pin, or of a new one held.
-func (p *pinning) logPinned(st PinState, mode string) {
+func (p *Pinning) logPinned(st PinState, mode string) {
 	action := "exposed with its new definition"
 	if st.Held {
 		action = "held: not listed, and refused like an unknown name, until approved"
@@ -471,18 +453,9 @@ func (p *pinning) logPinned(st PinState, mode string) {
 	ev.Strs("changed", st.Changed).Msg(string(st.Kind) + " definition differs from its pin: " + action + "; review with mcpmux pins diff")
 }
 
-// PinsChanged rebuilds the catalog against the pins now in force, telling
-// every session whose view changed; the pin file's watch calls it.
-func (m *Mux) PinsChanged() {
-	if m.starting.Load() {
-		return // the first build, when the starts end, reads the pins in force
-	}
-	m.pub.rebuild()
-}
-
-// heldBy returns the alias of the tool or prompt of kind k exposed as name
+// HeldBy returns the alias of the tool or prompt of kind k exposed as name
 // if pinning holds it.
-func (p *pinning) heldBy(k catalog.Kind, name string) (string, bool) {
+func (p *Pinning) HeldBy(k catalog.Kind, name string) (string, bool) {
 	pk, ok := catalog.PinKindOf(k)
 	if p == nil || !ok {
 		return "", false
@@ -491,11 +464,8 @@ func (p *pinning) heldBy(k catalog.Kind, name string) (string, bool) {
 	return alias, ok
 }
 
-// PinStatus is what pinning found at the last catalog build.
-func (m *Mux) PinStatus() PinCounts { return m.pub.pinning.status() }
-
-// status is PinStatus.
-func (p *pinning) status() PinCounts {
+// Status is PinStatus.
+func (p *Pinning) Status() PinCounts {
 	if p == nil {
 		return PinCounts{Mode: config.PinningOff}
 	}
@@ -507,15 +477,8 @@ func (p *pinning) status() PinCounts {
 	return c
 }
 
-// PinReport lists every tool and prompt whose live definition is not its
-// pin (new ones pinned on sight first, then changed and held ones), and
-// every pin of a ready server whose tool or prompt is gone, as the last
-// catalog build found them, with their fields (the pins' read from the pin
-// file now).
-func (m *Mux) PinReport() []PinState { return m.pub.pinning.report() }
-
-// report is PinReport.
-func (p *pinning) report() []PinState {
+// Report is PinReport.
+func (p *Pinning) Report() []PinState {
 	if p == nil {
 		return nil
 	}

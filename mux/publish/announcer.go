@@ -1,4 +1,4 @@
-package mux
+package publish
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/mcpmux/mcpmux/policy"
 )
 
-// announcer is the one goroutine that tells upstream what changed: it
+// Announcer is the one goroutine that tells upstream what changed: it
 // registers each new catalog's task tools with mcp-go and sends each
 // session a list_changed for every list whose content that session sees
 // changed, after a catalog is published or a policy edited. A child's
@@ -26,7 +26,7 @@ import (
 // It compares what it last told with what is in force when it runs, so a
 // burst of changes is told once, and a catalog change and a policy edit
 // that meet are judged together.
-type announcer struct {
+type Announcer struct {
 	wake chan struct{} // holds a token while something waits to be told
 	mu   sync.Mutex
 	then []func() // to call once what is in force now has been told
@@ -40,9 +40,16 @@ type announcer struct {
 	log      zerolog.Logger
 }
 
-// changed has what is in force now told, calling then (if not nil) once it
+// NewAnnouncer returns the announcer of the catalog in cat under the
+// policies in force, to sessions; register hands mcp-go a catalog's task
+// tools. Run runs it.
+func NewAnnouncer(cat *atomic.Pointer[catalog.Catalog], policies *policy.Store, sessions *upstream.Registry, register func(*catalog.Catalog), log zerolog.Logger) *Announcer {
+	return &Announcer{wake: make(chan struct{}, 1), catalog: cat, policies: policies, sessions: sessions, register: register, log: log}
+}
+
+// Changed has what is in force now told, calling then (if not nil) once it
 // has been: once mcp-go and every session know of it.
-func (a *announcer) changed(then func()) {
+func (a *Announcer) Changed(then func()) {
 	if then != nil {
 		a.mu.Lock()
 		a.then = append(a.then, then)
@@ -54,7 +61,7 @@ func (a *announcer) changed(then func()) {
 	}
 }
 
-func (a *announcer) take() []func() {
+func (a *Announcer) take() []func() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	then := a.then
@@ -62,9 +69,9 @@ func (a *announcer) take() []func() {
 	return then
 }
 
-// run tells upstream of each change handed to the announcer until ctx
+// Run tells upstream of each change handed to the announcer until ctx
 // ends. Start runs it.
-func (a *announcer) run(ctx context.Context) {
+func (a *Announcer) Run(ctx context.Context) {
 	toldCat, toldSet := catalog.Empty, a.policies.Current()
 	for {
 		select {
@@ -87,11 +94,6 @@ func (a *announcer) run(ctx context.Context) {
 	}
 }
 
-// PolicyChanged has the sessions of every identity whose view changed told
-// that the lists they see changed; the policy watcher calls it once the new
-// set is in force.
-func (m *Mux) PolicyChanged(old, new *policy.Set) { m.pub.announcer.changed(nil) }
-
 // tell sends each session one list_changed per list whose content it sees
 // changed between the catalog prev under the policies oldSet and next
 // under newSet.
@@ -101,7 +103,7 @@ func (m *Mux) PolicyChanged(old, new *policy.Set) { m.pub.announcer.changed(nil)
 // (Viewer.AnyCaller) changed, which every caller's view is a part of, and
 // on every edit of its policy: some callers may be told of a change that
 // leaves their own list as it was, none misses one.
-func (a *announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
+func (a *Announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
 	kinds := catalog.ChangedKinds(prev, next)
 	catalogChanged := len(kinds) > 0
 	edited := map[string]bool{}
@@ -154,4 +156,24 @@ func (a *announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set
 			}
 		}
 	}
+}
+
+// wants reports whether a 2026-07-28 listener's filter asks for changes of
+// kind k.
+func wants(f mcp.SubscriptionFilter, k catalog.Kind) bool {
+	switch k {
+	case catalog.KindTool:
+		return f.ToolsListChanged
+	case catalog.KindPrompt:
+		return f.PromptsListChanged
+	}
+	return f.ResourcesListChanged
+}
+
+// listChanged is the notification that tells a client a kind's list changed.
+var listChanged = [catalog.NumKinds]mcp.MCPMethod{
+	catalog.KindTool:     mcp.MethodNotificationToolsListChanged,
+	catalog.KindPrompt:   mcp.MethodNotificationPromptsListChanged,
+	catalog.KindResource: mcp.MethodNotificationResourcesListChanged,
+	catalog.KindTemplate: mcp.MethodNotificationResourcesListChanged,
 }

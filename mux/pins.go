@@ -1,0 +1,46 @@
+package mux
+
+import (
+	"errors"
+
+	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/pins"
+	"github.com/mcpmux/mcpmux/policy"
+)
+
+// DecisionHeld is the audit decision of a request for a tool or prompt
+// held by pinning; the caller is told what it is told of an unknown name.
+const DecisionHeld Decision = "held"
+
+// errHeldSince is a request for a tool or prompt held by pinning since it
+// was looked up (stillPinned).
+var errHeldSince = errors.New("held by pinning since it was looked up")
+
+// PinUpgrades are whole pins of the tools and prompts whose partial pins
+// they match, as the last catalog build found them: what mcpmux pins
+// approve writes with the rest.
+func (m *Mux) PinUpgrades() []pins.Pin { return m.pub.Pinning().Upgrades() }
+
+// PinsChanged rebuilds the catalog against the pins now in force, telling
+// every session whose view changed; the pin file's watch calls it.
+func (m *Mux) PinsChanged() {
+	if m.starting.Load() {
+		return // the first build, when the starts end, reads the pins in force
+	}
+	m.pub.Rebuild()
+}
+
+// PinStatus is what pinning found at the last catalog build.
+func (m *Mux) PinStatus() publish.PinCounts { return m.pub.Pinning().Status() }
+
+// PinReport lists every tool and prompt whose live definition is not its
+// pin (new ones pinned on sight first, then changed and held ones), and
+// every pin of a ready server whose tool or prompt is gone, as the last
+// catalog build found them, with their fields (the pins' read from the pin
+// file now).
+func (m *Mux) PinReport() []publish.PinState { return m.pub.Pinning().Report() }
+
+// PolicyChanged has the sessions of every identity whose view changed told
+// that the lists they see changed; the policy watcher calls it once the new
+// set is in force.
+func (m *Mux) PolicyChanged(old, new *policy.Set) { m.pub.Announcer().Changed(nil) }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -201,24 +202,24 @@ func TestMetricsFromTraffic(t *testing.T) {
 	} {
 		m.CallStarted("docs")
 		m.CallFinished("docs")
-		m.CallDone(mux.CallRecord{Identity: "alice", Tool: "docs__search", Server: "docs",
-			Decision: mux.DecisionAllowed, Outcome: mux.OutcomeOK, Total: d.total, Child: d.child})
+		m.CallDone(pipeline.CallRecord{Identity: "alice", Tool: "docs__search", Server: "docs",
+			Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeOK, Total: d.total, Child: d.child})
 	}
 	m.CallStarted("git")
 	m.CallFinished("git")
-	m.CallDone(mux.CallRecord{Identity: "bob", Tool: "git__log", Server: "git",
-		Decision: mux.DecisionAllowed, Outcome: mux.OutcomeTimeout, Total: 61 * time.Second, Child: 60 * time.Second})
+	m.CallDone(pipeline.CallRecord{Identity: "bob", Tool: "git__log", Server: "git",
+		Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeTimeout, Total: 61 * time.Second, Child: 60 * time.Second})
 	// Refusals: denied by policy, an unknown name, a hidden tool, an
 	// identity with no policy file and a call with no identity.
-	m.CallDone(mux.CallRecord{Identity: "bob", Tool: "docs__search", Server: "docs",
-		Decision: mux.DecisionDenied, Outcome: mux.OutcomeRefused, Total: time.Millisecond})
-	m.CallDone(mux.CallRecord{Identity: "alice", Decision: mux.DecisionUnknown, Outcome: mux.OutcomeRefused})
-	m.CallDone(mux.CallRecord{Identity: "alice", Server: "docs", Decision: mux.DecisionHidden, Outcome: mux.OutcomeRefused})
-	m.CallDone(mux.CallRecord{Identity: "mallory", Tool: "docs__search", Server: "docs",
-		Decision: mux.DecisionDenied, Outcome: mux.OutcomeRefused})
-	m.CallDone(mux.CallRecord{Identity: "eve", Tool: "docs__search", Server: "docs",
-		Decision: mux.DecisionDenied, Outcome: mux.OutcomeRefused})
-	m.CallDone(mux.CallRecord{Tool: "git__log", Server: "git", Decision: mux.DecisionDenied, Outcome: mux.OutcomeRefused})
+	m.CallDone(pipeline.CallRecord{Identity: "bob", Tool: "docs__search", Server: "docs",
+		Decision: pipeline.DecisionDenied, Outcome: pipeline.OutcomeRefused, Total: time.Millisecond})
+	m.CallDone(pipeline.CallRecord{Identity: "alice", Decision: pipeline.DecisionUnknown, Outcome: pipeline.OutcomeRefused})
+	m.CallDone(pipeline.CallRecord{Identity: "alice", Server: "docs", Decision: pipeline.DecisionHidden, Outcome: pipeline.OutcomeRefused})
+	m.CallDone(pipeline.CallRecord{Identity: "mallory", Tool: "docs__search", Server: "docs",
+		Decision: pipeline.DecisionDenied, Outcome: pipeline.OutcomeRefused})
+	m.CallDone(pipeline.CallRecord{Identity: "eve", Tool: "docs__search", Server: "docs",
+		Decision: pipeline.DecisionDenied, Outcome: pipeline.OutcomeRefused})
+	m.CallDone(pipeline.CallRecord{Tool: "git__log", Server: "git", Decision: pipeline.DecisionDenied, Outcome: pipeline.OutcomeRefused})
 	// One call still in flight on git.
 	m.CallStarted("git")
 
@@ -356,7 +357,7 @@ func TestMetricsFromTraffic(t *testing.T) {
 func TestMetricNames(t *testing.T) {
 	m := NewMetrics(testConfig(), nil)
 	// Make every vector have a series, so that the lint sees it.
-	m.CallDone(mux.CallRecord{Identity: "x", Tool: "docs__a", Server: "docs", Decision: mux.DecisionAllowed, Outcome: mux.OutcomeOK})
+	m.CallDone(pipeline.CallRecord{Identity: "x", Tool: "docs__a", Server: "docs", Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeOK})
 	m.Session("x", 1)
 	problems, err := testutil.GatherAndLint(m.Registry())
 	if err != nil {
@@ -404,7 +405,7 @@ func TestIdentityCardinality(t *testing.T) {
 	srv := newServer(t, m, nil, nil, nil)
 
 	denied := func(id string) {
-		m.CallDone(mux.CallRecord{Identity: id, Tool: "docs__a", Server: "docs", Decision: mux.DecisionDenied, Outcome: mux.OutcomeRefused})
+		m.CallDone(pipeline.CallRecord{Identity: id, Tool: "docs__a", Server: "docs", Decision: pipeline.DecisionDenied, Outcome: pipeline.OutcomeRefused})
 	}
 	for i := range 100 {
 		denied(fmt.Sprintf("stranger-%d", i))
@@ -457,8 +458,8 @@ func TestUnconfiguredServer(t *testing.T) {
 		m.CallStarted(alias)
 		m.CallFinished(alias)
 		m.ChildRestarted(alias)
-		m.CallDone(mux.CallRecord{Identity: "a", Tool: alias + "__t", Server: alias,
-			Decision: mux.DecisionAllowed, Outcome: mux.OutcomeOK, Total: time.Millisecond})
+		m.CallDone(pipeline.CallRecord{Identity: "a", Tool: alias + "__t", Server: alias,
+			Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeOK, Total: time.Millisecond})
 	}
 	f := scrape(t, srv)
 	if got, want := labelValues(f, "mcpmux_child_restarts_total", "server"), []string{"docs", "extra", "git", "other"}; !slices.Equal(got, want) {
@@ -502,8 +503,8 @@ func TestObserverConcurrent(t *testing.T) {
 				m.CallStarted("docs")
 				m.ChildPhase("git", phases[(w+i)%len(phases)])
 				m.CallFinished("docs")
-				m.CallDone(mux.CallRecord{Identity: "alice", Tool: "docs__a", Server: "docs",
-					Decision: mux.DecisionAllowed, Outcome: mux.OutcomeOK, Total: 2 * time.Millisecond, Child: time.Millisecond})
+				m.CallDone(pipeline.CallRecord{Identity: "alice", Tool: "docs__a", Server: "docs",
+					Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeOK, Total: 2 * time.Millisecond, Child: time.Millisecond})
 				if i%50 == 0 {
 					m.PolicyReloaded(nil)
 				}

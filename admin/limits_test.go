@@ -5,18 +5,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 )
 
 // Calls refused by the rate limit are counted per identity, and so are
 // they and busy refusals in calls_total, without durations.
 func TestLimitRefusalsCounted(t *testing.T) {
 	m := NewMetrics(nil, func() []string { return []string{"alice"} })
-	for _, rec := range []mux.CallRecord{
-		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: mux.DecisionAllowed, Outcome: mux.OutcomeRateLimited},
-		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: mux.DecisionAllowed, Outcome: mux.OutcomeRateLimited},
-		{Identity: "mallory", Tool: "docs__search", Server: "docs", Decision: mux.DecisionAllowed, Outcome: mux.OutcomeRateLimited},
-		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: mux.DecisionAllowed, Outcome: mux.OutcomeBusy},
+	for _, rec := range []pipeline.CallRecord{
+		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeRateLimited},
+		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeRateLimited},
+		{Identity: "mallory", Tool: "docs__search", Server: "docs", Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeRateLimited},
+		{Identity: "alice", Tool: "docs__search", Server: "docs", Decision: pipeline.DecisionAllowed, Outcome: pipeline.OutcomeBusy},
 	} {
 		m.CallDone(rec)
 	}

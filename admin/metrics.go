@@ -1,7 +1,7 @@
 // Package admin owns what operators see of a running mcpmux: its health
 // (/healthz), its readiness (/readyz) and its Prometheus metrics (/metrics).
 //
-// Metrics implements mux.Observer, so the mux reports to it as it works;
+// Metrics implements pipeline.Observer, so the mux reports to it as it works;
 // Handler serves the three endpoints. mcpmux serve mounts all three on
 // [upstream] admin_listen when it is set (and none on the MCP listener),
 // otherwise on the MCP listener when that is a loopback address; on any
@@ -22,13 +22,13 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/mux"
 )
 
 const namespace = "mcpmux"
@@ -60,7 +60,7 @@ var (
 // of mcpmux_child_state.
 var phases = []child.Phase{child.PhaseStarting, child.PhaseReady, child.PhaseRestarting, child.PhaseDown, child.PhaseStopped}
 
-// Metrics holds mcpmux's Prometheus metrics and implements mux.Observer.
+// Metrics holds mcpmux's Prometheus metrics and implements pipeline.Observer.
 // Its Observer methods are safe for concurrent use and never block on
 // anything but a short, uncontended lock.
 type Metrics struct {
@@ -211,7 +211,7 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 	return m
 }
 
-var _ mux.Observer = (*Metrics)(nil)
+var _ pipeline.Observer = (*Metrics)(nil)
 
 // Pins has the metrics of tool and prompt pinning read from status at
 // each scrape: mcpmux_pins{state} (pinned, new, changed, held, gone,
@@ -352,14 +352,14 @@ func (sm *serverMetrics) setPhase(phase child.Phase) {
 	}
 }
 
-// CallStarted implements mux.Observer.
+// CallStarted implements pipeline.Observer.
 func (m *Metrics) CallStarted(server string) { m.server(server).inFlight.Inc() }
 
-// CallFinished implements mux.Observer.
+// CallFinished implements pipeline.Observer.
 func (m *Metrics) CallFinished(server string) { m.server(server).inFlight.Dec() }
 
-// CallDone implements mux.Observer.
-func (m *Metrics) CallDone(rec mux.CallRecord) {
+// CallDone implements pipeline.Observer.
+func (m *Metrics) CallDone(rec pipeline.CallRecord) {
 	tool := rec.Tool
 	if tool == "" {
 		tool = labelUnknownTool
@@ -373,14 +373,14 @@ func (m *Metrics) CallDone(rec mux.CallRecord) {
 	identity := m.identityLabel(rec.Identity)
 	m.callCounter(callKey{identity, tool, server, rec.Decision, rec.Outcome}).Inc()
 	switch rec.Outcome {
-	case mux.OutcomeRateLimited:
+	case pipeline.OutcomeRateLimited:
 		m.rateLimited.WithLabelValues(identity).Inc()
 		return
-	case mux.OutcomeBusy:
+	case pipeline.OutcomeBusy:
 		// Refused before it reached the child: no durations to record.
 		return
 	}
-	if rec.Decision != mux.DecisionAllowed || sm == nil {
+	if rec.Decision != pipeline.DecisionAllowed || sm == nil {
 		return
 	}
 	sm.child.Observe(rec.Child.Seconds())
@@ -390,8 +390,8 @@ func (m *Metrics) CallDone(rec mux.CallRecord) {
 // callKey is the labels of one series of mcpmux_calls_total.
 type callKey struct {
 	identity, tool, server string
-	decision               mux.Decision
-	outcome                mux.Outcome
+	decision               pipeline.Decision
+	outcome                pipeline.Outcome
 }
 
 // callCounter returns the series of k, resolved once. Series are never
@@ -405,13 +405,13 @@ func (m *Metrics) callCounter(k callKey) prometheus.Counter {
 	return c
 }
 
-// ChildPhase implements mux.Observer.
+// ChildPhase implements pipeline.Observer.
 func (m *Metrics) ChildPhase(alias string, phase child.Phase) { m.server(alias).setPhase(phase) }
 
-// ChildRestarted implements mux.Observer.
+// ChildRestarted implements pipeline.Observer.
 func (m *Metrics) ChildRestarted(alias string) { m.server(alias).restarts.Inc() }
 
-// Session implements mux.Observer.
+// Session implements pipeline.Observer.
 func (m *Metrics) Session(identity string, delta int) { m.sessions.add(identity, delta) }
 
 // sessionCollector exposes mcpmux_sessions. It counts sessions by the

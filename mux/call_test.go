@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -33,8 +34,8 @@ type callLab struct {
 	release map[string]chan struct{}
 }
 
-// gate returns the lab child's gate.
-func (l *callLab) gate() *gate { return l.m.admit.gate(l.m.children[0]) }
+// queued is how many calls wait for one of the lab child's slots.
+func (l *callLab) queued() int64 { return l.m.p.Queued(l.m.children[0].Alias()) }
 
 // releaseCh returns the channel that lets hold call tag answer.
 func (l *callLab) releaseCh(tag string) chan struct{} {
@@ -93,17 +94,17 @@ func startCallLab(t *testing.T, limitLines, serverLines string, extra ...server.
 // call is one CallTool in flight.
 type call struct {
 	cancel context.CancelFunc
-	done   chan Result
+	done   chan pipeline.Result
 }
 
 func (l *callLab) start(identity, name, args string) *call {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &call{cancel: cancel, done: make(chan Result, 1)}
+	c := &call{cancel: cancel, done: make(chan pipeline.Result, 1)}
 	go func() { c.done <- l.m.CallTool(ctx, identity, name, json.RawMessage(args)) }()
 	return c
 }
 
-func text(r Result) string {
+func text(r pipeline.Result) string {
 	res := r.ToolResult()
 	if res == nil || len(res.Content) == 0 {
 		return ""
@@ -123,10 +124,10 @@ func TestBusy(t *testing.T) {
 		t.Fatalf("%s started", tag)
 	}
 	queued := l.start("reader", "lab__hold", `{"tag":"queued"}`)
-	testsupport.WaitFor(t, "the second call to queue", func() bool { return l.gate().queued.Load() == 1 })
+	testsupport.WaitFor(t, "the second call to queue", func() bool { return l.queued() == 1 })
 
 	r := l.m.CallTool(context.Background(), "reader", "lab__hold", json.RawMessage(`{"tag":"third"}`))
-	if r.Outcome != OutcomeBusy || r.Decision != DecisionAllowed || !r.Tool.IsError {
+	if r.Outcome != pipeline.OutcomeBusy || r.Decision != pipeline.DecisionAllowed || !r.Tool.IsError {
 		t.Fatalf("third call: %+v", r)
 	}
 	if want := "server lab is busy: 1 calls in flight and 1 queued; try again later"; text(r) != want {
@@ -134,24 +135,24 @@ func TestBusy(t *testing.T) {
 	}
 
 	queued.cancel()
-	if r := <-queued.done; r.Outcome != OutcomeCancelled {
+	if r := <-queued.done; r.Outcome != pipeline.OutcomeCancelled {
 		t.Fatalf("cancelled queued call: %+v %q", r, text(r))
 	}
-	if n := l.gate().queued.Load(); n != 0 {
+	if n := l.queued(); n != 0 {
 		t.Fatalf("%d calls still queued after the queued one was cancelled", n)
 	}
 	// Its place in the queue is free.
 	next := l.start("reader", "lab__hold", `{"tag":"next"}`)
-	testsupport.WaitFor(t, "the next call to queue", func() bool { return l.gate().queued.Load() == 1 })
+	testsupport.WaitFor(t, "the next call to queue", func() bool { return l.queued() == 1 })
 	close(l.releaseCh("first"))
-	if r := <-first.done; r.Outcome != OutcomeOK {
+	if r := <-first.done; r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("first call: %+v %q", r, text(r))
 	}
 	if tag := <-l.started; tag != "next" {
 		t.Fatalf("%s started, want next", tag)
 	}
 	close(l.releaseCh("next"))
-	if r := <-next.done; r.Outcome != OutcomeOK {
+	if r := <-next.done; r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("next call: %+v %q", r, text(r))
 	}
 	if n := l.calls.Load(); n != 2 {
@@ -171,14 +172,14 @@ func TestQueuedCallTimesOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	r := l.m.CallTool(ctx, "reader", "lab__hold", json.RawMessage(`{"tag":"second"}`))
-	if r.Outcome != OutcomeTimeout || !strings.Contains(text(r), "waiting for one of server lab's 1 call slots; it was not sent") {
+	if r.Outcome != pipeline.OutcomeTimeout || !strings.Contains(text(r), "waiting for one of server lab's 1 call slots; it was not sent") {
 		t.Fatalf("queued call: %+v %q", r, text(r))
 	}
-	if n := l.gate().queued.Load(); n != 0 {
+	if n := l.queued(); n != 0 {
 		t.Fatalf("%d calls queued after the queued one timed out", n)
 	}
 	close(l.releaseCh("first"))
-	if r := <-first.done; r.Outcome != OutcomeOK {
+	if r := <-first.done; r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("first call: %+v %q", r, text(r))
 	}
 }
@@ -189,21 +190,21 @@ func TestRateLimited(t *testing.T) {
 	// One call per 100s: the second is refused however slow the machine.
 	l := startCallLab(t, "rate_limit = 0.01\nrate_burst = 1", "")
 	args := json.RawMessage(`{"query":"x"}`)
-	if r := l.m.CallTool(context.Background(), "reader", "lab__search", args); r.Outcome != OutcomeOK {
+	if r := l.m.CallTool(context.Background(), "reader", "lab__search", args); r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("first call: %+v %q", r, text(r))
 	}
 	r := l.m.CallTool(context.Background(), "reader", "lab__search", args)
-	if r.Outcome != OutcomeRateLimited || !r.Tool.IsError {
+	if r.Outcome != pipeline.OutcomeRateLimited || !r.Tool.IsError {
 		t.Fatalf("second call: %+v", r)
 	}
 	if want := `rate limit exceeded for identity "reader": at most 0.01 calls per second (bursts of 1); try again later`; text(r) != want {
 		t.Fatalf("message %q, want %q", text(r), want)
 	}
-	if r := l.m.CallTool(context.Background(), "bob", "lab__search", args); r.Outcome != OutcomeOK {
+	if r := l.m.CallTool(context.Background(), "bob", "lab__search", args); r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("another identity: %+v %q", r, text(r))
 	}
 	// Names outside the catalog are refused as before, not rate limited.
-	if r := l.m.CallTool(context.Background(), "reader", "lab__nope", args); r.Decision != DecisionUnknown {
+	if r := l.m.CallTool(context.Background(), "reader", "lab__nope", args); r.Decision != pipeline.DecisionUnknown {
 		t.Fatalf("unknown name: %+v", r)
 	}
 	if n := l.calls.Load(); n != 2 {
@@ -226,7 +227,7 @@ func TestDuplicateKeys(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := l.m.CallTool(context.Background(), "reader", "lab__search", json.RawMessage(c.args))
-		if r.Decision != DecisionInvalid || r.Outcome != OutcomeRefused || text(r) != c.want {
+		if r.Decision != pipeline.DecisionInvalid || r.Outcome != pipeline.OutcomeRefused || text(r) != c.want {
 			t.Errorf("%s: %+v %q, want %q", c.args, r, text(r), c.want)
 		}
 	}
@@ -236,7 +237,7 @@ func TestDuplicateKeys(t *testing.T) {
 	// The JSON-RPC encoder compacts the arguments; nothing else changes.
 	raw := `{"filter":{"query":"a"},"query":"1.000000000000000000001","n":1.000000000000000000001}`
 	r := l.m.CallTool(context.Background(), "reader", "lab__search", json.RawMessage(raw))
-	if r.Outcome != OutcomeOK || text(r) != raw {
+	if r.Outcome != pipeline.OutcomeOK || text(r) != raw {
 		t.Fatalf("forwarded %q, want %q (%+v)", text(r), raw, r)
 	}
 }

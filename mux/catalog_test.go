@@ -44,7 +44,7 @@ func newMergeLab(t *testing.T, servers string) *mergeLab {
 // ("" for none), as a ready child would.
 func (l *mergeLab) offer(t *testing.T, alias string, lists [catalog.NumKinds]string) {
 	t.Helper()
-	c := l.m.child(alias)
+	c := l.m.byAlias[alias]
 	var raw [catalog.NumKinds][]json.RawMessage
 	caps := mcp.ServerCapabilities{}
 	for k, list := range lists {
@@ -157,13 +157,13 @@ prefix = false
 		{"unknown://x", "", ""}, // two unprefixed children offer resources: no guess
 		{"mcpmux://nobody/x", "", ""},
 	} {
-		ch, orig, ok := l.m.routeURI(cat, c.uri)
+		ch, orig, ok := l.m.p.RouteURI(cat, c.uri)
 		got := ""
 		if ok {
 			got = ch.Alias()
 		}
 		if got != c.alias || orig != c.orig {
-			t.Errorf("routeURI(%q) = %q %q %t, want %q %q", c.uri, got, orig, ok, c.alias, c.orig)
+			t.Errorf("RouteURI(%q) = %q %q %t, want %q %q", c.uri, got, orig, ok, c.alias, c.orig)
 		}
 	}
 }

@@ -38,8 +38,6 @@ func (m childHost) Spawn(ctx context.Context, spec childproc.Spec) (*childproc.P
 	return m.spawner.Start(ctx, spec)
 }
 
-func (m childHost) SubscribedURIs(alias string) []string { return m.subs.uris(alias) }
-
 // Progress relays a child's notifications/progress to the call it names,
 // under the client's own token; progress for a call that has ended, that
 // is not in the table or whose client asked for none is dropped. It never
@@ -97,3 +95,13 @@ func (m *Mux) notifyCall(a *upstream.Attachment, method string, params map[strin
 
 // childHost is the Mux as its children's host (child.Host).
 type childHost struct{ *Mux }
+
+// SubscribedURIs are the URIs of alias's resources that some session is
+// subscribed to, to subscribe again on a new session of the child.
+func (m childHost) SubscribedURIs(alias string) []string { return m.p.SubscribedURIs(alias) }
+
+// ResourceUpdated relays a child's notifications/resources/updated to the
+// sessions subscribed to it.
+func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
+	m.p.ResourceUpdated(c, n)
+}

@@ -6,7 +6,6 @@ package mux
 // client's answer goes back to the child, both as they were sent.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -61,7 +61,7 @@ func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Ses
 		}
 		switch {
 		case req.Method == string(mcp.MethodListRoots) && len(c.Config().Roots) > 0:
-			return configuredRoots(req.ID, c)
+			return pipeline.ConfiguredRoots(req.ID, c)
 		case req.Method == string(mcp.MethodListRoots):
 			// An empty list would be taken for the client's answer, and
 			// kept (server-everything asks once per session); the child
@@ -72,13 +72,13 @@ func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Ses
 		}
 		return fail(mcp.INVALID_REQUEST, "%s outside any call: over HTTP mcpmux cannot tell which client to ask", req.Method)
 	}
-	if missing := missingCapability(to, mcp.MCPMethod(req.Method)); missing != "" {
-		return refuseMissing(req, c, missing)
+	if missing := pipeline.MissingCapability(to, mcp.MCPMethod(req.Method)); missing != "" {
+		return pipeline.RefuseMissing(req, c, missing)
 	}
 	if to.Out == nil {
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, upstream.ErrNoAsk)
 	}
-	params, err := childParams(req)
+	params, err := pipeline.ChildParams(req)
 	if err != nil {
 		return fail(mcp.INVALID_PARAMS, "%v", err)
 	}
@@ -98,68 +98,6 @@ func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Ses
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, err)
 	}
 	return transport.NewJSONRPCResultResponse(req.ID, result)
-}
-
-// errBadChildParams is wrapped by the error for a child's request whose
-// params mcpmux cannot read.
-var errBadChildParams = errors.New("malformed params")
-
-// childParams are the params of a child's request as JSON: an object, or
-// nil for none.
-func childParams(req transport.JSONRPCRequest) (json.RawMessage, error) {
-	if req.Params == nil {
-		return nil, nil
-	}
-	raw, err := json.Marshal(req.Params)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadChildParams, err)
-	}
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		if string(t) == "null" {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: params of %s must be an object", errBadChildParams, req.Method)
-	}
-	return raw, nil
-}
-
-// missingCapability names the capability the client of the request a
-// lacks for a request of method, or returns "". A 2026-07-28 request
-// declares its client's capabilities itself; an earlier client declared
-// them in initialize.
-func missingCapability(a *upstream.Attachment, method mcp.MCPMethod) string {
-	caps := a.Caps()
-	switch {
-	case method == mcp.MethodSamplingCreateMessage && caps.Sampling == nil:
-		return "sampling"
-	case method == mcp.MethodElicitationCreate && caps.Elicitation == nil:
-		return "elicitation"
-	case method == mcp.MethodListRoots && caps.Roots == nil:
-		return "roots"
-	}
-	return ""
-}
-
-// refuseMissing answers req of c, which the client it would go to lacks
-// the capability missing for: roots/list with c's [servers.X] roots (the
-// client has none of its own, so the configured ones apply), anything else
-// with an error naming the capability.
-func refuseMissing(req transport.JSONRPCRequest, c *child.Server, missing string) *transport.JSONRPCResponse {
-	if req.Method == string(mcp.MethodListRoots) {
-		return configuredRoots(req.ID, c)
-	}
-	return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND,
-		fmt.Sprintf("the client did not declare the %s capability, so mcpmux cannot relay %s to it", missing, req.Method), nil)
-}
-
-// configuredRoots answers roots/list from [servers.X] roots.
-func configuredRoots(id mcp.RequestId, c *child.Server) *transport.JSONRPCResponse {
-	roots := make([]mcp.Root, 0, len(c.Config().Roots))
-	for _, r := range c.Config().Roots {
-		roots = append(roots, mcp.Root{URI: r})
-	}
-	raw, _ := json.Marshal(mcp.ListRootsResult{Roots: roots})
-	return transport.NewJSONRPCResultResponse(id, raw)
 }
 
 // rootsChanged passes a client's notifications/roots/list_changed on to

@@ -38,8 +38,7 @@ func (m *Mux) edgeEnv() edge.Env {
 type edgeBackend struct{ m *Mux }
 
 func (b edgeBackend) Serve(ctx context.Context, r *upstream.Request) ([]byte, *frame.Error) {
-	a := b.m.serve(ctx, r)
-	return decoration.encode(r, a), a.Err
+	return b.m.p.Serve(ctx, r)
 }
 
 func (b edgeBackend) TaskResult(u *upstream.Session, f *frame.Frame) func(context.Context, upstream.Out) []byte {

@@ -19,33 +19,29 @@
 //     client, relayed to the client of the call they belong to;
 //   - pins.go: the Mux's pinning, which package publish does;
 //   - edges.go: the Mux as the backend of its edges (package edge);
-//     request.go, pipeline.go: a request mcpmux answers and its steps;
-//     call.go: tools/call and its audit line; admission.go: rate limits
-//     and per-child slots; tasks.go: task-augmented calls upstream;
-//     rounds.go: a child's requests to a 2026-07-28 client, as
-//     input-required results and retries; subscriptions.go: resource
-//     subscriptions;
+//     tasks.go: task-augmented calls upstream;
 //   - upstream.go: mcp-go's server, its hooks and what is declared in
-//     initialize; observer.go: what metrics are told.
+//     initialize.
 //
-// Packages below mux hold what needs none of its state: publish builds
-// each new snapshot of the catalog, holds the definitions that differ
-// from their pins, and runs the one goroutine that tells mcp-go and the
-// sessions what changed; edge owns the
-// stdio and HTTP edges and their front end; child owns the children, their
-// sessions and their calls in flight; catalog owns the
-// snapshot of what the children offer and each caller's view of it;
-// upstream owns the upstream sessions; frame reads a message once and
-// writes mcpmux's own answers; jsonwire reads and edits JSON (and JSON-RPC
-// ids) without decoding it; args decodes a call's arguments, vets each
-// tool's inputSchema and checks calls against it; naming makes the exposed
-// names and URIs, and rewrites the URIs in what a child sends.
+// Packages below mux hold what needs none of its state: pipeline serves
+// every request mcpmux answers itself, step by step, and owns the calls
+// in flight, the per-child slots and rate limits, the rounds and the
+// subscriptions; publish builds each new snapshot of the catalog, holds
+// the definitions that differ from their pins, and runs the one goroutine
+// that tells mcp-go and the sessions what changed; edge owns the stdio and
+// HTTP edges and their front end; child owns the children, their sessions
+// and their calls in flight; catalog owns the snapshot of what the
+// children offer and each caller's view of it; upstream owns the upstream
+// sessions; frame reads a message once and writes mcpmux's own answers;
+// jsonwire reads and edits JSON (and JSON-RPC ids) without decoding it;
+// args decodes a call's arguments, vets each tool's inputSchema and checks
+// calls against it; naming makes the exposed names and URIs, and rewrites
+// the URIs in what a child sends.
 package mux
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -63,6 +59,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
@@ -77,10 +74,9 @@ type Mux struct {
 	cfg        *config.Config
 	policies   *policy.Store
 	log        zerolog.Logger
-	audit      zerolog.Logger
 	environ    []string
 	supervisor string
-	observe    Observer
+	observe    pipeline.Observer
 
 	children []*child.Server // config order
 	byAlias  map[string]*child.Server
@@ -89,14 +85,13 @@ type Mux struct {
 	catalog  atomic.Pointer[catalog.Catalog]
 
 	pub *publish.Publisher // builds and publishes the merged catalog
+	p   *pipeline.Pipeline // serves what mcpmux answers itself
 	// deliver is notifyCall, bound once: what a child sends during a call
 	// reaches the call's client through it.
 	deliver  child.Deliver
 	srv      *server.MCPServer
 	sessions upstream.Registry
-	subs     subscriptions
 	tasks    taskTable   // upstream tasks mcp-go hosts (tasks.go)
-	rounds   roundTable  // 2026-07-28 calls waiting for input (rounds.go)
 	levelSet atomic.Bool // a client has sent logging/setLevel (logging.go)
 
 	memory *memory.Returner // returns freed memory once catalogs are read
@@ -108,16 +103,6 @@ type Mux struct {
 	// child's catalog then only publishes the child's state, and the merged
 	// one is built once, as the last first start ends.
 	starting atomic.Bool
-
-	admit    admission     // rate limits and max_in_flight (admission.go)
-	inflight atomic.Int64  // calls being forwarded
-	idle     chan struct{} // gets a token when inflight drops to zero
-	// cut ends every call in flight when mcpmux stops (CutCalls). Calls
-	// watch it themselves: cancelling the transports' request contexts
-	// instead would stop mcp-go from sending the answers.
-	cut      context.Context
-	cutCalls context.CancelCauseFunc
-	cuts     callCuts // the calls in flight, reached by cut (call.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -136,7 +121,7 @@ type Options struct {
 	// (Spawner.Prestart) and closes after Close.
 	Spawner *childproc.Spawner
 	// Observer is told what happens, for metrics; nil observes nothing.
-	Observer Observer
+	Observer pipeline.Observer
 	// Pins are the tool and prompt pins the catalog is checked against
 	// under [mux] pinning; nil pins nothing.
 	Pins *pins.Store
@@ -157,19 +142,14 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		supervisor: opts.Supervisor,
 		spawner:    opts.Spawner,
 		observe:    opts.Observer,
-		audit:      log.With().Str("log", "audit").Logger(),
 		environ:    os.Environ(),
 		initial:    make(chan struct{}),
-		idle:       make(chan struct{}, 1),
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
 	}
 	m.deliver = m.notifyCall
-	m.rounds.idle = make(chan struct{}, 1)
-	m.rounds.log = log
 	m.tasks.sessions, m.tasks.log, m.tasks.callTimeout = &m.sessions, log, cfg.Mux.CallTimeout
-	m.cut, m.cutCalls = context.WithCancelCause(context.Background())
 	if m.observe == nil {
-		m.observe = nopObserver{}
+		m.observe = pipeline.NopObserver{}
 	}
 	m.catalog.Store(catalog.Empty)
 	pinning := publish.NewPinning(cfg, opts.Pins, opts.ComparePins, m.log)
@@ -186,6 +166,8 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
 		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.handleTask) }, log)
 	m.pub = publish.New(m.children, pinning, &m.catalog, announcer, log)
+	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
+		Children: m.children, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
 	return m
 }
 
@@ -225,31 +207,15 @@ func (m *Mux) Start(ctx context.Context) {
 // WaitReady waits until every child has become ready or failed its first
 // start, or ctx ends. Each child's attempt is bounded by its own
 // startup_timeout.
-func (m *Mux) WaitReady(ctx context.Context) error {
-	select {
-	case <-m.initial:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (m *Mux) WaitReady(ctx context.Context) error { return m.p.WaitReady(ctx) }
 
 // WaitIdle waits until no call is being forwarded, or ctx ends. A drain
 // on shutdown uses it, once no new calls can arrive.
-func (m *Mux) WaitIdle(ctx context.Context) error {
-	for m.inflight.Load() > 0 {
-		select {
-		case <-m.idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
+func (m *Mux) WaitIdle(ctx context.Context) error { return m.p.WaitIdle(ctx) }
 
 // CutCalls ends every call still in flight, now and from now on; each is
 // answered with an error result naming cause (ErrShuttingDown on shutdown).
-func (m *Mux) CutCalls(cause error) { m.cutCalls(cause) }
+func (m *Mux) CutCalls(cause error) { m.p.CutCalls(cause) }
 
 // Close stops every child (stdin closed, then SIGTERM, then SIGKILL to its
 // process group) and waits for all of mcpmux's goroutines.
@@ -257,11 +223,10 @@ func (m *Mux) Close() {
 	if m.cancel == nil {
 		return
 	}
-	m.cutCalls(ErrShuttingDown)
+	m.p.CutCalls(pipeline.ErrShuttingDown)
 	m.sessions.Close()
-	m.subs.close()
 	m.tasks.close()
-	m.rounds.wait()
+	m.p.Close()
 	m.cancel()
 	m.wg.Wait()
 	m.memory.Close()
@@ -283,10 +248,17 @@ type ToolInfo struct {
 // may see, in catalog order.
 func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 	var out []ToolInfo
-	for _, t := range m.catalog.Load().Visible(catalog.KindTool, m.viewerOf(ctx)) {
+	for _, t := range m.catalog.Load().Visible(catalog.KindTool, m.p.ViewerOf(ctx)) {
 		out = append(out, ToolInfo{Name: t.Name, Server: t.Server, ChildName: t.Orig, ReadOnly: t.ReadOnly, Def: t.Def})
 	}
 	return out
+}
+
+// CallTool calls the tool exposed as name for identity with arguments, as
+// a tools/call of a client of identity would; ctx carries the caller
+// (WithCaller). It writes one audit line.
+func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any) pipeline.Result {
+	return m.p.CallTool(ctx, identity, name, arguments)
 }
 
 // Unavailable explains a name that is not in the catalog because the
@@ -325,10 +297,6 @@ func (m *Mux) Status() []ChildStatus {
 	}
 	return out
 }
-
-// ErrShuttingDown is the cause given to calls cut off because mcpmux is
-// stopping; their callers are told so.
-var ErrShuttingDown = errors.New("mcpmux is shutting down")
 
 func (m *Mux) maxStartupTimeout() time.Duration {
 	var d time.Duration

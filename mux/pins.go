@@ -1,20 +1,10 @@
 package mux
 
 import (
-	"errors"
-
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
-
-// DecisionHeld is the audit decision of a request for a tool or prompt
-// held by pinning; the caller is told what it is told of an unknown name.
-const DecisionHeld Decision = "held"
-
-// errHeldSince is a request for a tool or prompt held by pinning since it
-// was looked up (stillPinned).
-var errHeldSince = errors.New("held by pinning since it was looked up")
 
 // PinUpgrades are whole pins of the tools and prompts whose partial pins
 // they match, as the last catalog build found them: what mcpmux pins

@@ -1,20 +1,14 @@
 package mux
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/mux/child"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
-	"github.com/mcpmux/mcpmux/mux/upstream"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 )
 
 // TestRoundBoundPerServer: with st's max_in_flight at 2, alice holds at
@@ -45,7 +39,7 @@ func TestRoundBoundPerServer(t *testing.T) {
 	if done := handCall(t, alice, "st", "asks", args("a1"), first.RequestState, answers); done.ResultType == "input_required" || done.IsError {
 		t.Fatalf("alice's first round answered: %+v", done)
 	}
-	testsupport.WaitFor(t, "the first round's place given back", func() bool { return l.m.rounds.waiting.Load() == 1 })
+	testsupport.WaitFor(t, "the first round's place given back", func() bool { return l.m.p.RoundsAsking() == 1 })
 	if again := handCall(t, alice, "st", "asks", args("a3"), "", nil); again.ResultType != "input_required" {
 		t.Fatalf("alice's round after the first ended: %+v", again)
 	}
@@ -56,18 +50,16 @@ func TestRoundBoundPerServer(t *testing.T) {
 func TestRoundAsksBound(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{})
 	u := modernStdio(t, l.m, "alice")
-	args := map[string]any{"tag": "flood", "rounds": strings.Repeat("roots+", maxRoundAsks) + "roots"}
+	args := map[string]any{"tag": "flood", "rounds": strings.Repeat("roots+", pipeline.MaxRoundAsks) + "roots"}
 	first := handCall(t, u, "st", "asks", args, "", nil)
 	if first.ResultType != "input_required" {
 		t.Fatalf("first answer %+v", first)
 	}
 	// No retry until the child's 17th request is refused, the 16 others
 	// held.
-	r := roundOf(l.m, first.RequestState)
 	testsupport.WaitFor(t, "the 17th request refused", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.pending)+len(r.asked) == maxRoundAsks && strings.Contains(l.log.String(), "the most it may")
+		pending, asked, _ := l.m.p.RoundAsks(first.RequestState)
+		return pending+asked == pipeline.MaxRoundAsks && strings.Contains(l.log.String(), "the most it may")
 	})
 	answered := len(first.InputRequests)
 	for res := first; res.ResultType == "input_required"; {
@@ -80,7 +72,7 @@ func TestRoundAsksBound(t *testing.T) {
 			answered += len(res.InputRequests)
 			continue
 		}
-		if answered != maxRoundAsks || strings.Count(res.Text(), "the most it may") != 1 {
+		if answered != pipeline.MaxRoundAsks || strings.Count(res.Text(), "the most it may") != 1 {
 			t.Fatalf("%d handed out, final %+v", answered, res)
 		}
 	}
@@ -91,93 +83,10 @@ func TestRoundAsksBound(t *testing.T) {
 func TestRoundUnknownStateAudited(t *testing.T) {
 	l := startTrafficLab(t, trafficOptions{})
 	u := modernStdio(t, l.m, "alice")
-	if got := handCall(t, u, "st", "asks", map[string]any{"tag": "x", "rounds": "roots"}, "no-such-state", map[string]any{}); !got.IsError || got.Text() != unknownState(mcp.MethodToolsCall) {
+	if got := handCall(t, u, "st", "asks", map[string]any{"tag": "x", "rounds": "roots"}, "no-such-state", map[string]any{}); !got.IsError || got.Text() != pipeline.UnknownState(mcp.MethodToolsCall) {
 		t.Fatalf("retry of no round: %+v", got)
 	}
 	testsupport.WaitFor(t, "the refused retry's audit line", func() bool {
 		return strings.Contains(l.log.String(), `"identity":"alice","tool":"st__asks","server":"","decision":"unknown","outcome":"refused"`)
-	})
-}
-
-// TestRoundHandOutEnded: a round whose context has ended hands out no
-// requestState, and leaves none in the table.
-func TestRoundHandOutEnded(t *testing.T) {
-	rt := &roundTable{}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errRequestGone)
-	r := &round{rt: rt, ctx: ctx, pending: []*childAsk{{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)}}}
-	if raw, ok := r.handOut(); ok {
-		t.Fatalf("an ended round handed out %s", raw)
-	}
-	rt.byToken.Range(func(k, _ any) bool { t.Errorf("state %v left in the table", k); return true })
-}
-
-// TestRoundsRefusedOnceClosing: once wait (Mux.Close) has begun, no round
-// starts, and wait still waits for the one running.
-func TestRoundsRefusedOnceClosing(t *testing.T) {
-	rt := &roundTable{idle: make(chan struct{}, 1)}
-	if !rt.enter() {
-		t.Fatal("a round refused before closing")
-	}
-	waited := make(chan struct{})
-	go func() { rt.wait(); close(waited) }()
-	testsupport.WaitFor(t, "wait to begin", func() bool { return rt.running.Load()&roundsClosed != 0 })
-	if rt.enter() {
-		t.Fatal("a round started once closing")
-	}
-	select {
-	case <-waited:
-		t.Fatal("wait returned with a round running")
-	default:
-	}
-	rt.finished()
-	<-waited
-}
-
-// TestRoundHoldGivenBack: places reserved by hold are given back, the
-// identity's counter dropped once it is zero.
-func TestRoundHoldGivenBack(t *testing.T) {
-	rt := &roundTable{}
-	c := child.New(nil, child.Env{Config: &config.Config{}}, config.Server{Alias: "x", MaxInFlight: 4})
-	var keys []string
-	for range 2 {
-		k, refused := rt.hold("alice", c)
-		if refused != "" {
-			t.Fatal(refused)
-		}
-		keys = append(keys, k)
-	}
-	if _, refused := rt.hold("alice", c); refused == "" {
-		t.Fatal("a third round of alice at a server of max_in_flight 4")
-	}
-	for _, k := range keys {
-		rt.unhold(k)
-	}
-	if n := rt.waiting.Load(); n != 0 {
-		t.Errorf("%d places still counted", n)
-	}
-	rt.held.Range(func(k, _ any) bool { t.Errorf("counter %q left", k); return true })
-}
-
-// TestRoundAnswerNotRetried: a round whose work has its answer between
-// rounds ends once nobody retries within its hold (shortened here), not at
-// call_timeout, and its requestState is gone.
-func TestRoundAnswerNotRetried(t *testing.T) {
-	l := startTrafficLab(t, trafficOptions{mux: `call_timeout = "1h"`})
-	l.m.rounds.holdFor = time.Millisecond
-	done := make(chan struct{})
-	r := l.m.startRound(upstream.WithIdentity(context.Background(), "alice"), &upstream.Request{Method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
-		func(context.Context, *child.Call) answer { <-done; return answer{} })
-	r.mu.Lock()
-	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})
-	r.mu.Unlock()
-	if _, ok := r.handOut(); !ok {
-		t.Fatal("nothing handed out")
-	}
-	state := ""
-	l.m.rounds.byToken.Range(func(k, _ any) bool { state = k.(string); return false })
-	close(done)
-	testsupport.WaitFor(t, "the unclaimed answer's round to end", func() bool {
-		return roundOf(l.m, state) == nil && errors.Is(context.Cause(r.ctx), errNotRetried)
 	})
 }

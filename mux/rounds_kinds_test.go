@@ -13,6 +13,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -130,7 +131,7 @@ func TestRoundRetriesOfPromptsAndReadsByHand(t *testing.T) {
 	bob := modernHTTP(t, l.m, "bob")
 	unknown := func(what string, method mcp.MCPMethod, res testsupport.InputRequired, rerr *testsupport.RPCError) {
 		t.Helper()
-		want := unknownState(method)
+		want := pipeline.UnknownState(method)
 		if method == mcp.MethodToolsCall {
 			if rerr != nil || !res.IsError || res.Text() != want {
 				t.Errorf("%s: %+v %v, want a tool error %q", what, res, rerr, want)
@@ -170,7 +171,7 @@ func TestRoundRetriesOfPromptsAndReadsByHand(t *testing.T) {
 	unknown("a resources/read with a prompt's requestState", mcp.MethodResourcesRead, res, rerr)
 	res, rerr = handKind(t, alice, mcp.MethodToolsCall, map[string]any{"name": "st__asks", "arguments": map[string]any{"tag": "hp", "rounds": "roots"}}, p.RequestState, nil)
 	unknown("a tools/call with a prompt's requestState", mcp.MethodToolsCall, res, rerr)
-	if roundOf(l.m, p.RequestState) == nil {
+	if !roundWaits(l.m, p.RequestState) {
 		t.Fatal("a refused retry ended the round")
 	}
 	answer := map[string]any{rootsKey: json.RawMessage(`{"roots":[{"uri":"file:///hand","name":"n"}]}`)}
@@ -197,7 +198,7 @@ func TestRoundRetriesOfPromptsAndReadsByHand(t *testing.T) {
 		t.Errorf("the read after its retry: %+v %v", final, rerr)
 	}
 	testsupport.WaitFor(t, "the rounds to be gone", func() bool {
-		return roundOf(l.m, p.RequestState) == nil && roundOf(l.m, r.RequestState) == nil
+		return !roundWaits(l.m, p.RequestState) && !roundWaits(l.m, r.RequestState)
 	})
 }
 
@@ -235,7 +236,7 @@ func TestRoundOfPromptAndReadAfterPolicyEdit(t *testing.T) {
 		return n == 2
 	})
 	testsupport.WaitFor(t, "the rounds to be gone", func() bool {
-		return roundOf(l.m, p.RequestState) == nil && roundOf(l.m, r.RequestState) == nil
+		return !roundWaits(l.m, p.RequestState) && !roundWaits(l.m, r.RequestState)
 	})
 	testsupport.WaitFor(t, "the audit lines", func() bool {
 		log := l.log.String()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -77,12 +78,10 @@ func handCall(t *testing.T, u *upstreamClient, alias, tool string, args map[stri
 	return testsupport.ReadInputRequired(t, testsupport.ModernRPC(t, u.Client, string(mcp.MethodToolsCall), params))
 }
 
-// roundOf returns the round waiting under state, or nil.
-func roundOf(m *Mux, state string) *round {
-	if v, ok := m.rounds.byToken.Load(state); ok {
-		return v.(*round)
-	}
-	return nil
+// roundWaits reports whether a round waits for a retry under state.
+func roundWaits(m *Mux, state string) bool {
+	_, _, ok := m.p.RoundAsks(state)
+	return ok
 }
 
 // TestRoundsThroughMcpGoClient is the proof for 2026-07-28 clients:
@@ -151,14 +150,12 @@ func TestRoundsByHand(t *testing.T) {
 	if err := l.ht.Meet(ctx, "hand-gate", 2); err != nil {
 		t.Fatal(err)
 	}
-	r := roundOf(l.m, first.RequestState)
 	testsupport.WaitFor(t, "two child requests pending", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.pending) == 2
+		pending, _, _ := l.m.p.RoundAsks(first.RequestState)
+		return pending == 2
 	})
 
-	if other := handCall(t, bob, "ht", "asks", args, first.RequestState, nil); !other.IsError || other.Text() != unknownState(mcp.MethodToolsCall) {
+	if other := handCall(t, bob, "ht", "asks", args, first.RequestState, nil); !other.IsError || other.Text() != pipeline.UnknownState(mcp.MethodToolsCall) {
 		t.Fatalf("bob's retry of alice's round: %+v", other)
 	}
 	second := handCall(t, alice, "ht", "asks", args, first.RequestState,
@@ -166,7 +163,7 @@ func TestRoundsByHand(t *testing.T) {
 	if second.ResultType != "input_required" || len(second.InputRequests) != 2 || second.RequestState == first.RequestState {
 		t.Fatalf("second answer %+v, want both pending requests under a new state", second)
 	}
-	if again := handCall(t, alice, "ht", "asks", args, first.RequestState, nil); !again.IsError || again.Text() != unknownState(mcp.MethodToolsCall) {
+	if again := handCall(t, alice, "ht", "asks", args, first.RequestState, nil); !again.IsError || again.Text() != pipeline.UnknownState(mcp.MethodToolsCall) {
 		t.Fatalf("a used requestState: %+v", again)
 	}
 	answers := map[string]any{}
@@ -197,7 +194,7 @@ func TestRoundsByHand(t *testing.T) {
 	if !slices.Contains(l.recordOf("ht"), verbatim) {
 		t.Errorf("the child did not get the answer as sent: %q", l.recordOf("ht"))
 	}
-	testsupport.WaitFor(t, "the round to be gone", func() bool { return roundOf(l.m, second.RequestState) == nil })
+	testsupport.WaitFor(t, "the round to be gone", func() bool { return !roundWaits(l.m, second.RequestState) })
 }
 
 // TestRoundNobodyRetries: a round whose client never retries ends at
@@ -212,8 +209,8 @@ func TestRoundNobodyRetries(t *testing.T) {
 		t.Fatalf("first answer %+v", first)
 	}
 	l.waitRecord(t, "st", "cancelled ")
-	testsupport.WaitFor(t, "the round to be gone", func() bool { return roundOf(l.m, first.RequestState) == nil })
-	if late := handCall(t, u, "st", "asks", map[string]any{"tag": "late", "rounds": "sampling"}, first.RequestState, map[string]any{}); !late.IsError || late.Text() != unknownState(mcp.MethodToolsCall) {
+	testsupport.WaitFor(t, "the round to be gone", func() bool { return !roundWaits(l.m, first.RequestState) })
+	if late := handCall(t, u, "st", "asks", map[string]any{"tag": "late", "rounds": "sampling"}, first.RequestState, map[string]any{}); !late.IsError || late.Text() != pipeline.UnknownState(mcp.MethodToolsCall) {
 		t.Errorf("a retry after call_timeout: %+v", late)
 	}
 	testsupport.WaitFor(t, "the call's audit line", func() bool {
@@ -235,11 +232,11 @@ func TestRoundRetryAfterPolicyEdit(t *testing.T) {
 	params := map[string]any{"name": "st__asks", "requestState": first.RequestState, "inputResponses": map[string]any{},
 		"_meta": testsupport.ModernMeta(map[string]any{"roots": map[string]any{}})}
 	res, rerr := testsupport.RPC(t, u.Client, string(mcp.MethodToolsCall), params)
-	if rerr == nil && !strings.Contains(string(res), ErrUnknownTool.Error()) {
+	if rerr == nil && !strings.Contains(string(res), pipeline.ErrUnknownTool.Error()) {
 		t.Fatalf("a retry of a tool no longer allowed: %s", res)
 	}
 	l.waitRecord(t, "st", "cancelled ")
-	testsupport.WaitFor(t, "the round to be gone", func() bool { return roundOf(l.m, first.RequestState) == nil })
+	testsupport.WaitFor(t, "the round to be gone", func() bool { return !roundWaits(l.m, first.RequestState) })
 }
 
 // TestRoundWithoutCapability: a 2026-07-28 client that declared none of

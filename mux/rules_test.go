@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -82,14 +84,14 @@ func TestRuleRefusesCall(t *testing.T) {
 	m, log, calls := l.m, l.log, l.calls
 	ctx := context.Background()
 	r := m.CallTool(ctx, "reader", "lab__read", json.RawMessage(`{"path":"/pub/a"}`))
-	if r.Decision != DecisionAllowed || r.Outcome != OutcomeOK {
+	if r.Decision != pipeline.DecisionAllowed || r.Outcome != pipeline.OutcomeOK {
 		t.Fatalf("inside /pub: %+v %q", r, text(r))
 	}
 	// A key that differs from path only in case is refused before any
 	// rule reads args: a child decoding into a struct would take it.
 	before := calls.Load()
 	r = m.CallTool(ctx, "reader", "lab__read", json.RawMessage(`{"path":"/pub/a","PATH":"/etc/passwd"}`))
-	if want := `lab__read: arguments: keys "path" and "PATH" differ only in case at (root)`; r.Decision != DecisionInvalid || r.Outcome != OutcomeRefused || text(r) != want {
+	if want := `lab__read: arguments: keys "path" and "PATH" differ only in case at (root)`; r.Decision != pipeline.DecisionInvalid || r.Outcome != pipeline.OutcomeRefused || text(r) != want {
 		t.Fatalf("path and PATH: %+v %q, want %q", r, text(r), want)
 	}
 	if calls.Load() != before {
@@ -98,7 +100,7 @@ func TestRuleRefusesCall(t *testing.T) {
 	for _, args := range []string{`{"path":"/etc/passwd"}`, `{}`} {
 		before := calls.Load()
 		r = m.CallTool(ctx, "reader", "lab__read", json.RawMessage(args))
-		if r.Decision != DecisionRule || r.Outcome != OutcomeRefused || r.Rule == nil || r.Rule.Rule.Index != 1 {
+		if r.Decision != pipeline.DecisionRule || r.Outcome != pipeline.OutcomeRefused || r.Rule == nil || r.Rule.Rule.Index != 1 {
 			t.Fatalf("%s: %+v", args, r)
 		}
 		if res := r.ToolResult(); res == nil || !res.IsError || !strings.HasPrefix(text(r), "lab__read: read only under /pub") {
@@ -120,7 +122,7 @@ func TestRuleRefusesCall(t *testing.T) {
 		}
 	}
 	// Another identity's policy has no rules.
-	if r := m.CallTool(ctx, "plain", "lab__read", json.RawMessage(`{"path":"/etc"}`)); r.Decision != DecisionAllowed {
+	if r := m.CallTool(ctx, "plain", "lab__read", json.RawMessage(`{"path":"/etc"}`)); r.Decision != pipeline.DecisionAllowed {
 		t.Fatalf("plain: %+v", r)
 	}
 }
@@ -133,7 +135,8 @@ func TestRuleHidesTool(t *testing.T) {
 	none := upstream.WithIdentity(context.Background(), "reader")
 
 	listed := func(ctx context.Context) string {
-		return string(m.serveList(ctx, &upstream.Request{Method: string(mcp.MethodToolsList)}).Result)
+		b, _ := m.p.Serve(ctx, &upstream.Request{Method: string(mcp.MethodToolsList)})
+		return string(b)
 	}
 	if l := listed(ops); !strings.Contains(l, `"lab__write"`) || !strings.Contains(l, `"lab__read"`) {
 		t.Fatalf("ops sees %s", l)
@@ -146,17 +149,18 @@ func TestRuleHidesTool(t *testing.T) {
 			t.Fatalf("mcp-go's filter lets %v call lab__write", upstream.ClaimsFrom(ctx))
 		}
 		r := m.CallTool(ctx, "reader", "lab__write", nil)
-		if r.Decision != DecisionRule || r.Tool != nil || r.Rule == nil || r.Rule.Rule.Index != 2 {
+		if r.Decision != pipeline.DecisionRule || r.Tool != nil || r.Rule == nil || r.Rule.Rule.Index != 2 {
 			t.Fatalf("call by %v: %+v", upstream.ClaimsFrom(ctx), r)
 		}
-		if a, _ := toolAnswer(r, "lab__write").Own.(*mcp.CallToolResult); a == nil || !a.IsError || a.Content[0].(mcp.TextContent).Text != "unknown tool: lab__write" {
-			t.Fatalf("told %+v; want unknown tool", a)
+		call := &upstream.Request{Method: string(mcp.MethodToolsCall), Params: frame.Params{Name: "lab__write"}}
+		if _, e := m.p.Serve(ctx, call); e == nil || e.Code != mcp.INVALID_PARAMS || e.Message != "tool 'lab__write' not found: tool not found" {
+			t.Fatalf("a tools/call of it is answered %+v; want the unknown tool's error", e)
 		}
 	}
 	if calls.Load() != 0 {
 		t.Fatalf("%d calls reached the child", calls.Load())
 	}
-	if r := m.CallTool(ops, "reader", "lab__write", nil); r.Decision != DecisionAllowed {
+	if r := m.CallTool(ops, "reader", "lab__write", nil); r.Decision != pipeline.DecisionAllowed {
 		t.Fatalf("ops: %+v", r)
 	}
 
@@ -307,7 +311,7 @@ func TestRuleListChangedOnPolicyEdit(t *testing.T) {
 	writePolicy(t, l.m, "reader", moved)
 	testsupport.WaitFor(t, "the moved rules", func() bool { return l.m.policies.Current().For("reader").Rules()[0].Line == 7 })
 	r := l.m.CallTool(upstream.WithCaller(context.Background(), "reader", map[string]any{"team": "ops"}), "reader", "lab__read", json.RawMessage(`{"path":"/etc"}`))
-	if r.Decision != DecisionRule || r.Rule.Rule.Line != 7 || !strings.Contains(lastLine(l.log, `"decision":"rule"`), `"rule_line":7`) {
+	if r.Decision != pipeline.DecisionRule || r.Rule.Rule.Line != 7 || !strings.Contains(lastLine(l.log, `"decision":"rule"`), `"rule_line":7`) {
 		t.Errorf("refused by %v; audit line %s", r.Rule, lastLine(l.log, `"decision":"rule"`))
 	}
 

@@ -43,6 +43,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -167,7 +168,7 @@ func (tt *taskTable) dropSession(u *upstream.Session) {
 // close ends every task's run and timer, when mcpmux stops.
 func (tt *taskTable) close() {
 	tt.owned.Range(func(k, v any) bool {
-		v.(*upTask).forget(ErrShuttingDown)
+		v.(*upTask).forget(pipeline.ErrShuttingDown)
 		tt.owned.Delete(k)
 		return true
 	})
@@ -429,7 +430,7 @@ func (m *Mux) handleTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if t == nil || req.Params.Task == nil {
 		// mcp-go runs a tool's handler without a task only for a call
 		// mcpmux answers itself, which never reaches it.
-		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
+		return mcp.NewToolResultError(pipeline.ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
 	return m.runTask(t, req)
 }
@@ -457,13 +458,13 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
 	}
-	r := m.callTool(t.ctx, up, req.Params.Name, args)
+	r := m.p.Call(t.ctx, up, req.Params.Name, args)
 	switch {
-	case r.Outcome == OutcomeCancelled:
+	case r.Outcome == pipeline.OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
 	case tc.Failed != nil:
 		return nil, tc.Failed
-	case r.Outcome == OutcomeInterrupted || r.Outcome == OutcomeTimeout:
+	case r.Outcome == pipeline.OutcomeInterrupted || r.Outcome == pipeline.OutcomeTimeout:
 		return nil, errors.New(resultText(r.Tool))
 	case r.Raw != nil:
 		t.raw = r.Raw
@@ -473,7 +474,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 		}
 		return res, nil
 	case r.Tool == nil:
-		return mcp.NewToolResultError(ErrUnknownTool.Error() + ": " + req.Params.Name), nil
+		return mcp.NewToolResultError(pipeline.ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
 	return r.Tool, nil
 }
@@ -498,16 +499,6 @@ func resultText(r *mcp.CallToolResult) string {
 		}
 	}
 	return "the call failed"
-}
-
-// taskTimeout is how long a call may take: the call timeout, or for a
-// call run as a task the ttl its client asked for, when that is longer.
-func (tt *taskTable) taskTimeout(up *child.Call) time.Duration {
-	d := tt.callTimeout
-	if tc := up.Task; tc != nil && tc.Params.TTL != nil {
-		d = max(d, time.Duration(*tc.Params.TTL)*time.Millisecond)
-	}
-	return d
 }
 
 // taskResultOf returns the task a tasks/result f of session u asks for,

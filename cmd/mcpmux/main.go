@@ -27,6 +27,7 @@ import (
 	"unicode"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 
 	"github.com/rs/zerolog"
 
@@ -425,15 +426,15 @@ func call(args []string, stdout, stderr io.Writer) int {
 	}
 	res := r.ToolResult()
 	if res == nil {
-		if err := m.Unavailable(name); err != nil && r.Decision == mux.DecisionUnknown {
+		if err := m.Unavailable(name); err != nil && r.Decision == pipeline.DecisionUnknown {
 			fmt.Fprintln(stderr, err)
 			return exitToolError
 		}
-		if r.Decision == mux.DecisionHeld {
+		if r.Decision == pipeline.DecisionHeld {
 			fmt.Fprintf(stderr, "mcpmux call: %s is held by pinning (callers are told it is unknown); see mcpmux pins diff\n", name)
 			return exitRefused
 		}
-		fmt.Fprintf(stderr, "%v: %s\n", mux.ErrUnknownTool, name)
+		fmt.Fprintf(stderr, "%v: %s\n", pipeline.ErrUnknownTool, name)
 		return exitRefused
 	}
 	// The child's result is printed as it sent it.
@@ -455,7 +456,7 @@ func call(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	switch {
-	case r.Decision == mux.DecisionInvalid:
+	case r.Decision == pipeline.DecisionInvalid:
 		return exitRefused
 	case res.IsError:
 		return exitToolError

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -327,7 +328,7 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpst
 	if err := m.WaitIdle(ctx); err != nil {
 		l.log.Warn().Dur("drain_timeout", timeout).Msg("calls still running at the drain deadline are cut off")
 	}
-	m.CutCalls(mux.ErrShuttingDown)
+	m.CutCalls(pipeline.ErrShuttingDown)
 	// Give the answers of cut-off calls a moment to go out, then close.
 	grace, cancelGrace := context.WithTimeout(context.Background(), answerGrace)
 	defer cancelGrace()

@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 // Rounds (protocol 2026-07-28, multi round-trip requests): a 2026-07-28
 // client takes no requests from a server, so a child's sampling/createMessage,
@@ -64,9 +64,9 @@ const (
 	// maxRoundsWaiting is how many rounds that asked the client something
 	// mcpmux holds at once, for all identities together.
 	maxRoundsWaiting = 1000
-	// maxRoundAsks is how many of a child's requests one round holds for
+	// MaxRoundAsks is how many of a child's requests one round holds for
 	// the client's answers at once.
-	maxRoundAsks = 16
+	MaxRoundAsks = 16
 	// resultHold is how long a round whose work has its answer waits for
 	// the client's retry (at most call_timeout from the first request).
 	resultHold = 30 * time.Second
@@ -148,9 +148,9 @@ type roundAnswer struct {
 	err           error
 }
 
-// unknownState is the text of errUnknownState for a retry of method: what
+// UnknownState is the text of errUnknownState for a retry of method: what
 // the client can do about it.
-func unknownState(method mcp.MCPMethod) string {
+func UnknownState(method mcp.MCPMethod) string {
 	again := map[mcp.MCPMethod]string{mcp.MethodToolsCall: "call the tool", mcp.MethodPromptsGet: "get the prompt",
 		mcp.MethodResourcesRead: "read the resource"}[method]
 	return errUnknownState.Error() + "; " + again + " again without it"
@@ -165,7 +165,7 @@ func unknownState(method mcp.MCPMethod) string {
 // is false for a request that takes no round (the handler answers it as
 // any other), and for a refused retry that names no round of the caller's
 // (refused like any request for the name).
-func (m *Mux) inRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
+func (m *Pipeline) inRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
 	if state := req.Params.RequestState; state != "" && req.Modern() {
 		r := m.rounds.take(state, upstream.IdentityFrom(ctx), method, name)
 		ok := allowed()
@@ -198,7 +198,7 @@ func (m *Mux) inRound(ctx context.Context, req *upstream.Request, method mcp.MCP
 // exposed name) whose requestState names no round of the caller's: as for
 // a request of a name that does not exist. Like such a request it does not
 // count against the rate limit.
-func (m *Mux) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, name string) {
+func (m *Pipeline) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, name string) {
 	now := time.Now()
 	switch method {
 	case mcp.MethodToolsCall:
@@ -234,7 +234,7 @@ func declaresRounds(c *mcp.ClientCapabilities) bool {
 // waiting, call_timeout passes since now, its answer waits resultHold for
 // a retry, or mcpmux stops. It returns nil once Mux.Close has begun: the
 // request then runs as one without rounds, and is cut as any other.
-func (m *Mux) startRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, work roundWork) *round {
+func (m *Pipeline) startRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, work roundWork) *round {
 	if !m.rounds.enter() {
 		return nil
 	}
@@ -388,7 +388,7 @@ func (rt *roundTable) take(token, identity string, method mcp.MCPMethod, name st
 // the work's answer, or an input-required result with every child request
 // pending (the round then waits for its retry). If the request ends first,
 // so does the work.
-func (m *Mux) awaitRound(ctx context.Context, r *round) roundAnswer {
+func (m *Pipeline) awaitRound(ctx context.Context, r *round) roundAnswer {
 	for {
 		select {
 		case <-r.done:
@@ -535,8 +535,8 @@ func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCR
 	r.mu.Lock()
 	last := r.last
 	r.mu.Unlock()
-	if missing := missingCapability(last, mcp.MCPMethod(req.Method)); missing != "" {
-		return refuseMissing(req, c, missing)
+	if missing := MissingCapability(last, mcp.MCPMethod(req.Method)); missing != "" {
+		return RefuseMissing(req, c, missing)
 	}
 	a := &childAsk{method: req.Method, reply: make(chan askReply, 1)}
 	if req.Params != nil {
@@ -553,7 +553,7 @@ func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCR
 	}
 	r.mu.Lock()
 	refused := ""
-	if n := len(r.pending) + len(r.asked); n >= maxRoundAsks {
+	if n := len(r.pending) + len(r.asked); n >= MaxRoundAsks {
 		refused = fmt.Sprintf("the call has %d requests waiting for the client's answers, the most it may", n)
 	} else if r.heldKey == "" && !r.over {
 		r.heldKey, refused = r.rt.hold(r.identity, c)

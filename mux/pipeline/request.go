@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 import (
 	"encoding/json"
@@ -62,7 +62,3 @@ func (d decorator) encode(r *upstream.Request, a answer) []byte {
 
 // decorator decorates the results of 2026-07-28 requests.
 type decorator struct{ frame.Decoration }
-
-// decoration names mcpmux in every 2026-07-28 result, as newServer names
-// it to mcp-go.
-var decoration = decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: Version}}}

@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 import (
 	"context"
@@ -110,12 +110,12 @@ func (r Result) ToolResult() *mcp.CallToolResult {
 // use is refused the same way however fast it calls, and before decoding
 // and validation, so that a caller over its limit makes mcpmux do no work
 // for it.
-func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any) Result {
-	return m.callTool(ctx, &child.Call{Identity: identity}, name, arguments)
+func (m *Pipeline) CallTool(ctx context.Context, identity, name string, arguments any) Result {
+	return m.Call(ctx, &child.Call{Identity: identity}, name, arguments)
 }
 
-// callTool is CallTool for up, whose identity is the caller's.
-func (m *Mux) callTool(ctx context.Context, up *child.Call, name string, arguments any) Result {
+// Call is CallTool for up, whose identity is the caller's.
+func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, arguments any) Result {
 	identity := up.Identity
 	begun := time.Now()
 	cat := m.catalog.Load()
@@ -183,7 +183,7 @@ func (m *Mux) callTool(ctx context.Context, up *child.Call, name string, argumen
 
 // ruleRefused records a call a rule refused and answers it with answer
 // (nil: as an unknown name).
-func (m *Mux) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
+func (m *Pipeline) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
 	rec.Decision, rec.Outcome, rec.Rule = DecisionRule, OutcomeRefused, ref.Rule
 	m.done(rec, begun)
 	return Result{Decision: DecisionRule, Outcome: OutcomeRefused, Tool: answer, Rule: ref}
@@ -191,7 +191,7 @@ func (m *Mux) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallT
 
 // refused records a call whose name is not in the catalog and says why:
 // unknown, or hidden by the config.
-func (m *Mux) refused(identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
+func (m *Pipeline) refused(identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.Hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
@@ -204,7 +204,7 @@ func (m *Mux) refused(identity, name string, cat *catalog.Catalog, begun time.Ti
 }
 
 // done records a call on a tool of the catalog.
-func (m *Mux) done(rec CallRecord, begun time.Time) {
+func (m *Pipeline) done(rec CallRecord, begun time.Time) {
 	rec.Total = time.Since(begun)
 	m.auditLine(rec, rec.Tool, rec.Total)
 	m.observe.CallDone(rec)
@@ -234,11 +234,11 @@ const (
 // It returns OutcomeRefused, and no answer, for a tool held by pinning
 // since it was looked up (stillPinned): the session it got lists another
 // definition.
-func (m *Mux) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, childTime time.Duration) {
+func (m *Pipeline) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, childTime time.Duration) {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer m.cuts.add(m.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, m.tasks.taskTimeout(up))
+	ctx, cancel := context.WithTimeout(ctx, taskTimeout(m.cfg.Mux.CallTimeout, up))
 	defer cancel()
 	g := m.admit.gate(m.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
@@ -288,7 +288,7 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 }
 
 // send is forward's part once the call has its slot.
-func (m *Mux) send(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
+func (m *Pipeline) send(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
 	c := m.child(t.Server)
@@ -355,7 +355,7 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
-func (m *Mux) relayResult(t *catalog.Tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
+func (m *Pipeline) relayResult(t *catalog.Tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
 	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(m.child(t.Server)))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
@@ -383,7 +383,7 @@ func neverDelivered(err error) bool {
 
 // ctxEnded answers a call whose context ended at stage at: mcpmux
 // stopping, the call timeout, or the caller cancelling.
-func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
+func (m *Pipeline) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		if at < stageSent {
 			return mcp.NewToolResultError(fmt.Sprintf(
@@ -398,15 +398,15 @@ func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at 
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.Name, m.tasks.taskTimeout(up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
+				t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
+				t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.Name, m.tasks.taskTimeout(up), t.Server)), OutcomeTimeout
+			t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }
@@ -414,7 +414,7 @@ func (m *Mux) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at 
 // auditLine writes the one line every call leaves, naming the tool as the
 // caller did, and the rule that refused it by its index and line. Argument
 // values never appear in it.
-func (m *Mux) auditLine(rec CallRecord, name string, took time.Duration) {
+func (m *Pipeline) auditLine(rec CallRecord, name string, took time.Duration) {
 	e := m.audit.Info().
 		Str("identity", rec.Identity).
 		Str("tool", name).
@@ -426,3 +426,42 @@ func (m *Mux) auditLine(rec CallRecord, name string, took time.Duration) {
 	}
 	e.Int64("duration_ms", took.Milliseconds()).Msg("call")
 }
+
+// DecisionHeld is the audit decision of a request for a tool or prompt
+// held by pinning; the caller is told what it is told of an unknown name.
+const DecisionHeld Decision = "held"
+
+// errHeldSince is a request for a tool or prompt held by pinning since it
+// was looked up (stillPinned).
+var errHeldSince = errors.New("held by pinning since it was looked up")
+
+// taskTimeout is how long a call may take: the call timeout, or for a
+// call run as a task the ttl its client asked for, when that is longer.
+func taskTimeout(callTimeout time.Duration, up *child.Call) time.Duration {
+	d := callTimeout
+	if tc := up.Task; tc != nil && tc.Params.TTL != nil {
+		d = max(d, time.Duration(*tc.Params.TTL)*time.Millisecond)
+	}
+	return d
+}
+
+// WaitIdle waits until no call is being forwarded, or ctx ends. A drain
+// on shutdown uses it, once no new calls can arrive.
+func (m *Pipeline) WaitIdle(ctx context.Context) error {
+	for m.inflight.Load() > 0 {
+		select {
+		case <-m.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// CutCalls ends every call still in flight, now and from now on; each is
+// answered with an error result naming cause (ErrShuttingDown on shutdown).
+func (m *Pipeline) CutCalls(cause error) { m.cutCalls(cause) }
+
+// ErrShuttingDown is the cause given to calls cut off because mcpmux is
+// stopping; their callers are told so.
+var ErrShuttingDown = errors.New("mcpmux is shutting down")

@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 // The request pipeline: every request of a client's that mcpmux answers
 // itself (tools/call, prompts/get, resources/read, completion/complete,
@@ -31,9 +31,16 @@ import (
 	"github.com/mcpmux/mcpmux/policy"
 )
 
-// serve answers r. ctx carries its caller (WithCaller) and ends when the
+// Serve answers r with the whole JSON-RPC answer, and its error if it is
+// one. ctx carries its caller (upstream.WithIdentity) and ends when the
 // request does (the client cancels it, its session ends).
-func (m *Mux) serve(ctx context.Context, r *upstream.Request) (a answer) {
+func (m *Pipeline) Serve(ctx context.Context, r *upstream.Request) ([]byte, *frame.Error) {
+	a := m.serve(ctx, r)
+	return m.decoration.encode(r, a), a.Err
+}
+
+// serve is Serve, before the answer is encoded.
+func (m *Pipeline) serve(ctx context.Context, r *upstream.Request) (a answer) {
 	defer func() {
 		if p := recover(); p != nil {
 			m.log.Error().Str("method", r.Method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
@@ -57,16 +64,16 @@ func (m *Mux) serve(ctx context.Context, r *upstream.Request) (a answer) {
 }
 
 // serveCall answers a tools/call.
-func (m *Mux) serveCall(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) serveCall(ctx context.Context, r *upstream.Request) answer {
 	name := r.Params.Name
 	visible := func() (*catalog.Tool, bool) {
 		t, ok := m.catalog.Load().Lookup(catalog.KindTool, name)
-		return t, ok && m.viewerOf(ctx).Sees(t)
+		return t, ok && m.ViewerOf(ctx).Sees(t)
 	}
 	allowed := func() bool { _, ok := visible(); return ok }
 	t, ok := visible()
 	if !ok && (r.Params.RequestState == "" || !r.Modern()) {
-		m.classifyRefusal(ctx, name)
+		m.ClassifyRefusal(ctx, name)
 		return answer{Err: toolNotFound(name)}
 	}
 	if ok && t.Task == mcp.TaskSupportRequired {
@@ -79,20 +86,20 @@ func (m *Mux) serveCall(ctx context.Context, r *upstream.Request) answer {
 	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
 	args := json.RawMessage(r.Params.Arguments)
 	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *child.Call) answer {
-		return toolAnswer(m.callTool(ctx, up, name, args), name)
+		return toolAnswer(m.Call(ctx, up, name, args), name)
 	})
 	switch {
 	case !isRound && !ok:
 		// A retry whose requestState names no round of the caller's, for a
 		// name it may not call: refused like any call of it.
-		m.classifyRefusal(ctx, name)
+		m.ClassifyRefusal(ctx, name)
 		return answer{Err: toolNotFound(name)}
 	case !isRound:
-		return toolAnswer(m.callTool(ctx, up, name, args), name)
+		return toolAnswer(m.Call(ctx, up, name, args), name)
 	case rd.inputRequired != nil:
 		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
-		return ownResult(mcp.NewToolResultError(unknownState(mcp.MethodToolsCall)))
+		return ownResult(mcp.NewToolResultError(UnknownState(mcp.MethodToolsCall)))
 	case errors.Is(rd.err, errRetryRefused):
 		return answer{Err: toolNotFound(name)}
 	}
@@ -122,7 +129,7 @@ func toolAnswer(res Result, name string) answer {
 }
 
 // servePrompt answers a prompts/get.
-func (m *Mux) servePrompt(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) servePrompt(ctx context.Context, r *upstream.Request) answer {
 	begun := time.Now()
 	name := r.Params.Name
 	args, err := promptArguments(r.Params.Arguments)
@@ -130,7 +137,7 @@ func (m *Mux) servePrompt(ctx context.Context, r *upstream.Request) answer {
 		return answer{Err: err}
 	}
 	e, ok := m.catalog.Load().Lookup(catalog.KindPrompt, name)
-	allowed := func() bool { return ok && m.policyFor(ctx).Allows(e.Item()) }
+	allowed := func() bool { return ok && m.PolicyFor(ctx).Allows(e.Item()) }
 	if !allowed() && (r.Params.RequestState == "" || !r.Modern()) {
 		m.promptRefused(ctx, name, begun)
 		return answer{Err: promptNotFound(name)}
@@ -148,7 +155,7 @@ func (m *Mux) servePrompt(ctx context.Context, r *upstream.Request) answer {
 	case rd.inputRequired != nil:
 		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
-		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodPromptsGet))}
+		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", UnknownState(mcp.MethodPromptsGet))}
 	case errors.Is(rd.err, errRetryRefused):
 		// The round's work writes the one audit line.
 		return answer{Err: promptNotFound(name)}
@@ -179,7 +186,7 @@ func promptNotFound(name string) *frame.Error {
 
 // getPrompt gets prompt e with args at its child and writes the audit line
 // of the prompts/get begun then.
-func (m *Mux) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
+func (m *Pipeline) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
 	d := DecisionAllowed
 	var err error
 	defer func() { m.auditAccess(ctx, "prompt", e.Name, e.Server, d, err, begun) }()
@@ -210,12 +217,12 @@ func (m *Mux) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, a
 // serveRead answers a resources/read: routed to the child that owns the
 // URI. A URI the caller may not read is refused exactly like one no child
 // has, and never reaches a child.
-func (m *Mux) serveRead(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) serveRead(ctx context.Context, r *upstream.Request) answer {
 	begun := time.Now()
 	uri := r.Params.URI
-	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
+	c, orig, ok := m.RouteURI(m.catalog.Load(), uri)
 	allowed := func() bool {
-		return ok && m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()})
+		return ok && m.PolicyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()})
 	}
 	refuse := func() answer {
 		d := DecisionDenied
@@ -240,7 +247,7 @@ func (m *Mux) serveRead(ctx context.Context, r *upstream.Request) answer {
 	case rd.inputRequired != nil:
 		return answer{Result: rd.inputRequired}
 	case errors.Is(rd.err, errUnknownState):
-		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", unknownState(mcp.MethodResourcesRead))}
+		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "%s", UnknownState(mcp.MethodResourcesRead))}
 	case errors.Is(rd.err, errRetryRefused):
 		// The round's work writes the one audit line.
 		return answer{Err: resourceNotFound(r.Modern(), uri)}
@@ -261,7 +268,7 @@ func resourceNotFound(modern bool, uri string) *frame.Error {
 
 // readAt reads orig, exposed as uri, at c and writes the audit line of the
 // resources/read begun then.
-func (m *Mux) readAt(ctx context.Context, up *child.Call, c *child.Server, uri, orig string, begun time.Time) answer {
+func (m *Pipeline) readAt(ctx context.Context, up *child.Call, c *child.Server, uri, orig string, begun time.Time) answer {
 	var err error
 	defer func() { m.auditAccess(ctx, "resource", uri, c.Alias(), DecisionAllowed, err, begun) }()
 	raw, err := m.requestPinned(ctx, up, c, nil, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
@@ -296,7 +303,7 @@ type completionRef struct {
 // owns the prompt or the resource template, under the child's own name for
 // it. A prompt the caller may not get is refused exactly as prompts/get
 // refuses it, a URI as resources/read does.
-func (m *Mux) serveCompletion(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) serveCompletion(ctx context.Context, r *upstream.Request) answer {
 	var ref completionRef
 	if r.Params.Ref == nil || json.Unmarshal(r.Params.Ref, &ref) != nil {
 		return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of completion/complete: ref must be a reference to a prompt or a resource")}
@@ -306,7 +313,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upstream.Request) answer {
 	switch ref.Type {
 	case "ref/prompt":
 		e, ok := cat.Lookup(catalog.KindPrompt, ref.Name)
-		if !ok || !m.policyFor(ctx).Allows(e.Item()) {
+		if !ok || !m.PolicyFor(ctx).Allows(e.Item()) {
 			return answer{Err: promptNotFound(ref.Name)}
 		}
 		a := m.complete(ctx, up, r, m.child(e.Server), e, map[string]any{"type": "ref/prompt", "name": e.Orig})
@@ -319,10 +326,10 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upstream.Request) answer {
 		orig := ref.URI
 		if e, ok := cat.Lookup(catalog.KindTemplate, ref.URI); ok {
 			c, orig = m.child(e.Server), e.Orig
-		} else if rc, o, ok := m.routeURI(cat, ref.URI); ok {
+		} else if rc, o, ok := m.RouteURI(cat, ref.URI); ok {
 			c, orig = rc, o
 		}
-		if c == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
+		if c == nil || !m.PolicyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 			return answer{Err: resourceNotFound(r.Modern(), ref.URI)}
 		}
 		return m.complete(ctx, up, r, c, nil, map[string]any{"type": "ref/resource", "uri": orig})
@@ -332,7 +339,7 @@ func (m *Mux) serveCompletion(ctx context.Context, r *upstream.Request) answer {
 
 // complete asks c to complete ref for r, refused with errHeldSince where e
 // (a prompt, if not nil) is held since it was looked up (requestPinned).
-func (m *Mux) complete(ctx context.Context, up *child.Call, r *upstream.Request, c *child.Server, e *catalog.Entry, ref map[string]any) answer {
+func (m *Pipeline) complete(ctx context.Context, up *child.Call, r *upstream.Request, c *child.Server, e *catalog.Entry, ref map[string]any) answer {
 	params := map[string]any{"ref": ref}
 	if r.Params.Argument != nil {
 		params["argument"] = json.RawMessage(r.Params.Argument)
@@ -367,10 +374,10 @@ func hasArguments(context []byte) bool {
 // serveSubscription answers resources/subscribe and resources/unsubscribe:
 // taken to the owning child (subscribed there for the resource's first
 // subscriber, unsubscribed with its last), and recorded for the session.
-func (m *Mux) serveSubscription(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) serveSubscription(ctx context.Context, r *upstream.Request) answer {
 	uri := r.Params.URI
-	c, orig, ok := m.routeURI(m.catalog.Load(), uri)
-	if !ok || r.Sess == nil || !m.policyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
+	c, orig, ok := m.RouteURI(m.catalog.Load(), uri)
+	if !ok || r.Sess == nil || !m.PolicyFor(ctx).Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
 	if r.Method == string(mcp.MethodResourcesUnsubscribe) {
@@ -410,7 +417,7 @@ var listKinds = map[mcp.MCPMethod]catalog.Kind{
 // serveList answers a list request: what the caller may see, from the
 // snapshot's pre-encoded lists; with page_size set, one page from its
 // cursor.
-func (m *Mux) serveList(ctx context.Context, r *upstream.Request) answer {
+func (m *Pipeline) serveList(ctx context.Context, r *upstream.Request) answer {
 	k := listKinds[mcp.MCPMethod(r.Method)]
 	start := 0
 	if r.Params.Cursor != "" {
@@ -419,7 +426,7 @@ func (m *Mux) serveList(ctx context.Context, r *upstream.Request) answer {
 			return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the cursor %q is not one mcpmux handed out", r.Method, r.Params.Cursor)}
 		}
 	}
-	cat, v := m.catalog.Load(), m.viewerOf(ctx)
+	cat, v := m.catalog.Load(), m.ViewerOf(ctx)
 	member := catalog.KindWire[k].Member
 	size := m.cfg.Mux.PageSize
 	if size == 0 {

@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 import (
 	"time"
@@ -41,11 +41,11 @@ type CallRecord struct {
 	Child    time.Duration // spent waiting on the child, retries included
 }
 
-type nopObserver struct{}
+type NopObserver struct{}
 
-func (nopObserver) CallStarted(string)             {}
-func (nopObserver) CallFinished(string)            {}
-func (nopObserver) CallDone(CallRecord)            {}
-func (nopObserver) ChildPhase(string, child.Phase) {}
-func (nopObserver) ChildRestarted(string)          {}
-func (nopObserver) Session(string, int)            {}
+func (NopObserver) CallStarted(string)             {}
+func (NopObserver) CallFinished(string)            {}
+func (NopObserver) CallDone(CallRecord)            {}
+func (NopObserver) ChildPhase(string, child.Phase) {}
+func (NopObserver) ChildRestarted(string)          {}
+func (NopObserver) Session(string, int)            {}

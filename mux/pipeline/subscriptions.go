@@ -1,4 +1,4 @@
-package mux
+package pipeline
 
 import (
 	"context"
@@ -162,7 +162,7 @@ func (s *subscriptions) uris(alias string) []string {
 
 // subscribe subscribes u to the resource orig of c, exposed as uri: at the
 // child if it is the resource's first subscriber.
-func (m *Mux) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
+func (m *Pipeline) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
 	k := subKey{c.Alias(), orig}
 	defer m.subs.lock(k)()
 	if len(m.subs.of(k)) == 0 {
@@ -177,7 +177,7 @@ func (m *Mux) subscribe(ctx context.Context, c *child.Server, orig, uri string, 
 // unsubscribe ends u's subscription to k: at the child if it was the
 // resource's last subscriber. It is best effort: the child's refusal is
 // logged.
-func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
+func (m *Pipeline) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
 	defer m.subs.lock(k)()
 	if was, last := m.subs.remove(k, u); !was || !last {
 		return
@@ -191,12 +191,12 @@ func (m *Mux) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
 	}
 }
 
-// dropSubscriptions ends every subscription of a session that ended, each
+// DropSubscriptions ends every subscription of a session that ended, each
 // within a second, on a goroutine of its own: what ends sessions (the idle
 // sweeper, a DELETE, shutdown) never waits for a child. It is told once of
 // each session, by mcp-go's unregistering or a listen stream's end; a
 // session with no subscription costs a look-up.
-func (m *Mux) dropSubscriptions(u *upstream.Session) {
+func (m *Pipeline) DropSubscriptions(u *upstream.Session) {
 	keys := m.subs.sessionKeys(u)
 	if len(keys) == 0 {
 		return
@@ -210,14 +210,14 @@ func (m *Mux) dropSubscriptions(u *upstream.Session) {
 	})
 }
 
-// listenSubscriptions subscribes a 2026-07-28 listener to the resources its
+// ListenSubscriptions subscribes a 2026-07-28 listener to the resources its
 // subscriptions/listen names (it has no resources/subscribe): each at its
 // child, where the caller may read it. What cannot be subscribed is logged
 // and left out; the stream itself stays.
-func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris []string) {
-	cat, p := m.catalog.Load(), m.policyFor(ctx)
+func (m *Pipeline) ListenSubscriptions(ctx context.Context, u *upstream.Session, uris []string) {
+	cat, p := m.catalog.Load(), m.PolicyFor(ctx)
 	for _, uri := range uris {
-		c, orig, ok := m.routeURI(cat, uri)
+		c, orig, ok := m.RouteURI(cat, uri)
 		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 			continue
 		}
@@ -230,7 +230,7 @@ func (m *Mux) listenSubscriptions(ctx context.Context, u *upstream.Session, uris
 // ResourceUpdated relays a child's notifications/resources/updated to
 // every session subscribed to that resource, under the URI it used.
 // It runs on the child's read goroutine and never blocks.
-func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
+func (m *Pipeline) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
 	orig, _ := n.Params.AdditionalFields["uri"].(string)
 	for u, exposed := range m.subs.of(subKey{c.Alias(), orig}) {
 		params := map[string]any{}
@@ -243,3 +243,5 @@ func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
 		}
 	}
 }
+
+func (m *Pipeline) SubscribedURIs(alias string) []string { return m.subs.uris(alias) }

@@ -48,7 +48,7 @@ func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Ses
 		// A 2026-07-28 client's: the round hands it out (rounds.go).
 		return call.Round().Ask(ctx, c, req)
 	case call != nil:
-		to = m.tasks.askVia(ctx, call) // a task's run: tasks.go
+		to = m.tasks.AskVia(ctx, call) // a task's run: tasks.go
 		// What the child sent before the request goes first.
 		call.Flush()
 	default:

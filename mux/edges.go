@@ -42,11 +42,11 @@ func (b edgeBackend) Serve(ctx context.Context, r *upstream.Request) ([]byte, *f
 }
 
 func (b edgeBackend) TaskResult(u *upstream.Session, f *frame.Frame) func(context.Context, upstream.Out) []byte {
-	t := b.m.tasks.taskResultOf(u, f)
+	t := b.m.tasks.ResultOf(u, f)
 	if t == nil {
 		return nil
 	}
-	return func(ctx context.Context, out upstream.Out) []byte { return b.m.serveTaskResult(ctx, u, out, f, t) }
+	return func(ctx context.Context, out upstream.Out) []byte { return b.m.tasks.ServeResult(ctx, u, out, f, t) }
 }
 
 func (b edgeBackend) Catalog() *catalog.Catalog { return b.m.catalog.Load() }

@@ -61,6 +61,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/mux/tasks"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -91,8 +92,8 @@ type Mux struct {
 	deliver  child.Deliver
 	srv      *server.MCPServer
 	sessions upstream.Registry
-	tasks    taskTable   // upstream tasks mcp-go hosts (tasks.go)
-	levelSet atomic.Bool // a client has sent logging/setLevel (logging.go)
+	tasks    *tasks.Table // upstream tasks mcp-go hosts
+	levelSet atomic.Bool  // a client has sent logging/setLevel (logging.go)
 
 	memory *memory.Returner // returns freed memory once catalogs are read
 
@@ -147,7 +148,6 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
 	}
 	m.deliver = m.notifyCall
-	m.tasks.sessions, m.tasks.log, m.tasks.callTimeout = &m.sessions, log, cfg.Mux.CallTimeout
 	if m.observe == nil {
 		m.observe = pipeline.NopObserver{}
 	}
@@ -161,13 +161,17 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.children = append(m.children, c)
 		m.byAlias[c.Alias()] = c
 	}
-	m.srv = m.newServer()
-	m.sessions.UseServer(m.srv)
+	// The announcer registers task tools with the server, built last: it
+	// takes the task table's hooks.
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
-		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.handleTask) }, log)
+		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) }, log)
 	m.pub = publish.New(m.children, pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
 		Children: m.children, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
+	m.tasks = tasks.New(&m.sessions, m.p, cfg.Mux.CallTimeout, log)
+	m.srv = m.newServer()
+	m.sessions.UseServer(m.srv)
+	m.tasks.UseServer(m.srv)
 	return m
 }
 
@@ -225,7 +229,7 @@ func (m *Mux) Close() {
 	}
 	m.p.CutCalls(pipeline.ErrShuttingDown)
 	m.sessions.Close()
-	m.tasks.close()
+	m.tasks.Close()
 	m.p.Close()
 	m.cancel()
 	m.wg.Wait()

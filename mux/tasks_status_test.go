@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/tasks"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -274,18 +275,18 @@ func TestTaskStatusChildSilent(t *testing.T) {
 }
 
 // A tasks/list over many working tasks asks their child at most
-// childStatusFanout questions at a time: with the child answering none
+// tasks.ChildStatusFanout questions at a time: with the child answering none
 // within call_timeout, exactly that many reach it, and the list still
 // answers, with mcpmux's own status for every task.
 func TestTaskStatusFanoutBounded(t *testing.T) {
 	sc, url := startStatusLab(t, `call_timeout = "1s"`)
 	a := connectTasks(t, url)
 	sc.set(mcp.TaskStatusWorking, "step 1", 0)
-	tasks := make([]mcp.Task, 2*childStatusFanout+1)
-	for i := range tasks {
-		tasks[i] = startTask(t, a, "lab__hold")
+	started := make([]mcp.Task, 2*tasks.ChildStatusFanout+1)
+	for i := range started {
+		started[i] = startTask(t, a, "lab__hold")
 		// Asked alone, so that the child's task is known to be there.
-		testsupport.WaitFor(t, "the child's task", func() bool { return getTask(t, a, tasks[i].TaskId).StatusMessage == "step 1" })
+		testsupport.WaitFor(t, "the child's task", func() bool { return getTask(t, a, started[i].TaskId).StatusMessage == "step 1" })
 	}
 	hang := make(chan struct{})
 	sc.mu.Lock()
@@ -298,11 +299,11 @@ func TestTaskStatusFanoutBounded(t *testing.T) {
 	}
 	asked := sc.timesAsked() - before
 	close(hang)
-	if asked != childStatusFanout {
-		t.Errorf("the child was asked %d times for %d working tasks; want %d", asked, len(tasks), childStatusFanout)
+	if asked != tasks.ChildStatusFanout {
+		t.Errorf("the child was asked %d times for %d working tasks; want %d", asked, len(started), tasks.ChildStatusFanout)
 	}
-	if len(l.Tasks) != len(tasks) {
-		t.Fatalf("tasks/list has %d tasks; want %d", len(l.Tasks), len(tasks))
+	if len(l.Tasks) != len(started) {
+		t.Fatalf("tasks/list has %d tasks; want %d", len(l.Tasks), len(started))
 	}
 	for _, x := range l.Tasks {
 		if x.Status != mcp.TaskStatusWorking || x.StatusMessage != "" {
@@ -310,7 +311,7 @@ func TestTaskStatusFanoutBounded(t *testing.T) {
 		}
 	}
 	close(sc.release)
-	for _, task := range tasks {
+	for _, task := range started {
 		waitStatus(t, a, task.TaskId, mcp.TaskStatusCompleted)
 	}
 }

@@ -31,7 +31,7 @@ import (
 func (m *Mux) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
-	m.tasks.addTaskHooks(hooks)
+	m.tasks.AddHooks(hooks)
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		m.awaitFirstStart(ctx, mcp.MethodServerDiscover)
 		m.declare(&res.Capabilities)
@@ -78,7 +78,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		// What initialize declares of tasks is declare's; mcp-go answers
 		// tasks/* only with the option set.
 		server.WithTaskCapabilities(true, true, true),
-		server.WithTaskHooks(m.tasks.taskHooks()),
+		server.WithTaskHooks(m.tasks.Hooks()),
 		server.WithToolFilter(m.filterTools),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
@@ -92,7 +92,7 @@ func (m *Mux) newServer() *server.MCPServer {
 // tasks. The registry runs it once per session, on its own goroutine.
 func (m *Mux) sessionEnded(u *upstream.Session) {
 	m.p.DropSubscriptions(u)
-	m.tasks.dropSession(u)
+	m.tasks.DropSession(u)
 }
 
 // afterInitialize declares what the children together offer, once their

@@ -1,10 +1,9 @@
-package mux
-
-// Tasks (protocol 2025-11-25): mcp-go hosts every upstream task, the mux
-// runs it. A child tool whose execution.taskSupport is optional or required
-// is registered with mcp-go under that Execution, so a task-augmented
-// tools/call makes mcp-go create a task in its store, answer the client at
-// once and run handleCall on its own goroutine. That run calls the child
+// Package tasks owns the upstream tasks of 2025-11-25 clients: mcp-go
+// hosts every upstream task, mcpmux runs it. A child tool whose
+// execution.taskSupport is optional or required is registered with mcp-go
+// under that Execution, so a task-augmented tools/call makes mcp-go create
+// a task in its store, answer the client at once and run Handle on its own
+// goroutine. That run calls the child
 // with the same augmentation, follows the child's task to its end and
 // returns the child's tasks/result, relayed as the child sent it; tasks/result
 // and tasks/cancel are answered by mcp-go's store, which the run's end and
@@ -14,7 +13,7 @@ package mux
 // input_required), statusMessage and pollInterval replace mcp-go's
 // (withChildStatus). A request the child makes during the run (its
 // input_required) goes to the client down the response of the client's
-// tasks/result waiting for the task (askVia). The task ids the client sees
+// tasks/result waiting for the task (AskVia). The task ids the client sees
 // are mcp-go's, and the child's never leave the mux.
 //
 // What mcp-go v1.2.1 does not do, the mux does here:
@@ -27,6 +26,7 @@ package mux
 //     session sees only the tasks it created;
 //   - it sends notifications/tasks/status to every session: those are
 //     dropped at the edge, and the mux sends its own to the owner alone.
+package tasks
 
 import (
 	"context"
@@ -47,8 +47,8 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// upTask is one task mcp-go hosts for a call of the mux's.
-type upTask struct {
+// Task is one task mcp-go hosts for a call of the mux's.
+type Task struct {
 	id   string
 	call *child.TaskCall // set under mu once the run starts
 	sess *upstream.Session
@@ -75,7 +75,7 @@ type upTask struct {
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
-func (t *upTask) forget(cause error) {
+func (t *Task) forget(cause error) {
 	t.cancel(cause)
 	t.mu.Lock()
 	if t.expiry != nil {
@@ -84,8 +84,8 @@ func (t *upTask) forget(cause error) {
 	t.mu.Unlock()
 }
 
-// taskTable holds the mux's upstream tasks.
-type taskTable struct {
+// Table holds the mux's upstream tasks.
+type Table struct {
 	// starting maps the tools/call request (its RequestProtocolInfo, which
 	// mcp-go allocates once per request and hands both the task hook and
 	// the handler) to the task mcp-go just created for it.
@@ -95,7 +95,19 @@ type taskTable struct {
 	sessions    *upstream.Registry
 	log         zerolog.Logger
 	callTimeout time.Duration
+	pipeline    *pipeline.Pipeline // runs each task's call
+	srv         *server.MCPServer  // whose store holds the tasks (Serve)
 }
+
+// New returns the table of the tasks of sessions, whose calls p runs
+// within callTimeout or the ttl their client asked for.
+func New(sessions *upstream.Registry, p *pipeline.Pipeline, callTimeout time.Duration, log zerolog.Logger) *Table {
+	return &Table{sessions: sessions, pipeline: p, callTimeout: callTimeout, log: log}
+}
+
+// UseServer hands tt the server whose store holds its tasks, before the
+// first task; the server is built with tt's Hooks.
+func (tt *Table) UseServer(srv *server.MCPServer) { tt.srv = srv }
 
 // errTaskCancelled ends a task's run when the client cancels the task.
 var errTaskCancelled = errors.New("the task was cancelled by the client")
@@ -103,8 +115,8 @@ var errTaskCancelled = errors.New("the task was cancelled by the client")
 // errSessionGone ends a task's run when its session ends.
 var errSessionGone = errors.New("the session that created the task ended")
 
-// taskHooks are the hooks that tie mcp-go's tasks to the mux's runs.
-func (tt *taskTable) taskHooks() *server.TaskHooks {
+// Hooks are the hooks that tie mcp-go's tasks to the mux's runs.
+func (tt *Table) Hooks() *server.TaskHooks {
 	h := &server.TaskHooks{}
 	h.AddOnTaskCreated(tt.taskCreated)
 	h.AddOnTaskCancelled(func(_ context.Context, tm server.TaskMetrics) {
@@ -118,13 +130,13 @@ func (tt *taskTable) taskHooks() *server.TaskHooks {
 
 // taskCreated records a task mcp-go made for a tools/call. It runs under
 // mcp-go's task lock, before the handler starts.
-func (tt *taskTable) taskCreated(ctx context.Context, tm server.TaskMetrics) {
+func (tt *Table) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 	u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 	info := server.RequestProtocolInfoFromContext(ctx)
 	if u == nil || info == nil {
 		return
 	}
-	t := &upTask{id: tm.TaskID, sess: u, done: make(chan struct{}), stored: make(chan struct{})}
+	t := &Task{id: tm.TaskID, sess: u, done: make(chan struct{}), stored: make(chan struct{})}
 	// The task outlives the request that made it: what it sends goes to
 	// the session, never down that request's response.
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -135,29 +147,29 @@ func (tt *taskTable) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 // begin returns the task mcp-go created for the tools/call whose handler
 // runs in ctx, or nil for a call that is not one; it hands each task out
 // once.
-func (tt *taskTable) begin(ctx context.Context) *upTask {
+func (tt *Table) begin(ctx context.Context) *Task {
 	info := server.RequestProtocolInfoFromContext(ctx)
 	if info == nil {
 		return nil
 	}
 	if v, ok := tt.starting.LoadAndDelete(info); ok {
-		return v.(*upTask)
+		return v.(*Task)
 	}
 	return nil
 }
 
-func (tt *taskTable) lookup(id string) *upTask {
+func (tt *Table) lookup(id string) *Task {
 	if v, ok := tt.owned.Load(id); ok {
-		return v.(*upTask)
+		return v.(*Task)
 	}
 	return nil
 }
 
-// dropSession ends the runs of a session's tasks and forgets them: nobody
+// DropSession ends the runs of a session's tasks and forgets them: nobody
 // can ask for them any more.
-func (tt *taskTable) dropSession(u *upstream.Session) {
+func (tt *Table) DropSession(u *upstream.Session) {
 	tt.owned.Range(func(k, v any) bool {
-		if t := v.(*upTask); t.sess == u {
+		if t := v.(*Task); t.sess == u {
 			t.forget(errSessionGone)
 			tt.owned.Delete(k)
 		}
@@ -165,17 +177,17 @@ func (tt *taskTable) dropSession(u *upstream.Session) {
 	})
 }
 
-// close ends every task's run and timer, when mcpmux stops.
-func (tt *taskTable) close() {
+// Close ends every task's run and timer, when mcpmux stops.
+func (tt *Table) Close() {
 	tt.owned.Range(func(k, v any) bool {
-		v.(*upTask).forget(pipeline.ErrShuttingDown)
+		v.(*Task).forget(pipeline.ErrShuttingDown)
 		tt.owned.Delete(k)
 		return true
 	})
 }
 
 // expire forgets t once mcp-go has dropped it (its ttl after creation).
-func (tt *taskTable) expire(t *upTask, ttl *int64) {
+func (tt *Table) expire(t *Task, ttl *int64) {
 	if ttl == nil || *ttl <= 0 {
 		return
 	}
@@ -191,7 +203,7 @@ func (tt *taskTable) expire(t *upTask, ttl *int64) {
 // visibleTo returns the task id if session u, in a request not of
 // 2026-07-28 (modern false), may see it: only the session that created it
 // may, and no 2026-07-28 request; nil otherwise.
-func (tt *taskTable) visibleTo(u *upstream.Session, modern bool, id string) *upTask {
+func (tt *Table) visibleTo(u *upstream.Session, modern bool, id string) *Task {
 	if t := tt.lookup(id); t != nil && u != nil && !modern && t.sess == u {
 		return t
 	}
@@ -201,15 +213,15 @@ func (tt *taskTable) visibleTo(u *upstream.Session, modern bool, id string) *upT
 // guardTask makes mcp-go answer "task not found" for a task the caller of
 // ctx (a request mcp-go handles) may not see, exactly as for one that does
 // not exist.
-func (tt *taskTable) guardTask(ctx context.Context, id *string) {
+func (tt *Table) guardTask(ctx context.Context, id *string) {
 	u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
 	if tt.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
 		*id = ""
 	}
 }
 
-// addTaskHooks adds the request hooks of tasks to h.
-func (tt *taskTable) addTaskHooks(h *server.Hooks) {
+// AddHooks adds the request hooks of tasks to h.
+func (tt *Table) AddHooks(h *server.Hooks) {
 	h.AddAfterCallTool(func(_ context.Context, _ any, _ *mcp.CallToolRequest, res any) {
 		if ct, ok := res.(*mcp.CreateTaskResult); ok {
 			if t := tt.lookup(ct.Task.TaskId); t != nil {
@@ -260,11 +272,11 @@ func (tt *taskTable) addTaskHooks(h *server.Hooks) {
 }
 
 // childStatusWait bounds the wait for a child's answer to tasks/get asked
-// on behalf of a client's tasks/get or tasks/list, and childStatusFanout
+// on behalf of a client's tasks/get or tasks/list, and ChildStatusFanout
 // how many of those one tasks/list has in flight at once.
 const (
 	childStatusWait   = 5 * time.Second
-	childStatusFanout = 8
+	ChildStatusFanout = 8
 )
 
 // withChildStatus puts into each of ts that mcp-go still has working what
@@ -280,12 +292,12 @@ const (
 // has not come by then: the children are asked concurrently, at most
 // childStatusFanout questions at a time, each on the goroutine that waits
 // for its answer.
-func (tt *taskTable) withChildStatus(ctx context.Context, ts []*mcp.Task) {
+func (tt *Table) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 	ctx, cancel := context.WithTimeout(ctx, min(tt.callTimeout, childStatusWait))
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, childStatusFanout)
+	slots := make(chan struct{}, ChildStatusFanout)
 	for _, task := range ts {
 		if task.Status.IsTerminal() {
 			continue
@@ -326,7 +338,7 @@ func (tt *taskTable) withChildStatus(ctx context.Context, ts []*mcp.Task) {
 
 // resultAsked notes that the client waits for t's result in the request
 // a, whose response stream can carry the child's requests.
-func (t *upTask) resultAsked(a *upstream.Attachment) {
+func (t *Task) resultAsked(a *upstream.Attachment) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.waiting = a
@@ -336,7 +348,7 @@ func (t *upTask) resultAsked(a *upstream.Attachment) {
 	}
 }
 
-// askVia returns the upstream request a request the child makes during
+// AskVia returns the upstream request a request the child makes during
 // call (ctx is the child's wait for the answer) is sent to the client
 // down. For a task's run, where the tools/call that began it has long
 // been answered, that is the client's tasks/result waiting for the task,
@@ -347,7 +359,7 @@ func (t *upTask) resultAsked(a *upstream.Attachment) {
 // waits for a tasks/result, until the child's wait or the run ends or the
 // call timeout passes, and then goes the session's way, which may not
 // reach the client.
-func (tt *taskTable) askVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
+func (tt *Table) AskVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
 	if tc := call.Task(); tc != nil && tc.Run != nil {
 		return tc.Run.AskVia(ctx, call, tt.callTimeout)
 	}
@@ -356,7 +368,7 @@ func (tt *taskTable) askVia(ctx context.Context, call *child.InCall) *upstream.A
 
 // AskVia is askVia for a call run as t, waiting up to wait for a
 // tasks/result.
-func (t *upTask) AskVia(ctx context.Context, call *child.InCall, wait time.Duration) *upstream.Attachment {
+func (t *Task) AskVia(ctx context.Context, call *child.InCall, wait time.Duration) *upstream.Attachment {
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
@@ -392,7 +404,7 @@ func (t *upTask) AskVia(ctx context.Context, call *child.InCall, wait time.Durat
 // taskStatus tells the owner of a task that it ended, as mcp-go would have
 // told every session (sendTaskStatusNotification); the edge drops mcp-go's
 // own. It runs under mcp-go's task lock: it only queues the notification.
-func (tt *taskTable) taskStatus(_ context.Context, tm server.TaskMetrics) {
+func (tt *Table) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	t := tt.lookup(tm.TaskID)
 	if t == nil || tm.CompletedAt == nil {
 		return
@@ -422,17 +434,17 @@ func (tt *taskTable) taskStatus(_ context.Context, tm server.TaskMetrics) {
 	}
 }
 
-// handleTask is the handler mcp-go runs, on a goroutine of its own, for
+// Handle is the handler mcp-go runs, on a goroutine of its own, for
 // the task it created for a task-augmented tools/call (the only tools it
 // knows of are those that may run as tasks).
-func (m *Mux) handleTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	t := m.tasks.begin(ctx)
+func (tt *Table) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	t := tt.begin(ctx)
 	if t == nil || req.Params.Task == nil {
 		// mcp-go runs a tool's handler without a task only for a call
 		// mcpmux answers itself, which never reaches it.
 		return mcp.NewToolResultError(pipeline.ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
-	return m.runTask(t, req)
+	return tt.runTask(t, req)
 }
 
 // runTask runs a call as the upstream task t until it ends, and returns
@@ -440,13 +452,13 @@ func (m *Mux) handleTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 // error (failed) for a call whose child task failed, or that was
 // interrupted, timed out or cut off by shutdown. A result of the child's
 // is also kept as it came (t.raw), for tasks/result.
-func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
+func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
 	defer close(t.done)
 	defer t.cancel(nil)
 	t.mu.Lock()
 	t.ttl = req.Params.Task.TTL
 	t.mu.Unlock()
-	m.tasks.expire(t, req.Params.Task.TTL)
+	tt.expire(t, req.Params.Task.TTL)
 	params := *req.Params.Task
 	tc := &child.TaskCall{Params: &params, Run: t}
 	t.mu.Lock()
@@ -458,7 +470,7 @@ func (m *Mux) runTask(t *upTask, req mcp.CallToolRequest) (_ *mcp.CallToolResult
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
 	}
-	r := m.p.Call(t.ctx, up, req.Params.Name, args)
+	r := tt.pipeline.Call(t.ctx, up, req.Params.Name, args)
 	switch {
 	case r.Outcome == pipeline.OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
@@ -501,10 +513,10 @@ func resultText(r *mcp.CallToolResult) string {
 	return "the call failed"
 }
 
-// taskResultOf returns the task a tasks/result f of session u asks for,
+// ResultOf returns the task a tasks/result f of session u asks for,
 // if mcpmux answers it itself: a task of u's own. Another's task, or a
 // 2026-07-28 request, goes to mcp-go, which answers it as unknown.
-func (tt *taskTable) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
+func (tt *Table) ResultOf(u *upstream.Session, f *frame.Frame) *Task {
 	if f.Kind != frame.Request || f.Method != string(mcp.MethodTasksResult) || u == nil {
 		return nil
 	}
@@ -525,14 +537,14 @@ func (tt *taskTable) taskResultOf(u *upstream.Session, f *frame.Frame) *upTask {
 	return tt.visibleTo(u, false, params.TaskID)
 }
 
-// serveTaskResult answers f, a tasks/result of session u for its task t,
+// ServeResult answers f, a tasks/result of session u for its task t,
 // whose edge is out: the client's request waits for the task's end, its
 // stream carrying what the child asks meanwhile (askVia), and is answered
 // with the child's result as the child sent it, marked as the task's. A
 // task that ended otherwise (it failed, was cancelled, or mcpmux answered
 // its call itself), and a request that ends first, are answered by
 // mcp-go's store, which holds the task's outcome.
-func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *upTask) []byte {
+func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *Task) []byte {
 	t.resultAsked(&upstream.Attachment{Ctx: ctx, Sess: u, Out: out})
 	ran := false
 	select {
@@ -553,7 +565,7 @@ func (m *Mux) serveTaskResult(ctx context.Context, u *upstream.Session, out upst
 			return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
 		}
 	}
-	resp := m.srv.HandleMessage(m.srv.WithContext(ctx, u.MCP()), f.Raw)
+	resp := tt.srv.HandleMessage(tt.srv.WithContext(ctx, u.MCP()), f.Raw)
 	b, err := json.Marshal(resp)
 	if err == nil {
 		b, err = jsonwire.WithField(b, "id", f.ID) // as the client wrote it

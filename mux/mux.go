@@ -12,18 +12,15 @@
 // itself (the handshake, the task store, what it cannot fully parse) goes
 // to mcp-go's server, at one place.
 //
-// Where things live:
-//   - children.go: the Mux as its children's host (package child), and the
-//     relay of their progress; logging.go: their log messages, and the
-//     client's logging/setLevel; childrequests.go: a child's requests of a
-//     client, relayed to the client of the call they belong to;
-//   - pins.go: the Mux's pinning, which package publish does;
-//   - edges.go: the Mux as the backend of its edges (package edge);
-//     tasks.go: task-augmented calls upstream;
-//   - upstream.go: mcp-go's server, its hooks and what is declared in
-//     initialize.
+// The root only wires the packages below, starts them and stops them:
+// children.go is the Mux as its children's host (package child), edges.go
+// as the backend of its edges (package edge), pins.go its pinning.
 //
-// Packages below mux hold what needs none of its state: pipeline serves
+// Packages below mux hold what needs none of its state: relay builds
+// mcp-go's server and its hooks, and relays a child's log messages,
+// progress and requests to the client of its call and the client's
+// notifications to the children; tasks runs the 2025-11-25 tasks mcp-go
+// hosts; pipeline serves
 // every request mcpmux answers itself, step by step, and owns the calls
 // in flight, the per-child slots and rate limits, the rounds and the
 // subscriptions; publish builds each new snapshot of the catalog, holds
@@ -61,6 +58,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/mux/relay"
 	"github.com/mcpmux/mcpmux/mux/tasks"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
@@ -85,15 +83,12 @@ type Mux struct {
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
 
-	pub *publish.Publisher // builds and publishes the merged catalog
-	p   *pipeline.Pipeline // serves what mcpmux answers itself
-	// deliver is notifyCall, bound once: what a child sends during a call
-	// reaches the call's client through it.
-	deliver  child.Deliver
+	pub      *publish.Publisher // builds and publishes the merged catalog
+	p        *pipeline.Pipeline // serves what mcpmux answers itself
+	relay    *relay.Relay       // mcp-go's server and the children's traffic to their clients
 	srv      *server.MCPServer
 	sessions upstream.Registry
 	tasks    *tasks.Table // upstream tasks mcp-go hosts
-	levelSet atomic.Bool  // a client has sent logging/setLevel (logging.go)
 
 	memory *memory.Returner // returns freed memory once catalogs are read
 
@@ -147,7 +142,6 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		initial:    make(chan struct{}),
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
 	}
-	m.deliver = m.notifyCall
 	if m.observe == nil {
 		m.observe = pipeline.NopObserver{}
 	}
@@ -161,17 +155,17 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		m.children = append(m.children, c)
 		m.byAlias[c.Alias()] = c
 	}
-	// The announcer registers task tools with the server, built last: it
-	// takes the task table's hooks.
+	// The announcer registers task tools with mcp-go's server, built last
+	// (by the relay): it takes the task table's hooks.
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
 		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) }, log)
 	m.pub = publish.New(m.children, pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
 		Children: m.children, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
 	m.tasks = tasks.New(&m.sessions, m.p, cfg.Mux.CallTimeout, log)
-	m.srv = m.newServer()
-	m.sessions.UseServer(m.srv)
-	m.tasks.UseServer(m.srv)
+	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
+		Children: m.children, Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
+	m.srv = m.relay.Server()
 	return m
 }
 
@@ -308,4 +302,11 @@ func (m *Mux) maxStartupTimeout() time.Duration {
 		d = max(d, s.StartupTimeout)
 	}
 	return d
+}
+
+// WithCaller returns a context that carries the caller's identity and the
+// claims of the JWT that named it (nil for any other credential): what an
+// edge or a command hands every request it makes of m.
+func WithCaller(ctx context.Context, identity string, claims map[string]any) context.Context {
+	return upstream.WithCaller(ctx, identity, claims)
 }

@@ -145,7 +145,7 @@ func TestRuleHidesTool(t *testing.T) {
 		if l := listed(ctx); strings.Contains(l, `"lab__write"`) || !strings.Contains(l, `"lab__read"`) {
 			t.Fatalf("%v sees %s", upstream.ClaimsFrom(ctx), l)
 		}
-		if got := m.filterTools(ctx, []mcp.Tool{{Name: "lab__write"}}); len(got) != 0 {
+		if got := m.relay.FilterTools(ctx, []mcp.Tool{{Name: "lab__write"}}); len(got) != 0 {
 			t.Fatalf("mcp-go's filter lets %v call lab__write", upstream.ClaimsFrom(ctx))
 		}
 		r := m.CallTool(ctx, "reader", "lab__write", nil)

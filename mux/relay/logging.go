@@ -1,4 +1,4 @@
-package mux
+package relay
 
 // Logging: a child's notifications/message reaches the clients tagged with
 // the child's alias, and a client's logging/setLevel reaches every child
@@ -30,7 +30,7 @@ import (
 // child. What is below the level a session set (logging/setLevel; for a
 // 2026-07-28 request, the level in its _meta) is dropped (logWanted). It
 // runs on the child transport's read goroutine and never blocks.
-func (m childHost) Log(c *child.Server, sess *child.Session, n mcp.JSONRPCNotification) {
+func (m *Relay) Log(c *child.Server, sess *child.Session, n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	level, _ := fields["level"].(string)
 	childLogger, _ := fields["logger"].(string)
@@ -138,7 +138,7 @@ var logLevels = []mcp.LoggingLevel{mcp.LoggingLevelDebug, mcp.LoggingLevelInfo, 
 // any upstream session that set one asked for, since each session's own
 // is applied as messages are relayed (logWanted); "" while no client has
 // set one.
-func (m *Mux) childLogLevel() mcp.LoggingLevel {
+func (m *Relay) childLogLevel() mcp.LoggingLevel {
 	if !m.levelSet.Load() {
 		return ""
 	}
@@ -162,7 +162,7 @@ func (m *Mux) childLogLevel() mcp.LoggingLevel {
 
 // afterSetLevel passes a client's logging/setLevel on to every ready child
 // that declared logging, and waits for them (each within the call timeout).
-func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+func (m *Relay) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
 	if u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx)); u != nil {
 		u.SetLevel(req.Params.Level)
 	}
@@ -174,14 +174,14 @@ func (m *Mux) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelRequest
 		if sess == nil || sess.Lost() || sess.Caps().Logging == nil {
 			continue
 		}
-		wg.Go(func() { childHost{m}.ApplyLogLevel(ctx, c, sess) })
+		wg.Go(func() { m.ApplyLogLevel(ctx, c, sess) })
 	}
 	wg.Wait()
 }
 
 // ApplyLogLevel asks sess of c for the level the clients want, if any
 // client set one.
-func (m childHost) ApplyLogLevel(ctx context.Context, c *child.Server, sess *child.Session) {
+func (m *Relay) ApplyLogLevel(ctx context.Context, c *child.Server, sess *child.Session) {
 	level := m.childLogLevel()
 	if level == "" {
 		return

@@ -1,4 +1,4 @@
-package mux
+package relay
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // creates their tasks; what it announces of them is dropped at the edges,
 // and mcpmux tells each session itself, only when the lists that session
 // sees changed (notify).
-func (m *Mux) newServer() *server.MCPServer {
+func (m *Relay) newServer() *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(m.afterInitialize)
 	m.tasks.AddHooks(hooks)
@@ -38,7 +38,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		res.Instructions = m.instructionsFor(ctx)
 	})
 	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest) {
-		_ = m.WaitReady(ctx)
+		_ = m.p.WaitReady(ctx)
 	})
 	hooks.AddOnError(m.auditRefusal)
 	m.addChildTraffic(hooks)
@@ -66,7 +66,7 @@ func (m *Mux) newServer() *server.MCPServer {
 			m.sessions.CloseListen(cs)
 		}
 	})
-	srv := server.NewMCPServer("mcpmux", Version,
+	srv := server.NewMCPServer("mcpmux", m.version,
 		// Every list may change, and resources be subscribed to: mcp-go
 		// establishes for a subscriptions/listen stream only what its own
 		// capabilities declare. What it announces of its own is dropped at
@@ -79,7 +79,7 @@ func (m *Mux) newServer() *server.MCPServer {
 		// tasks/* only with the option set.
 		server.WithTaskCapabilities(true, true, true),
 		server.WithTaskHooks(m.tasks.Hooks()),
-		server.WithToolFilter(m.filterTools),
+		server.WithToolFilter(m.FilterTools),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 	)
@@ -90,7 +90,7 @@ func (m *Mux) newServer() *server.MCPServer {
 // sessionEnded drops what an upstream session that ended held: its
 // resource subscriptions (at the children, in the background) and its
 // tasks. The registry runs it once per session, on its own goroutine.
-func (m *Mux) sessionEnded(u *upstream.Session) {
+func (m *Relay) sessionEnded(u *upstream.Session) {
 	m.p.DropSubscriptions(u)
 	m.tasks.DropSession(u)
 }
@@ -104,7 +104,7 @@ func (m *Mux) sessionEnded(u *upstream.Session) {
 // hook runs, and a catalog published while the hook waits would otherwise
 // be announced ahead of the answer. A catalog published before the answer
 // is written needs no list_changed: the client lists after the answer.
-func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+func (m *Relay) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	m.awaitFirstStart(ctx, mcp.MethodInitialize)
 	m.declare(&res.Capabilities)
 	res.Capabilities.Tasks = m.catalog.Load().Caps.Tasks
@@ -123,7 +123,7 @@ func (m *Mux) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequ
 // ctx may see anything of, in config order, each in a section headed by
 // its alias ("## docs"), the sections apart by a blank line; "" when none
 // of them has any.
-func (m *Mux) instructionsFor(ctx context.Context) string {
+func (m *Relay) instructionsFor(ctx context.Context) string {
 	cat, p := m.catalog.Load(), m.p.PolicyFor(ctx)
 	var b strings.Builder
 	for _, in := range cat.Instructions {
@@ -141,19 +141,19 @@ func (m *Mux) instructionsFor(ctx context.Context) string {
 // awaitFirstStart is WaitReady for the handshake request method, which
 // says in the log that it waits when the children's first start is not
 // over.
-func (m *Mux) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
+func (m *Relay) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
 	select {
-	case <-m.initial:
+	case <-m.ready:
 		return
 	default:
 	}
 	m.log.Info().Str("identity", upstream.IdentityFrom(ctx)).Str("method", string(method)).
 		Msg("the client's handshake waits for the servers' first start")
-	_ = m.WaitReady(ctx)
+	_ = m.p.WaitReady(ctx)
 }
 
 // declare sets caps to what the mux offers now.
-func (m *Mux) declare(caps *mcp.ServerCapabilities) {
+func (m *Relay) declare(caps *mcp.ServerCapabilities) {
 	offered := m.catalog.Load().Caps
 	caps.Tools = &struct {
 		ListChanged bool `json:"listChanged,omitempty"`
@@ -177,11 +177,11 @@ func (m *Mux) declare(caps *mcp.ServerCapabilities) {
 	caps.Tasks = nil
 }
 
-// filterTools is the access check mcp-go applies to every tools/call (one
+// FilterTools is the access check mcp-go applies to every tools/call (one
 // tool): the policy, and the rules that ignore the arguments. Lists are
 // answered from the mux's own snapshot (listPayload), so mcp-go's list is
 // left empty.
-func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+func (m *Relay) FilterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if len(tools) != 1 {
 		return nil
 	}
@@ -194,7 +194,7 @@ func (m *Mux) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 // auditRefusal writes the audit line of a task-augmented tools/call (the
 // one request mcp-go answers that names a tool) that mcp-go refused before
 // its handler: a name outside the registry or the caller's policy.
-func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+func (m *Relay) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 	if method == mcp.MethodSubscriptionsListen {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			m.sessions.CloseListen(cs)
@@ -208,11 +208,4 @@ func (m *Mux) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, mes
 		// Re-running the look-up classifies the refusal for the log.
 		m.p.ClassifyRefusal(ctx, req.Params.Name)
 	}
-}
-
-// WithCaller returns a context that carries the caller's identity and the
-// claims of the JWT that named it (nil for any other credential): what an
-// edge or a command hands every request it makes of m.
-func WithCaller(ctx context.Context, identity string, claims map[string]any) context.Context {
-	return upstream.WithCaller(ctx, identity, claims)
 }

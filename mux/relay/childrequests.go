@@ -1,4 +1,4 @@
-package mux
+package relay
 
 // Requests a child makes of its client (sampling/createMessage,
 // elicitation/create, roots/list) are relayed to the client of the call
@@ -27,7 +27,7 @@ import (
 // Request answers a request c's session sess sent: ping itself, the
 // three client requests by relaying them, anything else with "method not
 // found".
-func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
+func (m *Relay) Request(ctx context.Context, c *child.Server, sess *child.Session, req transport.JSONRPCRequest) *transport.JSONRPCResponse {
 	fail := func(code int, format string, args ...any) *transport.JSONRPCResponse {
 		return transport.NewJSONRPCErrorResponse(req.ID, code, fmt.Sprintf(format, args...), nil)
 	}
@@ -103,7 +103,7 @@ func (m childHost) Request(ctx context.Context, c *child.Server, sess *child.Ses
 // rootsChanged passes a client's notifications/roots/list_changed on to
 // every ready child that was told mcpmux relays roots, each within a
 // second.
-func (m *Mux) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
+func (m *Relay) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -123,13 +123,13 @@ func (m *Mux) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 
 // addChildTraffic adds the hook that passes logging/setLevel on to the
 // children.
-func (m *Mux) addChildTraffic(hooks *server.Hooks) {
+func (m *Relay) addChildTraffic(hooks *server.Hooks) {
 	hooks.AddAfterSetLevel(m.afterSetLevel)
 }
 
 // addClientNotifications registers the client notifications relayed to
 // children.
-func (m *Mux) addClientNotifications(srv *server.MCPServer) {
+func (m *Relay) addClientNotifications(srv *server.MCPServer) {
 	srv.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), m.rootsChanged)
 	srv.AddNotificationHandler(string(mcp.MethodNotificationInitialized), m.clientInitialized)
 }
@@ -138,7 +138,7 @@ func (m *Mux) addClientNotifications(srv *server.MCPServer) {
 // stdio client, which declared roots, has finished its handshake: a child
 // that asked for roots/list while no client was there (mcpmux starts the
 // children first) then asks again, and gets the client's.
-func (m *Mux) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
+func (m *Relay) clientInitialized(ctx context.Context, n mcp.JSONRPCNotification) {
 	cs := server.ClientSessionFromContext(ctx)
 	if u := m.sessions.Stdio(); cs == nil || u == nil || u.MCP() != cs || u.ClientCaps().Roots == nil {
 		return

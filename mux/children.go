@@ -39,12 +39,12 @@ type childHost struct{ *Mux }
 
 // SubscribedURIs are the URIs of alias's resources that some session is
 // subscribed to, to subscribe again on a new session of the child.
-func (m childHost) SubscribedURIs(alias string) []string { return m.p.SubscribedURIs(alias) }
+func (m childHost) SubscribedURIs(alias string) []string { return m.p.Subscriptions().URIs(alias) }
 
 // ResourceUpdated relays a child's notifications/resources/updated to the
 // sessions subscribed to it.
 func (m childHost) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
-	m.p.ResourceUpdated(c, n)
+	m.p.Subscriptions().Updated(c, n)
 }
 
 // The child's traffic to its clients goes through the relay.

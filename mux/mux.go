@@ -209,11 +209,11 @@ func (m *Mux) WaitReady(ctx context.Context) error { return m.p.WaitReady(ctx) }
 
 // WaitIdle waits until no call is being forwarded, or ctx ends. A drain
 // on shutdown uses it, once no new calls can arrive.
-func (m *Mux) WaitIdle(ctx context.Context) error { return m.p.WaitIdle(ctx) }
+func (m *Mux) WaitIdle(ctx context.Context) error { return m.p.Calls().WaitIdle(ctx) }
 
 // CutCalls ends every call still in flight, now and from now on; each is
 // answered with an error result naming cause (ErrShuttingDown on shutdown).
-func (m *Mux) CutCalls(cause error) { m.p.CutCalls(cause) }
+func (m *Mux) CutCalls(cause error) { m.p.Calls().Cut(cause) }
 
 // Close stops every child (stdin closed, then SIGTERM, then SIGKILL to its
 // process group) and waits for all of mcpmux's goroutines.
@@ -221,7 +221,7 @@ func (m *Mux) Close() {
 	if m.cancel == nil {
 		return
 	}
-	m.p.CutCalls(pipeline.ErrShuttingDown)
+	m.p.Calls().Cut(pipeline.ErrShuttingDown)
 	m.sessions.Close()
 	m.tasks.Close()
 	m.p.Close()

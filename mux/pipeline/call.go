@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/child/link"
+	"github.com/mcpmux/mcpmux/mux/publish"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 
@@ -121,25 +123,25 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 	cat := m.catalog.Load()
 	t, ok := cat.Lookup(catalog.KindTool, name)
 	if !ok {
-		return Result{Decision: m.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
+		return Result{Decision: m.audit.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.Name, Server: t.Server, Decision: DecisionAllowed}
 	v := catalog.Viewer{Policy: m.policies.Current().For(identity)}
 	if !v.Policy.Allows(t.Item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
-		m.done(rec, begun)
+		m.audit.done(rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
 	rules := len(v.Policy.Rules()) > 0
 	if rules {
 		v.Claims = upstream.ClaimsFrom(ctx)
 		if ref := v.Refusal(t, catalog.Seeing, nil); ref != nil {
-			return m.ruleRefused(rec, ref, nil, begun)
+			return m.audit.ruleRefused(rec, ref, nil, begun)
 		}
 	}
 	if lim := m.cfg.Limits; lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
 		rec.Outcome = OutcomeRateLimited
-		m.done(rec, begun)
+		m.audit.done(rec, begun)
 		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
 			Tool: mcp.NewToolResultError(rateLimitedMessage(identity, lim.RateLimit, lim.RateBurst))}
 	}
@@ -149,17 +151,16 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 	}
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
-		m.done(rec, begun)
+		m.audit.done(rec, begun)
 		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
 	if rules {
 		if ref := v.Refusal(t, catalog.Calling, argMap); ref != nil {
-			return m.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
+			return m.audit.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
 		}
 	}
-	m.inflight.Add(1)
-	res, outcome, childTime := m.forward(ctx, up, t, raw)
+	res, outcome, childTime := m.calls.forward(ctx, up, t, raw)
 	result := Result{Decision: DecisionAllowed, Outcome: outcome}
 	if outcome == OutcomeRefused { // held since it was looked up (stillPinned)
 		result.Decision, rec.Decision = DecisionHeld, DecisionHeld
@@ -170,44 +171,9 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 		result.Tool = res.own
 	}
 	rec.Child = childTime
-	if m.inflight.Add(-1) == 0 {
-		select {
-		case m.idle <- struct{}{}:
-		default:
-		}
-	}
 	rec.Outcome = outcome
-	m.done(rec, begun)
+	m.audit.done(rec, begun)
 	return result
-}
-
-// ruleRefused records a call a rule refused and answers it with answer
-// (nil: as an unknown name).
-func (m *Pipeline) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
-	rec.Decision, rec.Outcome, rec.Rule = DecisionRule, OutcomeRefused, ref.Rule
-	m.done(rec, begun)
-	return Result{Decision: DecisionRule, Outcome: OutcomeRefused, Tool: answer, Rule: ref}
-}
-
-// refused records a call whose name is not in the catalog and says why:
-// unknown, or hidden by the config.
-func (m *Pipeline) refused(identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
-	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
-	if alias, hidden := cat.Hidden[name]; hidden {
-		rec.Decision, rec.Server = DecisionHidden, alias
-	} else if alias, held := m.pub.Pinning().HeldBy(catalog.KindTool, name); held {
-		rec.Decision, rec.Server = DecisionHeld, alias
-	}
-	m.auditLine(rec, name, time.Since(begun))
-	m.observe.CallDone(rec)
-	return rec.Decision
-}
-
-// done records a call on a tool of the catalog.
-func (m *Pipeline) done(rec CallRecord, begun time.Time) {
-	rec.Total = time.Since(begun)
-	m.auditLine(rec, rec.Tool, rec.Total)
-	m.observe.CallDone(rec)
 }
 
 // callAnswer is how a forwarded call is answered: the child's result as it is,
@@ -234,26 +200,65 @@ const (
 // It returns OutcomeRefused, and no answer, for a tool held by pinning
 // since it was looked up (stillPinned): the session it got lists another
 // definition.
-func (m *Pipeline) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, childTime time.Duration) {
+func (f *Forwarder) forward(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (res callAnswer, outcome Outcome, childTime time.Duration) {
+	f.inflight.Add(1)
+	defer func() {
+		if f.inflight.Add(-1) == 0 {
+			select {
+			case f.idle <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
-	defer m.cuts.add(m.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, taskTimeout(m.cfg.Mux.CallTimeout, up))
+	defer f.cuts.add(f.cut, cut)()
+	ctx, cancel := context.WithTimeout(ctx, taskTimeout(f.callTimeout, up))
 	defer cancel()
-	g := m.admit.gate(m.child(t.Server))
+	g := f.admit.gate(f.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
 			return own(mcp.NewToolResultError(g.busyMessage(t.Server))), OutcomeBusy, 0
 		}
-		res, outcome := m.ctxEnded(ctx, up, t, stageQueued)
+		res, outcome := f.ctxEnded(ctx, up, t, stageQueued)
 		return own(res), outcome, 0
 	}
 	defer g.release()
-	m.observe.CallStarted(t.Server)
-	defer m.observe.CallFinished(t.Server)
+	f.observe.CallStarted(t.Server)
+	defer f.observe.CallFinished(t.Server)
 	sent := time.Now()
-	res, outcome = m.send(ctx, up, t, args)
+	res, outcome = f.send(ctx, up, t, args)
 	return res, outcome, time.Since(sent)
+}
+
+// Forwarder takes a call that passed the pipeline's checks to its child: a
+// slot of the child's max_in_flight (waiting in its queue if need be), the
+// child once it is ready, the retry of a call the child died under, the
+// child's result relayed. It owns the calls in flight.
+type Forwarder struct {
+	callTimeout time.Duration
+	admit       *admission
+	child       func(alias string) *child.Server
+	pinning     func() *publish.Pinning
+	observe     Observer
+
+	inflight atomic.Int64  // calls being forwarded
+	idle     chan struct{} // gets a token when inflight drops to zero
+	// cut ends every call in flight when mcpmux stops (Cut). Calls watch
+	// it themselves: cancelling the transports' request contexts instead
+	// would stop mcp-go from sending the answers.
+	cut      context.Context
+	cutCalls context.CancelCauseFunc
+	cuts     callCuts // the calls in flight, reached by cut
+}
+
+// Queued is how many calls wait for one of alias's slots (max_in_flight).
+func (f *Forwarder) Queued(alias string) int64 {
+	c := f.child(alias)
+	if c == nil {
+		return 0
+	}
+	return f.admit.gate(c).queued.Load()
 }
 
 // callCuts reaches every call in flight when mcpmux stops. Registering with
@@ -288,13 +293,13 @@ func (c *callCuts) add(stop context.Context, cut context.CancelCauseFunc) (remov
 }
 
 // send is forward's part once the call has its slot.
-func (m *Pipeline) send(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
+func (f *Forwarder) send(ctx context.Context, up *child.Call, t *catalog.Tool, args json.RawMessage) (callAnswer, Outcome) {
 	retried, at := false, stageStarting
 	lostWhy := "" // why the first attempt's session went away, once retried
-	c := m.child(t.Server)
+	c := f.child(t.Server)
 	for {
 		st, err := c.Ready(ctx)
-		if err == nil && !m.pub.Pinning().StillPinned(st.Listed, t) {
+		if err == nil && !f.pinning().StillPinned(st.Listed, t) {
 			return callAnswer{}, OutcomeRefused
 		}
 		if err != nil {
@@ -307,7 +312,7 @@ func (m *Pipeline) send(ctx context.Context, up *child.Call, t *catalog.Tool, ar
 			if errors.Is(err, child.ErrUnavailable) {
 				return own(mcp.NewToolResultError(err.Error())), OutcomeUnavailable
 			}
-			return ownEnded(m.ctxEnded(ctx, up, t, at))
+			return ownEnded(f.ctxEnded(ctx, up, t, at))
 		}
 		at, sess := stageSent, st.Session
 		raw, isError, err := sess.CallTool(ctx, up, t.Orig, args)
@@ -318,7 +323,7 @@ func (m *Pipeline) send(ctx context.Context, up *child.Call, t *catalog.Tool, ar
 				t.Orig, config.FormatSize(sess.Limit())))), OutcomeToolError
 		}
 		if err == nil {
-			return m.relayResult(t, raw, isError, retried)
+			return f.relayResult(t, raw, isError, retried)
 		}
 		if hs, ok := errors.AsType[*link.HTTPStatusError](err); ok {
 			// The one call failed; the body is not the caller's to see.
@@ -329,7 +334,7 @@ func (m *Pipeline) send(ctx context.Context, up *child.Call, t *catalog.Tool, ar
 			return own(mcp.NewToolResultError(text)), OutcomeToolError
 		}
 		if ctx.Err() != nil {
-			return ownEnded(m.ctxEnded(ctx, up, t, at))
+			return ownEnded(f.ctxEnded(ctx, up, t, at))
 		}
 		if sess.Failed(ctx, err) {
 			if (t.ReadOnly || neverDelivered(err)) && !retried {
@@ -355,8 +360,8 @@ func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return o
 
 // relayResult checks a child's result and prepares it to be relayed as it
 // is, with the URIs of the child's resources in the form mcpmux exposes.
-func (m *Pipeline) relayResult(t *catalog.Tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
-	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, m.linkRewriter(m.child(t.Server)))
+func (f *Forwarder) relayResult(t *catalog.Tool, raw json.RawMessage, isError, retried bool) (callAnswer, Outcome) {
+	out, err := naming.RewriteURIs(raw, naming.ResultToolCall, linkRewriter(f.child(t.Server)))
 	if err != nil {
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s answered the call to %s with a malformed result: %v",
 			t.Server, t.Name, err))), OutcomeToolError
@@ -383,7 +388,7 @@ func neverDelivered(err error) bool {
 
 // ctxEnded answers a call whose context ended at stage at: mcpmux
 // stopping, the call timeout, or the caller cancelling.
-func (m *Pipeline) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
+func (f *Forwarder) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool, at stage) (*mcp.CallToolResult, Outcome) {
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		if at < stageSent {
 			return mcp.NewToolResultError(fmt.Sprintf(
@@ -398,33 +403,17 @@ func (m *Pipeline) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Tool
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server, cap(m.admit.gate(m.child(t.Server)).slots))), OutcomeTimeout
+				t.Name, taskTimeout(f.callTimeout, up), t.Server, cap(f.admit.gate(f.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server)), OutcomeTimeout
+				t.Name, taskTimeout(f.callTimeout, up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.Name, taskTimeout(m.cfg.Mux.CallTimeout, up), t.Server)), OutcomeTimeout
+			t.Name, taskTimeout(f.callTimeout, up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
-}
-
-// auditLine writes the one line every call leaves, naming the tool as the
-// caller did, and the rule that refused it by its index and line. Argument
-// values never appear in it.
-func (m *Pipeline) auditLine(rec CallRecord, name string, took time.Duration) {
-	e := m.audit.Info().
-		Str("identity", rec.Identity).
-		Str("tool", name).
-		Str("server", rec.Server).
-		Str("decision", string(rec.Decision)).
-		Str("outcome", string(rec.Outcome))
-	if rec.Rule != nil {
-		e = e.Int("rule", rec.Rule.Index).Int("rule_line", rec.Rule.Line)
-	}
-	e.Int64("duration_ms", took.Milliseconds()).Msg("call")
 }
 
 // DecisionHeld is the audit decision of a request for a tool or prompt
@@ -447,10 +436,10 @@ func taskTimeout(callTimeout time.Duration, up *child.Call) time.Duration {
 
 // WaitIdle waits until no call is being forwarded, or ctx ends. A drain
 // on shutdown uses it, once no new calls can arrive.
-func (m *Pipeline) WaitIdle(ctx context.Context) error {
-	for m.inflight.Load() > 0 {
+func (f *Forwarder) WaitIdle(ctx context.Context) error {
+	for f.inflight.Load() > 0 {
 		select {
-		case <-m.idle:
+		case <-f.idle:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -458,9 +447,9 @@ func (m *Pipeline) WaitIdle(ctx context.Context) error {
 	return nil
 }
 
-// CutCalls ends every call still in flight, now and from now on; each is
+// Cut ends every call still in flight, now and from now on; each is
 // answered with an error result naming cause (ErrShuttingDown on shutdown).
-func (m *Pipeline) CutCalls(cause error) { m.cutCalls(cause) }
+func (f *Forwarder) Cut(cause error) { f.cutCalls(cause) }
 
 // ErrShuttingDown is the cause given to calls cut off because mcpmux is
 // stopping; their callers are told so.

@@ -20,12 +20,3 @@ func (m *Pipeline) RoundAsks(state string) (pending, asked int, ok bool) {
 // RoundsAsking is how many rounds have asked their client something, of
 // every identity.
 func (m *Pipeline) RoundsAsking() int64 { return m.rounds.waiting.Load() }
-
-// Queued is how many calls wait for one of alias's slots (max_in_flight).
-func (m *Pipeline) Queued(alias string) int64 {
-	c := m.child(alias)
-	if c == nil {
-		return 0
-	}
-	return m.admit.gate(c).queued.Load()
-}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child"
@@ -65,7 +64,7 @@ func (m *Pipeline) requestPinned(ctx context.Context, up *child.Call, c *child.S
 
 // linkRewriter returns the rewrite of URIs that c put into a result: each
 // becomes the form under which the mux exposes c's resources.
-func (m *Pipeline) linkRewriter(c *child.Server) func(string) (string, bool) {
+func linkRewriter(c *child.Server) func(string) (string, bool) {
 	if !c.Config().Prefix {
 		return func(string) (string, bool) { return "", false }
 	}
@@ -119,57 +118,3 @@ func offersResources(c *child.Server) bool {
 
 // child returns the child of alias, or nil.
 func (m *Pipeline) child(alias string) *child.Server { return m.byAlias[alias] }
-
-// promptRefused writes the audit line of a prompts/get refused as unknown,
-// hidden or denied.
-func (m *Pipeline) promptRefused(ctx context.Context, name string, begun time.Time) {
-	cat := m.catalog.Load()
-	d := DecisionDenied
-	if _, ok := cat.Lookup(catalog.KindPrompt, name); !ok {
-		d = DecisionUnknown
-		if _, hidden := cat.Hidden[name]; hidden {
-			d = DecisionHidden
-		} else if _, held := m.pub.Pinning().HeldBy(catalog.KindPrompt, name); held {
-			d = DecisionHeld
-		}
-	}
-	m.auditAccess(ctx, "prompt", name, "", d, nil, begun)
-}
-
-// auditAccess writes the audit line of a prompts/get or a resources/read:
-// what was asked for (the exposed name or URI), of which server, whether it
-// was let through and how it ended. A refusal names no server, as for a
-// call, so that the log alone does not tell what exists.
-func (m *Pipeline) auditAccess(ctx context.Context, what, name, alias string, d Decision, err error, begun time.Time) {
-	outcome := OutcomeOK
-	switch {
-	case d != DecisionAllowed:
-		outcome = OutcomeRefused
-	case err != nil:
-		outcome = OutcomeToolError
-	}
-	m.audit.Info().
-		Str("identity", upstream.IdentityFrom(ctx)).
-		Str(what, name).
-		Str("server", alias).
-		Str("decision", string(d)).
-		Str("outcome", string(outcome)).
-		Int64("duration_ms", time.Since(begun).Milliseconds()).
-		Msg(what)
-}
-
-func (m *Pipeline) ClassifyRefusal(ctx context.Context, name string) {
-	cat := m.catalog.Load()
-	identity := upstream.IdentityFrom(ctx)
-	if t, ok := cat.Lookup(catalog.KindTool, name); ok {
-		rec := CallRecord{Identity: identity, Tool: t.Name, Server: t.Server, Decision: DecisionDenied, Outcome: OutcomeRefused}
-		if v := m.ViewerOf(ctx); v.Policy.Allows(t.Item()) {
-			if ref := v.Refusal(t, catalog.Seeing, nil); ref != nil {
-				rec.Decision, rec.Rule = DecisionRule, ref.Rule
-			}
-		}
-		m.done(rec, time.Now())
-		return
-	}
-	m.refused(identity, name, cat, time.Now())
-}

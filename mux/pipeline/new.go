@@ -6,16 +6,19 @@
 // answer, audit) and is answered with bytes, a child's result relayed as
 // the child sent it with only the id and the URIs rewritten.
 //
-// It owns what those steps hold across requests: the per-child slots and
-// per-identity rate limits (admission.go), the calls in flight and their
-// cuts (call.go), a 2026-07-28 client's rounds waiting for its retry
-// (rounds.go) and the resource subscriptions (subscriptions.go).
+// The Pipeline runs the steps; what they hold across requests has a type
+// of its own: the per-child slots and per-identity rate limits
+// (admission.go), the calls in flight on their way to the children
+// (Forwarder, call.go), a 2026-07-28 client's rounds waiting for its retry
+// (rounds.go), the resource subscriptions (Subscriptions) and the audit
+// line of every request (Auditor).
 package pipeline
 
 import (
 	"context"
 	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -25,8 +28,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Pipeline serves the requests mcpmux answers itself.
@@ -34,7 +35,6 @@ type Pipeline struct {
 	cfg      *config.Config
 	policies *policy.Store
 	log      zerolog.Logger
-	audit    zerolog.Logger
 	observe  Observer
 
 	children []*child.Server // config order
@@ -45,17 +45,11 @@ type Pipeline struct {
 	ready    <-chan struct{} // closed once every child's first start is over
 
 	decoration decorator
-	subs       subscriptions
-	rounds     roundTable // 2026-07-28 calls waiting for input (rounds.go)
-	admit      admission  // rate limits and max_in_flight (admission.go)
-	inflight   atomic.Int64
-	idle       chan struct{} // gets a token when inflight drops to zero
-	// cut ends every call in flight when mcpmux stops (CutCalls). Calls
-	// watch it themselves: cancelling the transports' request contexts
-	// instead would stop mcp-go from sending the answers.
-	cut      context.Context
-	cutCalls context.CancelCauseFunc
-	cuts     callCuts // the calls in flight, reached by cut (call.go)
+	audit      Auditor       // audit.go
+	subs       Subscriptions // subscriptions.go
+	rounds     roundTable    // 2026-07-28 calls waiting for input (rounds.go)
+	admit      admission     // rate limits and max_in_flight (admission.go)
+	calls      Forwarder     // the calls in flight to the children (call.go)
 }
 
 // Deps are what a Pipeline serves from.
@@ -79,11 +73,9 @@ type Deps struct {
 func New(d Deps) *Pipeline {
 	p := &Pipeline{
 		cfg: d.Config, policies: d.Policies, log: d.Log, observe: d.Observer,
-		audit:    d.Log.With().Str("log", "audit").Logger(),
 		children: d.Children, byAlias: map[string]*child.Server{},
 		catalog: d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
 		decoration: decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: d.Version}}},
-		idle:       make(chan struct{}, 1),
 	}
 	if p.observe == nil {
 		p.observe = NopObserver{}
@@ -91,9 +83,21 @@ func New(d Deps) *Pipeline {
 	for _, c := range d.Children {
 		p.byAlias[c.Alias()] = c
 	}
+	p.audit = Auditor{log: d.Log.With().Str("log", "audit").Logger(), observe: p.observe, catalog: d.Catalog,
+		pinning: d.Pub.Pinning, viewerOf: p.ViewerOf}
+	p.subs.request = func(ctx context.Context, c *child.Server, method string, params map[string]any) error {
+		_, err := p.requestPinned(ctx, nil, c, nil, method, params)
+		return err
+	}
+	p.subs.child, p.subs.sessions, p.subs.log = p.child, d.Sessions, d.Log
 	p.rounds.idle = make(chan struct{}, 1)
 	p.rounds.log = d.Log
-	p.cut, p.cutCalls = context.WithCancelCause(context.Background())
+	p.rounds.callTimeout = d.Config.Mux.CallTimeout
+	p.rounds.addCut = func(cut context.CancelCauseFunc) func() { return p.calls.cuts.add(p.calls.cut, cut) }
+	p.rounds.unknown = p.audit.unknownStateRefused
+	p.calls = Forwarder{callTimeout: d.Config.Mux.CallTimeout, admit: &p.admit, child: p.child, pinning: d.Pub.Pinning,
+		observe: p.observe, idle: make(chan struct{}, 1)}
+	p.calls.cut, p.calls.cutCalls = context.WithCancelCause(context.Background())
 	return p
 }
 
@@ -107,8 +111,11 @@ func (m *Pipeline) WaitReady(ctx context.Context) error {
 	}
 }
 
+// Calls are the calls in flight to the children.
+func (m *Pipeline) Calls() *Forwarder { return &m.calls }
+
 // Close ends the subscriptions' work still running and waits for the
-// rounds' goroutines; the calls in flight were cut before (CutCalls).
+// rounds' goroutines; the calls in flight were cut before (Calls().Cut).
 func (m *Pipeline) Close() {
 	m.subs.close()
 	m.rounds.wait()

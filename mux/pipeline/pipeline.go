@@ -73,26 +73,26 @@ func (m *Pipeline) serveCall(ctx context.Context, r *upstream.Request) answer {
 	allowed := func() bool { _, ok := visible(); return ok }
 	t, ok := visible()
 	if !ok && (r.Params.RequestState == "" || !r.Modern()) {
-		m.ClassifyRefusal(ctx, name)
+		m.audit.ClassifyRefusal(ctx, name)
 		return answer{Err: toolNotFound(name)}
 	}
 	if ok && t.Task == mcp.TaskSupportRequired {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
 		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.Name, Server: t.Server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
-		m.done(rec, time.Now())
+		m.audit.done(rec, time.Now())
 		return answer{Err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
 	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
 	args := json.RawMessage(r.Params.Arguments)
-	rd, isRound := m.inRound(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *child.Call) answer {
+	rd, isRound := m.rounds.serve(ctx, r, mcp.MethodToolsCall, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return toolAnswer(m.Call(ctx, up, name, args), name)
 	})
 	switch {
 	case !isRound && !ok:
 		// A retry whose requestState names no round of the caller's, for a
 		// name it may not call: refused like any call of it.
-		m.ClassifyRefusal(ctx, name)
+		m.audit.ClassifyRefusal(ctx, name)
 		return answer{Err: toolNotFound(name)}
 	case !isRound:
 		return toolAnswer(m.Call(ctx, up, name, args), name)
@@ -139,16 +139,16 @@ func (m *Pipeline) servePrompt(ctx context.Context, r *upstream.Request) answer 
 	e, ok := m.catalog.Load().Lookup(catalog.KindPrompt, name)
 	allowed := func() bool { return ok && m.PolicyFor(ctx).Allows(e.Item()) }
 	if !allowed() && (r.Params.RequestState == "" || !r.Modern()) {
-		m.promptRefused(ctx, name, begun)
+		m.audit.promptRefused(ctx, name, begun)
 		return answer{Err: promptNotFound(name)}
 	}
 	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
-	rd, isRound := m.inRound(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *child.Call) answer {
+	rd, isRound := m.rounds.serve(ctx, r, mcp.MethodPromptsGet, name, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.getPrompt(ctx, up, e, args, begun)
 	})
 	switch {
 	case !isRound && !allowed():
-		m.promptRefused(ctx, name, begun)
+		m.audit.promptRefused(ctx, name, begun)
 		return answer{Err: promptNotFound(name)}
 	case !isRound:
 		return m.getPrompt(ctx, up, e, args, begun)
@@ -189,7 +189,7 @@ func promptNotFound(name string) *frame.Error {
 func (m *Pipeline) getPrompt(ctx context.Context, up *child.Call, e *catalog.Entry, args map[string]string, begun time.Time) (a answer) {
 	d := DecisionAllowed
 	var err error
-	defer func() { m.auditAccess(ctx, "prompt", e.Name, e.Server, d, err, begun) }()
+	defer func() { m.audit.auditAccess(ctx, "prompt", e.Name, e.Server, d, err, begun) }()
 	params := map[string]any{"name": e.Orig}
 	if args != nil {
 		params["arguments"] = args
@@ -207,7 +207,7 @@ func (m *Pipeline) getPrompt(ctx context.Context, up *child.Call, e *catalog.Ent
 		err = fmt.Errorf("server %s answered prompts/get with %w: %v", e.Server, child.ErrMalformedResult, err)
 		return errorAnswer(err)
 	}
-	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, m.linkRewriter(m.child(e.Server))); err != nil {
+	if raw, err = naming.RewriteURIs(raw, naming.ResultPromptGet, linkRewriter(m.child(e.Server))); err != nil {
 		err = fmt.Errorf("server %s: prompts/get: %w", e.Server, err)
 		return errorAnswer(err)
 	}
@@ -229,14 +229,14 @@ func (m *Pipeline) serveRead(ctx context.Context, r *upstream.Request) answer {
 		if !ok {
 			d = DecisionUnknown
 		}
-		m.auditAccess(ctx, "resource", uri, "", d, nil, begun)
+		m.audit.auditAccess(ctx, "resource", uri, "", d, nil, begun)
 		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
 	if !allowed() && (r.Params.RequestState == "" || !r.Modern()) {
 		return refuse()
 	}
 	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
-	rd, isRound := m.inRound(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *child.Call) answer {
+	rd, isRound := m.rounds.serve(ctx, r, mcp.MethodResourcesRead, uri, allowed, func(ctx context.Context, up *child.Call) answer {
 		return m.readAt(ctx, up, c, uri, orig, begun)
 	})
 	switch {
@@ -270,7 +270,7 @@ func resourceNotFound(modern bool, uri string) *frame.Error {
 // resources/read begun then.
 func (m *Pipeline) readAt(ctx context.Context, up *child.Call, c *child.Server, uri, orig string, begun time.Time) answer {
 	var err error
-	defer func() { m.auditAccess(ctx, "resource", uri, c.Alias(), DecisionAllowed, err, begun) }()
+	defer func() { m.audit.auditAccess(ctx, "resource", uri, c.Alias(), DecisionAllowed, err, begun) }()
 	raw, err := m.requestPinned(ctx, up, c, nil, string(mcp.MethodResourcesRead), map[string]any{"uri": orig})
 	if err != nil {
 		return errorAnswer(err)
@@ -283,7 +283,7 @@ func (m *Pipeline) readAt(ctx context.Context, up *child.Call, c *child.Server, 
 		if u == orig {
 			return uri, uri != orig
 		}
-		return m.linkRewriter(c)(u)
+		return linkRewriter(c)(u)
 	})
 	if err != nil {
 		err = fmt.Errorf("server %s: resources/read: %w", c.Alias(), err)
@@ -381,10 +381,10 @@ func (m *Pipeline) serveSubscription(ctx context.Context, r *upstream.Request) a
 		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
 	if r.Method == string(mcp.MethodResourcesUnsubscribe) {
-		m.unsubscribe(ctx, subKey{c.Alias(), orig}, r.Sess)
+		m.subs.unsubscribe(ctx, subKey{c.Alias(), orig}, r.Sess)
 		return ownResult(&mcp.Result{})
 	}
-	if err := m.subscribe(ctx, c, orig, uri, r.Sess); err != nil {
+	if err := m.subs.subscribe(ctx, c, orig, uri, r.Sess); err != nil {
 		return errorAnswer(err)
 	}
 	return ownResult(&mcp.Result{})

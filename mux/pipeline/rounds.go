@@ -92,6 +92,13 @@ type roundTable struct {
 	// holdFor is resultHold; tests shorten it.
 	holdFor time.Duration
 	log     zerolog.Logger // tells of a child's request a bound refused
+
+	// What a round's call takes of the pipeline: its time, its cut at
+	// shutdown (callCuts.add), and the audit of a retry whose state is
+	// unknown.
+	callTimeout time.Duration
+	addCut      func(cut context.CancelCauseFunc) (remove func())
+	unknown     func(ctx context.Context, method mcp.MCPMethod, name string)
 }
 
 // round is one request of a 2026-07-28 client's (tools/call, prompts/get or
@@ -156,7 +163,7 @@ func UnknownState(method mcp.MCPMethod) string {
 	return errUnknownState.Error() + "; " + again + " again without it"
 }
 
-// inRound answers a request (method, for the exposed name) that takes
+// serve answers a request (method, for the exposed name) that takes
 // rounds: a 2026-07-28 retry resumes the round its requestState names, and
 // a first request of a client that declared a capability for the child's
 // requests starts one running work. allowed says whether the policy lets
@@ -165,9 +172,9 @@ func UnknownState(method mcp.MCPMethod) string {
 // is false for a request that takes no round (the handler answers it as
 // any other), and for a refused retry that names no round of the caller's
 // (refused like any request for the name).
-func (m *Pipeline) inRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
+func (rt *roundTable) serve(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, allowed func() bool, work roundWork) (_ roundAnswer, ok bool) {
 	if state := req.Params.RequestState; state != "" && req.Modern() {
-		r := m.rounds.take(state, upstream.IdentityFrom(ctx), method, name)
+		r := rt.take(state, upstream.IdentityFrom(ctx), method, name)
 		ok := allowed()
 		switch {
 		case !ok && r == nil:
@@ -176,40 +183,22 @@ func (m *Pipeline) inRound(ctx context.Context, req *upstream.Request, method mc
 			r.end(errRetryRefused)
 			return roundAnswer{err: errRetryRefused}, true
 		case r == nil:
-			m.unknownStateRefused(ctx, method, name)
+			rt.unknown(ctx, method, name)
 			return roundAnswer{err: errUnknownState}, true
 		}
 		// Attached first: what the child sends once answered is this retry's.
 		r.attach(req.Attachment(ctx))
 		r.answerAsks(req.Params.InputResponses)
-		return m.awaitRound(ctx, r), true
+		return r.await(ctx), true
 	}
 	if !wantsRound(req) || !allowed() {
 		return roundAnswer{}, false
 	}
-	r := m.startRound(ctx, req, method, name, work)
+	r := rt.start(ctx, req, method, name, work)
 	if r == nil {
 		return roundAnswer{}, false
 	}
-	return m.awaitRound(ctx, r), true
-}
-
-// unknownStateRefused writes the audit line of a retry (method, for the
-// exposed name) whose requestState names no round of the caller's: as for
-// a request of a name that does not exist. Like such a request it does not
-// count against the rate limit.
-func (m *Pipeline) unknownStateRefused(ctx context.Context, method mcp.MCPMethod, name string) {
-	now := time.Now()
-	switch method {
-	case mcp.MethodToolsCall:
-		// name is in the catalog (the policy allows it), so refused calls
-		// it unknown, not hidden.
-		m.refused(upstream.IdentityFrom(ctx), name, m.catalog.Load(), now)
-	case mcp.MethodPromptsGet:
-		m.auditAccess(ctx, "prompt", name, "", DecisionUnknown, nil, now)
-	case mcp.MethodResourcesRead:
-		m.auditAccess(ctx, "resource", name, "", DecisionUnknown, nil, now)
-	}
+	return r.await(ctx), true
 }
 
 // wantsRound reports whether a request is to run as a round: a 2026-07-28
@@ -227,24 +216,24 @@ func declaresRounds(c *mcp.ClientCapabilities) bool {
 	return c.Sampling != nil || c.Elicitation != nil || c.Roots != nil
 }
 
-// startRound starts work for ctx's request (which carries the client's
+// start starts work for ctx's request (which carries the client's
 // _meta) as a round, attached to that request, and returns it. The round's
 // goroutine ends when the work does; the round itself when its answer is
 // handed out, its retry is refused, its upstream request ends while
 // waiting, call_timeout passes since now, its answer waits resultHold for
 // a retry, or mcpmux stops. It returns nil once Mux.Close has begun: the
 // request then runs as one without rounds, and is cut as any other.
-func (m *Pipeline) startRound(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, work roundWork) *round {
-	if !m.rounds.enter() {
+func (rt *roundTable) start(ctx context.Context, req *upstream.Request, method mcp.MCPMethod, name string, work roundWork) *round {
+	if !rt.enter() {
 		return nil
 	}
-	r := &round{rt: &m.rounds, identity: upstream.IdentityFrom(ctx), method: method, name: name,
+	r := &round{rt: rt, identity: upstream.IdentityFrom(ctx), method: method, name: name,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
-	timed, stopTimer := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Mux.CallTimeout)
+	timed, stopTimer := context.WithTimeout(context.WithoutCancel(ctx), rt.callTimeout)
 	rctx, cancel := context.WithCancelCause(timed)
-	stopCut := m.cuts.add(m.cut, cancel)
+	stopCut := rt.addCut(cancel)
 	r.end = cancel // the AfterFunc below stops the timer and the cut
 	r.ctx = rctx
 	// However the round ends, its state is forgotten and its child requests
@@ -384,11 +373,11 @@ func (rt *roundTable) take(token, identity string, method mcp.MCPMethod, name st
 	return r
 }
 
-// awaitRound answers ctx's request, attached to r, with what comes first:
+// await answers ctx's request, attached to r, with what comes first:
 // the work's answer, or an input-required result with every child request
 // pending (the round then waits for its retry). If the request ends first,
 // so does the work.
-func (m *Pipeline) awaitRound(ctx context.Context, r *round) roundAnswer {
+func (r *round) await(ctx context.Context) roundAnswer {
 	for {
 		select {
 		case <-r.done:

@@ -86,7 +86,7 @@ func TestRoundAnswerNotRetried(t *testing.T) {
 	p := newPipeline(t, `call_timeout = "1h"`)
 	p.rounds.holdFor = time.Millisecond
 	done := make(chan struct{})
-	r := p.startRound(upstream.WithIdentity(context.Background(), "alice"), &upstream.Request{Method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
+	r := p.rounds.start(upstream.WithIdentity(context.Background(), "alice"), &upstream.Request{Method: string(mcp.MethodToolsCall)}, mcp.MethodToolsCall, "st__asks",
 		func(context.Context, *child.Call) answer { <-done; return answer{} })
 	r.mu.Lock()
 	r.pending = append(r.pending, &childAsk{method: string(mcp.MethodListRoots), reply: make(chan askReply, 1)})
@@ -123,7 +123,7 @@ func newPipeline(t *testing.T, muxLines string) *Pipeline {
 	close(ready)
 	p := New(Deps{Config: cfg, Policies: store, Log: zerolog.Nop(), Catalog: &cat, Sessions: &upstream.Registry{}, Ready: ready})
 	t.Cleanup(func() {
-		p.CutCalls(ErrShuttingDown)
+		p.Calls().Cut(ErrShuttingDown)
 		p.Close()
 	})
 	return p

@@ -6,18 +6,26 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
-// subscriptions records which upstream sessions subscribed to which child
+// Subscriptions records which upstream sessions subscribed to which child
 // resource, and under which URI each knows it, so that a child's
 // notifications/resources/updated reaches exactly those sessions. A child
 // is subscribed once, when its resource gets its first subscriber, and
 // unsubscribed when it loses its last.
-type subscriptions struct {
+type Subscriptions struct {
+	// request sends a request of mcpmux's own to a child; child finds one
+	// by alias.
+	request  func(ctx context.Context, c *child.Server, method string, params map[string]any) error
+	child    func(alias string) *child.Server
+	sessions *upstream.Registry
+	log      zerolog.Logger
+
 	mu      sync.Mutex // subscribing and updates only; never taken by a call
 	byChild map[subKey]map[*upstream.Session]string
 	// changing serialises, per resource, the change of its subscribers
@@ -26,7 +34,7 @@ type subscriptions struct {
 	changing map[subKey]*keyLock
 
 	// drops are the goroutines that end ended sessions' subscriptions
-	// (dropSubscriptions), stopped by ending dropCtx.
+	// (Drop), stopped by ending dropCtx.
 	dropMu   sync.Mutex
 	dropCtx  context.Context // made with the first drop
 	dropStop context.CancelFunc
@@ -36,7 +44,7 @@ type subscriptions struct {
 
 // goDrop runs drop on a goroutine of its own under a context that close
 // ends, unless close has been called.
-func (s *subscriptions) goDrop(drop func(context.Context)) {
+func (s *Subscriptions) goDrop(drop func(context.Context)) {
 	s.dropMu.Lock()
 	defer s.dropMu.Unlock()
 	if s.closed {
@@ -51,7 +59,7 @@ func (s *subscriptions) goDrop(drop func(context.Context)) {
 
 // close ends the drops still running, and waits for them; later drops
 // never start (the children they would tell are stopping).
-func (s *subscriptions) close() {
+func (s *Subscriptions) close() {
 	s.dropMu.Lock()
 	s.closed = true
 	if s.dropStop != nil {
@@ -70,7 +78,7 @@ type keyLock struct {
 type subKey struct{ alias, uri string }
 
 // lock takes k's lock; the function it returns releases it.
-func (s *subscriptions) lock(k subKey) func() {
+func (s *Subscriptions) lock(k subKey) func() {
 	s.mu.Lock()
 	if s.changing == nil {
 		s.changing = map[subKey]*keyLock{}
@@ -94,7 +102,7 @@ func (s *subscriptions) lock(k subKey) func() {
 }
 
 // add records that u subscribed to the child resource k as exposed.
-func (s *subscriptions) add(k subKey, u *upstream.Session, exposed string) {
+func (s *Subscriptions) add(k subKey, u *upstream.Session, exposed string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
@@ -108,7 +116,7 @@ func (s *subscriptions) add(k subKey, u *upstream.Session, exposed string) {
 
 // remove forgets u's subscription to k. It reports whether u was
 // subscribed, and whether k is left with no subscriber.
-func (s *subscriptions) remove(k subKey, u *upstream.Session) (was, last bool) {
+func (s *Subscriptions) remove(k subKey, u *upstream.Session) (was, last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, was = s.byChild[k][u]; !was {
@@ -123,7 +131,7 @@ func (s *subscriptions) remove(k subKey, u *upstream.Session) (was, last bool) {
 }
 
 // of returns the sessions subscribed to k, each with the URI it used.
-func (s *subscriptions) of(k subKey) map[*upstream.Session]string {
+func (s *Subscriptions) of(k subKey) map[*upstream.Session]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[*upstream.Session]string, len(s.byChild[k]))
@@ -134,7 +142,7 @@ func (s *subscriptions) of(k subKey) map[*upstream.Session]string {
 }
 
 // sessionKeys returns the resources u is subscribed to.
-func (s *subscriptions) sessionKeys(u *upstream.Session) []subKey {
+func (s *Subscriptions) sessionKeys(u *upstream.Session) []subKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []subKey
@@ -146,9 +154,9 @@ func (s *subscriptions) sessionKeys(u *upstream.Session) []subKey {
 	return out
 }
 
-// uris returns the child's own URIs of alias's resources that some session
+// URIs returns the child's own URIs of alias's resources that some session
 // is subscribed to.
-func (s *subscriptions) uris(alias string) []string {
+func (s *Subscriptions) URIs(alias string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
@@ -162,49 +170,49 @@ func (s *subscriptions) uris(alias string) []string {
 
 // subscribe subscribes u to the resource orig of c, exposed as uri: at the
 // child if it is the resource's first subscriber.
-func (m *Pipeline) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
+func (s *Subscriptions) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
 	k := subKey{c.Alias(), orig}
-	defer m.subs.lock(k)()
-	if len(m.subs.of(k)) == 0 {
-		if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+	defer s.lock(k)()
+	if len(s.of(k)) == 0 {
+		if err := s.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
 			return err
 		}
 	}
-	m.subs.add(k, u, uri)
+	s.add(k, u, uri)
 	return nil
 }
 
 // unsubscribe ends u's subscription to k: at the child if it was the
 // resource's last subscriber. It is best effort: the child's refusal is
 // logged.
-func (m *Pipeline) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
-	defer m.subs.lock(k)()
-	if was, last := m.subs.remove(k, u); !was || !last {
+func (s *Subscriptions) unsubscribe(ctx context.Context, k subKey, u *upstream.Session) {
+	defer s.lock(k)()
+	if was, last := s.remove(k, u); !was || !last {
 		return
 	}
-	c := m.child(k.alias)
+	c := s.child(k.alias)
 	if c == nil {
 		return
 	}
-	if _, err := m.requestPinned(ctx, nil, c, nil, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
+	if err := s.request(ctx, c, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
 		c.Log().Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
 	}
 }
 
-// DropSubscriptions ends every subscription of a session that ended, each
+// Drop ends every subscription of a session that ended, each
 // within a second, on a goroutine of its own: what ends sessions (the idle
 // sweeper, a DELETE, shutdown) never waits for a child. It is told once of
 // each session, by mcp-go's unregistering or a listen stream's end; a
 // session with no subscription costs a look-up.
-func (m *Pipeline) DropSubscriptions(u *upstream.Session) {
-	keys := m.subs.sessionKeys(u)
+func (s *Subscriptions) Drop(u *upstream.Session) {
+	keys := s.sessionKeys(u)
 	if len(keys) == 0 {
 		return
 	}
-	m.subs.goDrop(func(ctx context.Context) {
+	s.goDrop(func(ctx context.Context) {
 		for _, k := range keys {
 			kctx, cancel := context.WithTimeout(ctx, time.Second)
-			m.unsubscribe(kctx, k, u)
+			s.unsubscribe(kctx, k, u)
 			cancel()
 		}
 	})
@@ -221,27 +229,28 @@ func (m *Pipeline) ListenSubscriptions(ctx context.Context, u *upstream.Session,
 		if !ok || !p.Allows(policy.Item{Kind: policy.Resource, Server: c.Alias()}) {
 			continue
 		}
-		if err := m.subscribe(ctx, c, orig, uri, u); err != nil {
+		if err := m.subs.subscribe(ctx, c, orig, uri, u); err != nil {
 			c.Log().Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
 		}
 	}
 }
 
-// ResourceUpdated relays a child's notifications/resources/updated to
+// Updated relays a child's notifications/resources/updated to
 // every session subscribed to that resource, under the URI it used.
 // It runs on the child's read goroutine and never blocks.
-func (m *Pipeline) ResourceUpdated(c *child.Server, n mcp.JSONRPCNotification) {
+func (s *Subscriptions) Updated(c *child.Server, n mcp.JSONRPCNotification) {
 	orig, _ := n.Params.AdditionalFields["uri"].(string)
-	for u, exposed := range m.subs.of(subKey{c.Alias(), orig}) {
+	for u, exposed := range s.of(subKey{c.Alias(), orig}) {
 		params := map[string]any{}
 		for k, v := range n.Params.AdditionalFields {
 			params[k] = v
 		}
 		params["uri"] = exposed
-		if err := m.sessions.Notify(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
-			m.log.Warn().Err(err).Str("session", u.ID).Msg("could not send resources/updated")
+		if err := s.sessions.Notify(u, string(mcp.MethodNotificationResourceUpdated), params); err != nil {
+			s.log.Warn().Err(err).Str("session", u.ID).Msg("could not send resources/updated")
 		}
 	}
 }
 
-func (m *Pipeline) SubscribedURIs(alias string) []string { return m.subs.uris(alias) }
+// Subscriptions are the resource subscriptions of every session.
+func (m *Pipeline) Subscriptions() *Subscriptions { return &m.subs }

@@ -91,7 +91,7 @@ func (m *Relay) newServer() *server.MCPServer {
 // resource subscriptions (at the children, in the background) and its
 // tasks. The registry runs it once per session, on its own goroutine.
 func (m *Relay) sessionEnded(u *upstream.Session) {
-	m.p.DropSubscriptions(u)
+	m.p.Subscriptions().Drop(u)
 	m.tasks.DropSession(u)
 }
 
@@ -206,6 +206,6 @@ func (m *Relay) auditRefusal(ctx context.Context, _ any, method mcp.MCPMethod, m
 	}
 	if req, ok := message.(*mcp.CallToolRequest); ok {
 		// Re-running the look-up classifies the refusal for the log.
-		m.p.ClassifyRefusal(ctx, req.Params.Name)
+		m.p.Audit().ClassifyRefusal(ctx, req.Params.Name)
 	}
 }

@@ -16,24 +16,23 @@
 // children.go is the Mux as its children's host (package child), edges.go
 // as the backend of its edges (package edge), pins.go its pinning.
 //
-// Packages below mux hold what needs none of its state: relay builds
-// mcp-go's server and its hooks, and relays a child's log messages,
-// progress and requests to the client of its call and the client's
-// notifications to the children; tasks runs the 2025-11-25 tasks mcp-go
-// hosts; pipeline serves
-// every request mcpmux answers itself, step by step, and owns the calls
-// in flight, the per-child slots and rate limits, the rounds and the
-// subscriptions; publish builds each new snapshot of the catalog, holds
-// the definitions that differ from their pins, and runs the one goroutine
-// that tells mcp-go and the sessions what changed; edge owns the stdio and
-// HTTP edges and their front end; child owns the children, their sessions
-// and their calls in flight; catalog owns the snapshot of what the
-// children offer and each caller's view of it; upstream owns the upstream
-// sessions; frame reads a message once and writes mcpmux's own answers;
-// jsonwire reads and edits JSON (and JSON-RPC ids) without decoding it;
-// args decodes a call's arguments, vets each tool's inputSchema and checks
-// calls against it; naming makes the exposed names and URIs, and rewrites
-// the URIs in what a child sends.
+// Packages below mux hold what needs none of its state: relay builds mcp-
+// go's server and its hooks, and relays a child's log messages, progress and
+// requests to the client of its call and the client's notifications to the
+// children; tasks runs the 2025-11-25 tasks mcp-go hosts; pipeline serves
+// every request mcpmux answers itself, step by step, and owns the calls in
+// flight, the per-child slots and rate limits, the rounds and the
+// subscriptions; publish builds each new snapshot of the catalog, holds the
+// definitions that differ from their pins, and runs the one goroutine that
+// tells mcp-go and the sessions what changed; edge owns the stdio and HTTP
+// edges and their front end; child owns the children, their sessions and
+// their calls in flight; catalog owns the snapshot of what the children
+// offer and each caller's view of it; upstream owns the upstream sessions;
+// frame reads a message once and writes mcpmux's own answers; jsonwire reads
+// and edits JSON (and JSON-RPC ids) without decoding it; args decodes a
+// call's arguments, vets each tool's inputSchema and checks calls against
+// it; naming makes the exposed names and URIs, and rewrites the URIs in what
+// a child sends.
 package mux
 
 import (

@@ -16,12 +16,12 @@
 // children.go is the Mux as its children's host (package child), edges.go
 // as the backend of its edges (package edge), pins.go its pinning.
 //
-// Packages below mux hold what needs none of its state: relay builds mcp-
-// go's server and its hooks, and relays a child's log messages, progress and
-// requests to the client of its call and the client's notifications to the
-// children; tasks runs the 2025-11-25 tasks mcp-go hosts; pipeline serves
-// every request mcpmux answers itself, step by step, and owns the calls in
-// flight, the per-child slots and rate limits, the rounds and the
+// Packages below mux hold what needs none of its state: relay builds
+// mcp-go's server and its hooks, and relays a child's log messages, progress
+// and requests to the client of its call and the client's notifications to
+// the children; tasks runs the 2025-11-25 tasks mcp-go hosts; pipeline
+// serves every request mcpmux answers itself, step by step, and owns the
+// calls in flight, the per-child slots and rate limits, the rounds and the
 // subscriptions; publish builds each new snapshot of the catalog, holds the
 // definitions that differ from their pins, and runs the one goroutine that
 // tells mcp-go and the sessions what changed; edge owns the stdio and HTTP

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -44,7 +45,7 @@ func newMergeLab(t *testing.T, servers string) *mergeLab {
 // ("" for none), as a ready child would.
 func (l *mergeLab) offer(t *testing.T, alias string, lists [catalog.NumKinds]string) {
 	t.Helper()
-	c := l.m.byAlias[alias]
+	c := l.m.childOf(alias)
 	var raw [catalog.NumKinds][]json.RawMessage
 	caps := mcp.ServerCapabilities{}
 	for k, list := range lists {
@@ -195,4 +196,14 @@ func TestDefinitionsVerbatim(t *testing.T) {
 	if e, _ := cat.Lookup(catalog.KindTool, "fs__read"); !e.ReadOnly {
 		t.Error("readOnlyHint of a trusted child was not read")
 	}
+}
+
+// childOf returns m's child of alias, or nil.
+func (m *Mux) childOf(alias string) *child.Server {
+	for _, c := range m.children {
+		if c.Alias() == alias {
+			return c
+		}
+	}
+	return nil
 }

@@ -103,7 +103,7 @@ func TestSchemaVettingRemembered(t *testing.T) {
 // outputSchema is dropped is warned about on every read.
 func TestCheckedToolsRemembered(t *testing.T) {
 	l := newMergeLab(t, "[servers.main]\ncommand = \"never-started\"\nread_only = [\"ro\"]\n")
-	c := l.m.byAlias["main"]
+	c := l.m.childOf("main")
 	var raw [catalog.NumKinds][]json.RawMessage
 	if err := json.Unmarshal([]byte(`[
 		{"name":"task","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},

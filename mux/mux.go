@@ -77,7 +77,6 @@ type Mux struct {
 	observe    pipeline.Observer
 
 	children []*child.Server // config order
-	byAlias  map[string]*child.Server
 	spawner  *childproc.Spawner
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
@@ -146,13 +145,11 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.catalog.Store(catalog.Empty)
 	pinning := publish.NewPinning(cfg, opts.Pins, opts.ComparePins, m.log)
-	m.byAlias = map[string]*child.Server{}
 	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
 	for _, s := range cfg.Servers {
 		c := child.New(childHost{m}, env, s)
 		m.children = append(m.children, c)
-		m.byAlias[c.Alias()] = c
 	}
 	// The announcer registers task tools with mcp-go's server, built last
 	// (by the relay): it takes the task table's hooks.

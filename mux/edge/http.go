@@ -157,7 +157,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
 	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
-	ctx := upstream.WithViaHTTP(r.Context())
+	ctx := r.Context()
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {
@@ -169,7 +169,6 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.pending = u
-		ctx = upstream.WithAnswerWatch(ctx, rec)
 	case kind == listenMessage:
 		// A 2026-07-28 client has no session, but its listen stream holds
 		// one in the registry for as long as it is open: it counts against

@@ -47,29 +47,6 @@ type recorder struct {
 	// events is set once the response is an event stream; done, once the
 	// request's handler returned, after which nothing may be written.
 	events, done bool
-	// watchID and watch are what AfterAnswer was given: watch runs once
-	// the answer under watchID is written.
-	watchID string
-	watch   func()
-}
-
-// AfterAnswer runs f once the answer under id has been written, after the
-// write.
-func (s *recorder) AfterAnswer(id string, f func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchID, s.watch = id, f
-}
-
-// holdsAnswer reports whether b, one write of mcp-go's (a JSON body or one
-// event), is the answer under id.
-func holdsAnswer(b []byte, id string) bool {
-	msg := bytes.TrimSpace(b)
-	if rest, ok := bytes.CutPrefix(msg, []byte("event: message\ndata: ")); ok {
-		msg = bytes.TrimSpace(rest)
-	}
-	got, ok := answerID(msg)
-	return ok && got == id
 }
 
 // finish marks the response over: a late writeEvent writes nothing.
@@ -193,21 +170,8 @@ func (s *recorder) restoreID(b []byte) []byte {
 // each event (writeSSEEvent) with one Write, and sets no Content-Length on
 // them.
 func (s *recorder) Write(b []byte) (int, error) {
-	n, after, err := s.writeWatched(b)
-	if after != nil {
-		after() // outside mu: it takes the session registry's locks
-	}
-	return n, err
-}
-
-// writeWatched is Write, returning what is to run now that the watched
-// answer is written, if b was it.
-func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.watch != nil && holdsAnswer(b, s.watchID) {
-		after, s.watch = s.watch, nil
-	}
 	if s.status == 0 {
 		s.writeHeader(http.StatusOK)
 	}
@@ -225,7 +189,7 @@ func (s *recorder) writeWatched(b []byte) (_ int, after func(), _ error) {
 	if swapped && err == nil {
 		n = len(b)
 	}
-	return n, after, err
+	return n, err
 }
 
 // Flush keeps server-sent events flowing through the recorder.

@@ -53,7 +53,7 @@ func ServeStdio(ctx context.Context, env Env, identity string, in io.Reader, out
 	defer env.Sessions.CloseStdio(front.u)
 	// The session is registered with Listen's context, so the identity must
 	// already be in it for the session to be found.
-	ctx = upstream.WithAnswerWatch(upstream.WithIdentity(ctx, identity), drain.out)
+	ctx = upstream.WithIdentity(ctx, identity)
 	front.base, front.stop = context.WithCancel(ctx)
 	defer front.close()
 	r := drain.reader(in)
@@ -329,15 +329,20 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 // would not write back as it came (requestids.go); the line itself for
 // anything else. Requests are counted, whoever answers them.
 func (rr *requestReader) admit(line []byte) []byte {
-	if rr.front != nil && rr.frontAdmit(line) {
-		return nil
+	initialize := false
+	if rr.front != nil {
+		var handled bool
+		if handled, initialize = rr.frontAdmit(line); handled {
+			return nil
+		}
 	}
-	return rr.handOn(line)
+	return rr.handOn(line, initialize)
 }
 
 // frontAdmit does what the front end does with line; handled is false
-// for a line that goes on to mcp-go.
-func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
+// for a line that goes on to mcp-go, initialize true if it is the
+// client's initialize.
+func (rr *requestReader) frontAdmit(line []byte) (handled, initialize bool) {
 	h, front := rr.h, rr.front
 	// A call outlives the reader's buffer and reads its own copy: a line
 	// of common size is copied first and read once; a longer one is read
@@ -352,33 +357,35 @@ func (rr *requestReader) frontAdmit(line []byte) (handled bool) {
 		if f.Kind != frame.Notification {
 			h.refuse([]byte("null"), f.Refused.Message)
 		}
-		return true
+		return true, false
 	case f.Kind == frame.Response:
-		return front.u.Asks.Answered(&f)
+		return front.u.Asks.Answered(&f), false
 	case f.Kind != frame.Request || !mayTake(f.Method):
-		return false
+		return false, f.Kind == frame.Request && f.Method == string(mcp.MethodInitialize)
 	}
 	if !copied {
 		f = frame.Read(bytes.Clone(line))
 	}
 	serve := front.serving(&f)
 	if serve == nil {
-		return false
+		return false, false
 	}
 	dup, _ := idDupKey(f.ID)
 	if !h.expect(dup, dup, nil) {
 		h.refuse(f.ID, DupIDText)
-		return true
+		return true, false
 	}
 	front.run(dup, serve)
-	return true
+	return true, false
 }
 
 // readCopied is the longest line frontAdmit copies before reading it.
 const readCopied = 4 << 10
 
-// handOn is admit for a message mcp-go answers.
-func (rr *requestReader) handOn(line []byte) []byte {
+// handOn is admit for a message mcp-go answers; initialize says it is the
+// client's initialize, whose answer, if a result, opens the session to
+// mcpmux's notifications as it is written (answerWriter.AfterAnswer).
+func (rr *requestReader) handOn(line []byte, initialize bool) []byte {
 	h := rr.h
 	v := readMsgID(line)
 	switch v.kind {
@@ -422,6 +429,14 @@ func (rr *requestReader) handOn(line []byte) []byte {
 		if !h.expect(id, dup, orig) {
 			h.refuse(written, DupIDText)
 			return nil
+		}
+		if initialize {
+			u := rr.front.u
+			h.out.AfterAnswer(id, func(answer []byte) {
+				if _, _, result, _ := answerIDAt(answer); result {
+					u.MarkAnswered()
+				}
+			})
 		}
 		return handed
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 func TestMessageKinds(t *testing.T) {
@@ -227,11 +228,54 @@ func TestAfterAnswerRunsBeforeTheAnswerIsOut(t *testing.T) {
 	if !ok {
 		t.Fatal("no answer id")
 	}
-	h.out.AfterAnswer(id, func() { marked.Store(true) })
+	h.out.AfterAnswer(id, func([]byte) { marked.Store(true) })
 	if _, err := w.Write(answer); err != nil {
 		t.Fatal(err)
 	}
 	if len(mw.seen) == 0 || !mw.seen[0] {
 		t.Fatalf("the answer was written before the session was marked answered (marked at each write: %v)", mw.seen)
+	}
+}
+
+// The stdio session receives mcpmux's notifications once the answer to
+// its client's initialize is written, and only if that answer is a
+// result: the edge reads the initialize as it hands it to mcp-go and
+// marks the session as the answer goes out.
+func TestStdioSessionIsAnsweredByItsInitializeResult(t *testing.T) {
+	cases := []struct {
+		name, answer string
+		answered     bool
+	}{
+		{"result", `{"jsonrpc":"2.0","id":7,"result":{"protocolVersion":"2025-11-25"}}`, true},
+		{"error", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"unsupported"}}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var sessions upstream.Registry
+			h := &halfClose{idle: make(chan struct{}, 1), ctx: context.Background(), log: zerolog.Nop()}
+			var out bytes.Buffer
+			w := h.writer(&out)
+			front := &stdioFront{aw: h.out}
+			front.u = sessions.OpenStdio("alice", stdioOut{front})
+			defer sessions.CloseStdio(front.u)
+			rr := h.reader(strings.NewReader(""))
+			rr.front = front
+			init := []byte(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+			if handed := rr.admit(init); !bytes.Equal(handed, init) {
+				t.Fatalf("initialize handed to mcp-go as %s", handed)
+			}
+			if front.u.Answered() {
+				t.Fatal("the session was answered before its initialize answer")
+			}
+			if _, err := w.Write([]byte(tc.answer + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			if got := front.u.Answered(); got != tc.answered {
+				t.Fatalf("after the %s answer, answered = %v, want %v", tc.name, got, tc.answered)
+			}
+			if !strings.Contains(out.String(), tc.answer) {
+				t.Fatalf("the answer was not written: %q", out.String())
+			}
+		})
 	}
 }

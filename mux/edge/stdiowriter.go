@@ -22,23 +22,24 @@ type answerWriter struct {
 	w  io.Writer
 
 	watchMu sync.Mutex
-	watch   map[string]func() // run as the answer under the id is written (AfterAnswer)
+	watch   map[string]func(answer []byte) // run as the answer under the id is written (AfterAnswer)
 }
 
-// AfterAnswer runs f just before the answer under id is written, holding
-// the writer: what f lets through follows the answer, and a client that
-// read the answer finds f done. f must not write to the client.
-func (aw *answerWriter) AfterAnswer(id string, f func()) {
+// AfterAnswer runs f with the answer under id (canonical,
+// jsonwire.AnswerIDKey) just before it is written, holding the writer:
+// what f lets through follows the answer, and a client that read the
+// answer finds f done. f must not write to the client.
+func (aw *answerWriter) AfterAnswer(id string, f func(answer []byte)) {
 	aw.watchMu.Lock()
 	defer aw.watchMu.Unlock()
 	if aw.watch == nil {
-		aw.watch = map[string]func(){}
+		aw.watch = map[string]func([]byte){}
 	}
 	aw.watch[id] = f
 }
 
 // watched takes what is to run after the answer under id.
-func (aw *answerWriter) watched(id string) func() {
+func (aw *answerWriter) watched(id string) func([]byte) {
 	aw.watchMu.Lock()
 	defer aw.watchMu.Unlock()
 	f := aw.watch[id]
@@ -54,7 +55,7 @@ func (aw *answerWriter) writeOwn(msg []byte) {
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
-	id, at, isAnswer := answerIDAt(p)
+	id, at, _, isAnswer := answerIDAt(p)
 	msg := p
 	if isAnswer {
 		if orig := aw.h.clientID(id); orig != nil {
@@ -92,7 +93,7 @@ func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	if !aw.h.dropAnswer(id) {
 		aw.mu.Lock()
 		if after != nil {
-			after()
+			after(msg)
 		}
 		n, err = aw.w.Write(msg)
 		aw.mu.Unlock()
@@ -111,27 +112,27 @@ func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 // must come before it. msg is mcp-go's (valid JSON); the result is skipped,
 // not decoded.
 func answerID(msg []byte) (string, bool) {
-	id, _, ok := answerIDAt(msg)
+	id, _, _, ok := answerIDAt(msg)
 	return id, ok
 }
 
-// answerIDAt is answerID, with where the id sits in msg.
-func answerIDAt(msg []byte) (string, jsonwire.Member, bool) {
+// answerIDAt is answerID, with where the id sits in msg and whether msg
+// is a result.
+func answerIDAt(msg []byte) (id string, at jsonwire.Member, result, ok bool) {
 	top, ok := jsonwire.Members(msg)
 	if !ok {
-		return "", jsonwire.Member{}, false
+		return "", jsonwire.Member{}, false, false
 	}
-	var id jsonwire.Member
 	for _, m := range top.Members {
 		switch m.Key {
 		case "method":
-			return "", jsonwire.Member{}, false
+			return "", jsonwire.Member{}, false, false
 		case "result", "error":
-			k, ok := jsonwire.AnswerIDKey(msg[id.Start:id.End])
-			return k, id, ok
+			id, ok = jsonwire.AnswerIDKey(msg[at.Start:at.End])
+			return id, at, m.Key == "result", ok
 		case "id":
-			id = m
+			at = m
 		}
 	}
-	return "", jsonwire.Member{}, false
+	return "", jsonwire.Member{}, false, false
 }

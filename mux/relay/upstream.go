@@ -9,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
-	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -47,8 +46,7 @@ func (m *Relay) newServer() *server.MCPServer {
 	m.sessions.Observe = m.observe.Session
 	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		viaHTTP := upstream.ViaHTTP(ctx)
-		m.sessions.Registered(cs, upstream.IdentityFrom(ctx), viaHTTP)
+		m.sessions.Registered(cs, upstream.IdentityFrom(ctx))
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		m.sessions.Unregistered(cs)
@@ -97,26 +95,14 @@ func (m *Relay) sessionEnded(u *upstream.Session) {
 
 // afterInitialize declares what the children together offer, once their
 // first start is over, and that every list may change; server/discover
-// (2026-07-28) declares the same.
-//
-// The session receives mcpmux's notifications only as this answer is
-// written (sessions.answered): mcp-go marks it initialized before the
-// hook runs, and a catalog published while the hook waits would otherwise
-// be announced ahead of the answer. A catalog published before the answer
-// is written needs no list_changed: the client lists after the answer.
-func (m *Relay) afterInitialize(ctx context.Context, id any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+// (2026-07-28) declares the same. When the session begins to receive
+// mcpmux's notifications is the edge's to say, as it writes this answer
+// (upstream.Session.MarkAnswered).
+func (m *Relay) afterInitialize(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 	m.awaitFirstStart(ctx, mcp.MethodInitialize)
 	m.declare(&res.Capabilities)
 	res.Capabilities.Tasks = m.catalog.Load().Caps.Tasks
 	res.Instructions = m.instructionsFor(ctx)
-	cs := server.ClientSessionFromContext(ctx)
-	key, ok := jsonwire.IDKey(id)
-	w, watched := upstream.AnswerWatchFrom(ctx)
-	if cs == nil || !ok || !watched {
-		return
-	}
-	identity, viaHTTP := upstream.IdentityFrom(ctx), upstream.ViaHTTP(ctx)
-	w.AfterAnswer(key, func() { m.sessions.Answered(cs, identity, viaHTTP) })
 }
 
 // instructionsFor returns the instructions of the children the caller of

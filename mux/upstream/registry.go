@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -230,28 +231,28 @@ func (s *Registry) CloseStdio(u *Session) {
 	}
 }
 
-// Registered is told of every session mcp-go registers. viaHTTP says it
-// was Registered by an HTTP request; identity is its request's. A stdio
-// session receives notifications once its initialize answer is written
-// (answered); mcp-go registers an HTTP one after writing that answer.
-func (s *Registry) Registered(cs server.ClientSession, identity string, viaHTTP bool) {
-	if !viaHTTP {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if u := s.stdioSess; u != nil && u.Identity == identity {
-			u.mu.Lock()
-			u.cs = cs
-			u.mu.Unlock()
-			s.listen(cs, u)
+// Registered is told of every session mcp-go registers; identity is its
+// request's. An HTTP session (its id is one the registry handed out) is
+// registered just after its initialize answer is written, and receives
+// notifications from then on; the stdio session is registered as its
+// edge starts, and receives them once the edge has written its initialize
+// answer (Session.MarkAnswered).
+func (s *Registry) Registered(cs server.ClientSession, identity string) {
+	if strings.HasPrefix(cs.SessionID(), sessionIDPrefix) {
+		if !s.listenHTTP(cs, identity) && s.forget != nil {
+			// A session mcp-go holds but mcpmux does not (ended while its
+			// initialize was answered): mcp-go must not keep it either.
+			s.forget(cs.SessionID())
 		}
 		return
 	}
-	if !s.listenHTTP(cs, identity) {
-		// A session mcp-go holds but mcpmux does not (ended while its
-		// initialize was answered): mcp-go must not keep it either.
-		if s.forget != nil {
-			s.forget(cs.SessionID())
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.stdioSess; u != nil && u.Identity == identity {
+		u.mu.Lock()
+		u.cs = cs
+		u.mu.Unlock()
+		s.listen(cs, u)
 	}
 }
 
@@ -261,21 +262,6 @@ func (s *Registry) listen(cs server.ClientSession, u *Session) {
 		s.byMCP = map[server.ClientSession]*Session{}
 	}
 	s.byMCP[cs] = u
-}
-
-// Answered records that the initialize answer of cs, a session of
-// identity, has been written: it receives mcpmux's notifications from now
-// on. An HTTP session is one from then too, before mcp-go registers it.
-func (s *Registry) Answered(cs server.ClientSession, identity string, viaHTTP bool) {
-	if viaHTTP {
-		s.listenHTTP(cs, identity)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u := s.byMCP[cs]; u != nil && u.Kind == KindStdio {
-		u.answered.Store(true)
-	}
 }
 
 // listenHTTP makes cs, the mcp-go session of an HTTP session of identity,

@@ -255,6 +255,11 @@ func (u *Session) Listening() bool {
 // may be sent what mcpmux sends outside any request.
 func (u *Session) Answered() bool { return u.answered.Load() }
 
+// MarkAnswered records that u's initialize answer is written: from now on
+// it receives mcpmux's notifications. The stdio edge marks it; an HTTP
+// session is marked as mcp-go registers it (Registry.Registered).
+func (u *Session) MarkAnswered() { u.answered.Store(true) }
+
 // Out is the stdio client's edge for the stdio session; nil for any other.
 func (u *Session) Out() Out { return u.out }
 

@@ -17,7 +17,8 @@ import (
 // resource, and under which URI each knows it, so that a child's
 // notifications/resources/updated reaches exactly those sessions. A child
 // is subscribed once, when its resource gets its first subscriber, and
-// unsubscribed when it loses its last.
+// unsubscribed when it loses its last. Each subscription is held by its
+// session, and ends with it (upstream.Session.OnEnd).
 type Subscriptions struct {
 	// request sends a request of mcpmux's own to a child; child finds one
 	// by alias.
@@ -27,14 +28,14 @@ type Subscriptions struct {
 	log      zerolog.Logger
 
 	mu      sync.Mutex // subscribing and updates only; never taken by a call
-	byChild map[subKey]map[*upstream.Session]string
+	byChild map[subKey]map[*upstream.Session]subscription
 	// changing serialises, per resource, the change of its subscribers
 	// with the request that tells the child, so that a subscribe and an
 	// unsubscribe of the last subscriber cannot cross on their way.
 	changing map[subKey]*keyLock
 
 	// drops are the goroutines that end ended sessions' subscriptions
-	// (Drop), stopped by ending dropCtx.
+	// (held), stopped by ending dropCtx.
 	dropMu   sync.Mutex
 	dropCtx  context.Context // made with the first drop
 	dropStop context.CancelFunc
@@ -77,6 +78,13 @@ type keyLock struct {
 // subKey names one resource of one child, by the child's own URI.
 type subKey struct{ alias, uri string }
 
+// subscription is one session's subscription to a resource: the URI the
+// session knows it by, and what stops its end with the session.
+type subscription struct {
+	exposed string
+	release func()
+}
+
 // lock takes k's lock; the function it returns releases it.
 func (s *Subscriptions) lock(k subKey) func() {
 	s.mu.Lock()
@@ -101,33 +109,39 @@ func (s *Subscriptions) lock(k subKey) func() {
 	}
 }
 
-// add records that u subscribed to the child resource k as exposed.
-func (s *Subscriptions) add(k subKey, u *upstream.Session, exposed string) {
+// add records that u subscribed to the child resource k as exposed, a
+// subscription released by release.
+func (s *Subscriptions) add(k subKey, u *upstream.Session, exposed string, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byChild == nil {
-		s.byChild = map[subKey]map[*upstream.Session]string{}
+		s.byChild = map[subKey]map[*upstream.Session]subscription{}
 	}
 	if s.byChild[k] == nil {
-		s.byChild[k] = map[*upstream.Session]string{}
+		s.byChild[k] = map[*upstream.Session]subscription{}
 	}
-	s.byChild[k][u] = exposed
+	if old, ok := s.byChild[k][u]; ok {
+		old.release() // subscribed again: one end is enough
+	}
+	s.byChild[k][u] = subscription{exposed, release}
 }
 
 // remove forgets u's subscription to k. It reports whether u was
 // subscribed, and whether k is left with no subscriber.
 func (s *Subscriptions) remove(k subKey, u *upstream.Session) (was, last bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, was = s.byChild[k][u]; !was {
-		return false, false
+	sub, was := s.byChild[k][u]
+	if was {
+		delete(s.byChild[k], u)
+		if last = len(s.byChild[k]) == 0; last {
+			delete(s.byChild, k)
+		}
 	}
-	delete(s.byChild[k], u)
-	if len(s.byChild[k]) == 0 {
-		delete(s.byChild, k)
-		return true, true
+	s.mu.Unlock()
+	if was {
+		sub.release()
 	}
-	return true, false
+	return was, last
 }
 
 // of returns the sessions subscribed to k, each with the URI it used.
@@ -135,21 +149,8 @@ func (s *Subscriptions) of(k subKey) map[*upstream.Session]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[*upstream.Session]string, len(s.byChild[k]))
-	for u, exposed := range s.byChild[k] {
-		out[u] = exposed
-	}
-	return out
-}
-
-// sessionKeys returns the resources u is subscribed to.
-func (s *Subscriptions) sessionKeys(u *upstream.Session) []subKey {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []subKey
-	for k, subs := range s.byChild {
-		if _, ok := subs[u]; ok {
-			out = append(out, k)
-		}
+	for u, sub := range s.byChild[k] {
+		out[u] = sub.exposed
 	}
 	return out
 }
@@ -169,17 +170,33 @@ func (s *Subscriptions) URIs(alias string) []string {
 }
 
 // subscribe subscribes u to the resource orig of c, exposed as uri: at the
-// child if it is the resource's first subscriber.
+// child if it is the resource's first subscriber. The subscription ends
+// with u (held).
 func (s *Subscriptions) subscribe(ctx context.Context, c *child.Server, orig, uri string, u *upstream.Session) error {
 	k := subKey{c.Alias(), orig}
 	defer s.lock(k)()
+	release, ok := u.OnEnd(func() { s.held(k, u) })
+	if !ok {
+		return upstream.ErrSessionEnded
+	}
 	if len(s.of(k)) == 0 {
 		if err := s.request(ctx, c, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": orig}); err != nil {
+			release()
 			return err
 		}
 	}
-	s.add(k, u, uri)
+	s.add(k, u, uri, release)
 	return nil
+}
+
+// held ends u's subscription to k once u has ended, within a second, on a
+// goroutine of its own: what ends sessions never waits for a child.
+func (s *Subscriptions) held(k subKey, u *upstream.Session) {
+	s.goDrop(func(ctx context.Context) {
+		kctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		s.unsubscribe(kctx, k, u)
+	})
 }
 
 // unsubscribe ends u's subscription to k: at the child if it was the
@@ -197,25 +214,6 @@ func (s *Subscriptions) unsubscribe(ctx context.Context, k subKey, u *upstream.S
 	if err := s.request(ctx, c, string(mcp.MethodResourcesUnsubscribe), map[string]any{"uri": k.uri}); err != nil {
 		c.Log().Warn().Err(err).Str("child_uri", k.uri).Msg("unsubscribing at the server failed")
 	}
-}
-
-// Drop ends every subscription of a session that ended, each
-// within a second, on a goroutine of its own: what ends sessions (the idle
-// sweeper, a DELETE, shutdown) never waits for a child. It is told once of
-// each session, by mcp-go's unregistering or a listen stream's end; a
-// session with no subscription costs a look-up.
-func (s *Subscriptions) Drop(u *upstream.Session) {
-	keys := s.sessionKeys(u)
-	if len(keys) == 0 {
-		return
-	}
-	s.goDrop(func(ctx context.Context) {
-		for _, k := range keys {
-			kctx, cancel := context.WithTimeout(ctx, time.Second)
-			s.unsubscribe(kctx, k, u)
-			cancel()
-		}
-	})
 }
 
 // ListenSubscriptions subscribes a 2026-07-28 listener to the resources its

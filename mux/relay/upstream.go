@@ -44,7 +44,6 @@ func (m *Relay) newServer() *server.MCPServer {
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (package upstream).
 	m.sessions.Observe = m.observe.Session
-	m.sessions.Ended = m.sessionEnded
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		m.sessions.Registered(cs, upstream.IdentityFrom(ctx))
 	})
@@ -83,14 +82,6 @@ func (m *Relay) newServer() *server.MCPServer {
 	)
 	m.addClientNotifications(srv)
 	return srv
-}
-
-// sessionEnded drops what an upstream session that ended held: its
-// resource subscriptions (at the children, in the background) and its
-// tasks. The registry runs it once per session, on its own goroutine.
-func (m *Relay) sessionEnded(u *upstream.Session) {
-	m.p.Subscriptions().Drop(u)
-	m.tasks.DropSession(u)
 }
 
 // afterInitialize declares what the children together offer, once their

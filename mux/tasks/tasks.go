@@ -52,6 +52,9 @@ type Task struct {
 	id   string
 	call *child.TaskCall // set under mu once the run starts
 	sess *upstream.Session
+	// release stops the task's end with sess, once it is forgotten
+	// otherwise (its expiry).
+	release func()
 	// ctx has the caller of the tools/call's context but not its end;
 	// cancel ends it.
 	ctx    context.Context
@@ -142,6 +145,18 @@ func (tt *Table) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	tt.starting.Store(info, t)
 	tt.owned.Store(t.id, t)
+	// It ends with its session: nobody can ask for it any more.
+	var held bool
+	t.release, held = u.OnEnd(func() { tt.drop(t, errSessionGone) })
+	if !held {
+		tt.drop(t, errSessionGone)
+	}
+}
+
+// drop ends t's run for cause and forgets it.
+func (tt *Table) drop(t *Task, cause error) {
+	t.forget(cause)
+	tt.owned.CompareAndDelete(t.id, t)
 }
 
 // begin returns the task mcp-go created for the tools/call whose handler
@@ -165,18 +180,6 @@ func (tt *Table) lookup(id string) *Task {
 	return nil
 }
 
-// DropSession ends the runs of a session's tasks and forgets them: nobody
-// can ask for them any more.
-func (tt *Table) DropSession(u *upstream.Session) {
-	tt.owned.Range(func(k, v any) bool {
-		if t := v.(*Task); t.sess == u {
-			t.forget(errSessionGone)
-			tt.owned.Delete(k)
-		}
-		return true
-	})
-}
-
 // Close ends every task's run and timer, when mcpmux stops.
 func (tt *Table) Close() {
 	tt.owned.Range(func(k, v any) bool {
@@ -194,6 +197,7 @@ func (tt *Table) expire(t *Task, ttl *int64) {
 	timer := time.AfterFunc(time.Duration(*ttl)*time.Millisecond+time.Second, func() {
 		t.cancel(context.DeadlineExceeded)
 		tt.owned.CompareAndDelete(t.id, t)
+		t.release()
 	})
 	t.mu.Lock()
 	t.expiry = timer

@@ -37,9 +37,6 @@ type Registry struct {
 	maxTotal, maxPerIdentity int               // 0: no cap
 	forget                   func(id string)   // ends an id in mcp-go; set with HTTP
 	Observe                  func(string, int) // Observer.Session; set by newServer
-	// Ended is what happens once any session ends, for what the Mux keeps
-	// per session (subscriptions, tasks); set by newServer.
-	Ended func(*Session)
 
 	mu          sync.Mutex // opening and closing; never calls
 	total       int        // HTTP sessions admitted, open or being opened
@@ -53,14 +50,14 @@ type Registry struct {
 	byID sync.Map // id -> *Session, HTTP sessions handed out
 
 	// endings carries the sessions that ended with something to do
-	// (Ended) to the goroutine that does it, which close stops.
+	// (OnEnd) to the goroutine that does it, which close stops.
 	endMu     sync.Mutex
 	endClosed bool
 	endings   chan *Session
 	endWG     sync.WaitGroup
 }
 
-// hand hands u, a session that ended with something left to do (Ended),
+// hand hands u, a session that ended with something left to do (OnEnd),
 // to the registry's goroutine that does it, starting it. Once close has
 // begun nothing is done: what the Mux keeps of sessions is dropped as a
 // whole as it stops.
@@ -96,11 +93,7 @@ func (s *Registry) Close() {
 // newSession is a session of identity of kind, whose end hooks the
 // registry runs.
 func (s *Registry) newSession(identity string, kind Kind) *Session {
-	u := &Session{Identity: identity, Kind: kind, registry: s}
-	if s.Ended != nil {
-		u.ending = append(u.ending, func() { s.Ended(u) })
-	}
-	return u
+	return &Session{Identity: identity, Kind: kind, registry: s}
 }
 
 // UseServer sets the mcp-go server that holds the sessions it registers.

@@ -74,3 +74,37 @@ func TestIdleSweepSparesABusySession(t *testing.T) {
 		return true
 	})
 }
+
+// What a session's holders ask to happen at its end runs once, in the
+// order asked, after whatever ended the session has returned (here the
+// idle sweeper: a holder that waits for a child never holds it up); what
+// was released never runs; a session that has ended refuses new holders.
+func TestOnEndRunsOnceAfterTheSessionEnded(t *testing.T) {
+	var s Registry
+	defer s.Close()
+	u, err := s.Admit("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Open(u, "mcp-session-held", 0)
+	proceed, ran := make(chan struct{}), make(chan []string, 1)
+	var order []string
+	if _, ok := u.OnEnd(func() { <-proceed; order = append(order, "subscription") }); !ok {
+		t.Fatal("an open session refused a holder")
+	}
+	release, _ := u.OnEnd(func() { order = append(order, "released") })
+	u.OnEnd(func() { order = append(order, "task"); ran <- order })
+	release()
+
+	if !s.EndIdleHTTP("mcp-session-held", time.Now().Add(time.Hour).UnixNano()) {
+		t.Fatal("the idle session was not ended")
+	}
+	close(proceed) // reached only if the sweep did not run the holders itself
+	if got := <-ran; len(got) != 2 || got[0] != "subscription" || got[1] != "task" {
+		t.Fatalf("ran %v, want [subscription task]", got)
+	}
+	if _, ok := u.OnEnd(func() { t.Error("a holder of an ended session ran") }); ok {
+		t.Fatal("an ended session took a holder")
+	}
+	u.End() // ending again runs nothing again
+}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -49,10 +50,12 @@ type Session struct {
 	// until it asks (levelSet false) it gets every log message.
 	level    mcp.LoggingLevel
 	levelSet bool
-	// ending are what must happen once the session ends (the registry's
-	// Ended), run once, by the registry's own goroutine (Registry.endings).
-	ending   []func()
-	registry *Registry // which runs them; nil runs them at once
+	// ending is what must happen once the session ends (OnEnd), by the
+	// order it was asked for, run once by the registry's own goroutine
+	// (Registry.endings).
+	ending   map[uint64]func()
+	endSeq   uint64
+	registry *Registry // which runs them; nil: a goroutine of their own
 	// ids holds the ids of the session's HTTP requests in flight, by their
 	// dup form (msgID.dup), each with the stand-in mcp-go was handed for it
 	// (nil for none).
@@ -194,14 +197,38 @@ func (u *Session) endLocked() bool {
 	return true
 }
 
-// runEnding runs what was registered to happen at the session's end.
+// OnEnd arranges for f to run once u has ended, on the registry's
+// goroutine: never on the one that ends it (the idle sweeper, a DELETE, an
+// edge closing), and never while u's lock is held. stop undoes it, for
+// what u no longer holds; ok is false, and f will never run, if u has
+// ended already.
+func (u *Session) OnEnd(f func()) (stop func(), ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ended.Load() {
+		return func() {}, false
+	}
+	if u.ending == nil {
+		u.ending = map[uint64]func(){}
+	}
+	u.endSeq++
+	seq := u.endSeq
+	u.ending[seq] = f
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		delete(u.ending, seq)
+	}, true
+}
+
+// runEnding runs what OnEnd was given, in the order it was.
 func (u *Session) runEnding() {
 	u.mu.Lock()
 	fs := u.ending
 	u.ending = nil
 	u.mu.Unlock()
-	for _, f := range fs {
-		f()
+	for _, seq := range slices.Sorted(maps.Keys(fs)) {
+		fs[seq]()
 	}
 }
 

@@ -267,7 +267,15 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdioDone := make(chan error, 1)
 	if serveStdio {
 		l.log.Info().Str("identity", who).Int("servers", len(cfg.Servers)).Str("version", mux.Version).Msg("mcpmux serving on stdio")
-		bg.Go(func() { stdioDone <- m.ServeStdio(stdioCtx, who, stdin, stdout) })
+		bg.Go(func() {
+			in := stdin
+			if f, ok := stdin.(*os.File); ok {
+				polled, restore := edge.PolledStdin(f)
+				defer restore()
+				in = polled
+			}
+			stdioDone <- m.ServeStdio(stdioCtx, who, in, stdout)
+		})
 	}
 
 	status := exitOK

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpmux/mcpmux/internal/groupwrite"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -27,11 +28,12 @@ import (
 // answer in the plain shape mcpmux's requests get (see plainAnswer) is
 // routed to its request by its id without being decoded, its result handed
 // on as the bytes the child wrote. No lock is shared by the calls but the
-// one that keeps writes to the pipe whole.
+// one that keeps writes to the pipe whole (out), under which messages
+// written at once go out together.
 type childConn struct {
 	lines io.Reader
 	stdin io.WriteCloser
-	wmu   sync.Mutex // one message at a time on stdin
+	out   *groupwrite.Writer // stdin, each message whole
 	log   zerolog.Logger
 	wg    *sync.WaitGroup // the session's: the reader and the child's requests
 
@@ -60,7 +62,7 @@ var _ transport.BidirectionalInterface = (*childConn)(nil)
 // newChildConn returns the transport on a child's stdout (lines) and stdin;
 // its goroutines are counted in wg from Start on.
 func newChildConn(lines io.Reader, stdin io.WriteCloser, wg *sync.WaitGroup, log zerolog.Logger) *childConn {
-	return &childConn{lines: lines, stdin: stdin, wg: wg, log: log, done: make(chan struct{})}
+	return &childConn{lines: lines, stdin: stdin, out: groupwrite.New(stdin), wg: wg, log: log, done: make(chan struct{})}
 }
 
 // Start starts reading the child's stdout; the child's requests are
@@ -229,9 +231,7 @@ func marshalsAsIs(b []byte) bool {
 }
 
 func (c *childConn) write(msg []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.stdin.Write(msg)
+	_, err := c.out.Write(msg)
 	return err
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/groupwrite"
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
@@ -113,7 +114,7 @@ func (h *halfClose) reader(r io.Reader) *requestReader {
 }
 
 func (h *halfClose) writer(w io.Writer) io.Writer {
-	h.out = &answerWriter{h: h, w: w}
+	h.out = &answerWriter{h: h, w: groupwrite.New(w)}
 	return h.out
 }
 

@@ -1,9 +1,9 @@
 package edge
 
 import (
-	"io"
 	"sync"
 
+	"github.com/mcpmux/mcpmux/internal/groupwrite"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
@@ -14,12 +14,11 @@ import (
 // answerWriter writes the stdio client's output: mcp-go's messages, passed
 // through (its announcements dropped) and counted, and mcpmux's own, the
 // answers of the front end's requests among them. mcp-go writes each
-// message with one Write (writeResponse's Fprintf); mu keeps mcpmux's own
-// messages from landing inside one of them.
+// message with one Write (writeResponse's Fprintf); w keeps each message
+// whole, and writes those written at once together.
 type answerWriter struct {
-	h  *halfClose
-	mu sync.Mutex
-	w  io.Writer
+	h *halfClose
+	w *groupwrite.Writer
 
 	watchMu sync.Mutex
 	watch   map[string]func(answer []byte) // run as the answer under the id is written (AfterAnswer)
@@ -49,8 +48,6 @@ func (aw *answerWriter) watched(id string) func([]byte) {
 
 // writeOwn writes a whole message of mcpmux's own, which is not counted.
 func (aw *answerWriter) writeOwn(msg []byte) {
-	aw.mu.Lock()
-	defer aw.mu.Unlock()
 	_, _ = aw.w.Write(msg)
 }
 
@@ -74,9 +71,7 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	if isAnswer {
 		n, err = aw.answer(id, out)
 	} else {
-		aw.mu.Lock()
 		n, err = aw.w.Write(out)
-		aw.mu.Unlock()
 	}
 	if swapped && err == nil {
 		n = len(p)
@@ -91,12 +86,11 @@ func (aw *answerWriter) answer(id string, msg []byte) (n int, err error) {
 	after := aw.watched(id)
 	aw.h.free(id)
 	if !aw.h.dropAnswer(id) {
-		aw.mu.Lock()
+		var before func()
 		if after != nil {
-			after(msg)
+			before = func() { after(msg) }
 		}
-		n, err = aw.w.Write(msg)
-		aw.mu.Unlock()
+		n, err = aw.w.WriteAfter(before, msg)
 	}
 	if aw.h.answered(id) {
 		select {

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/internal/liblog"
+	"github.com/mcpmux/mcpmux/internal/pollstdin"
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
@@ -270,7 +271,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		bg.Go(func() {
 			in := stdin
 			if f, ok := stdin.(*os.File); ok {
-				polled, restore := edge.PolledStdin(f)
+				polled, restore := pollstdin.Of(f)
 				defer restore()
 				in = polled
 			}

@@ -1,11 +1,13 @@
-package edge
+// Package pollstdin owns reading a process's stdin pipe through Go's
+// network poller.
+package pollstdin
 
 import (
 	"os"
 	"syscall"
 )
 
-// PolledStdin returns f, the process's stdin, as a file Go's network
+// Of returns f, the process's stdin, as a file Go's network
 // poller reads, when it is a pipe or a socket (what an MCP client hands
 // its server), with what puts it back as it was; f itself, and a restore
 // that does nothing, otherwise (a terminal, a file: their flags are
@@ -16,7 +18,7 @@ import (
 // another, and with few processors a ready goroutine waits for the
 // runtime to take the processor back from the blocked thread. Through the
 // poller the goroutine that reads a request is woken like any other.
-func PolledStdin(f *os.File) (polled *os.File, restore func()) {
+func Of(f *os.File) (polled *os.File, restore func()) {
 	none := func() {}
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {

@@ -1,4 +1,4 @@
-package edge
+package pollstdin
 
 import (
 	"io"
@@ -13,14 +13,14 @@ import (
 // non-blocking, its reads interruptible by closing), reads what was
 // written, and is left blocking and open once restored; a regular file is
 // read as it is.
-func TestPolledStdin(t *testing.T) {
+func TestOf(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	defer w.Close()
-	polled, restore := PolledStdin(r)
+	polled, restore := Of(r)
 	if polled == r {
 		t.Fatal("a pipe was not made a polled file")
 	}
@@ -54,7 +54,7 @@ func TestPolledStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	same, restore := PolledStdin(f)
+	same, restore := Of(f)
 	defer restore()
 	if same != f || nonblocking(t, f) {
 		t.Fatal("a regular file was changed")

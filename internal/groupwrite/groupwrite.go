@@ -55,6 +55,9 @@ func (g *Writer) WriteAfter(before func(), p []byte) (int, error) {
 	if before != nil {
 		before()
 	}
+	if len(p) == 0 {
+		return 0, nil // nothing to take a place in the stream
+	}
 	if g.writing {
 		g.pending = append(g.pending, p...)
 		batch := g.started + 1 // the next batch taken carries p

@@ -67,6 +67,11 @@ func TestMessagesWhileWritingGoOutInOneWrite(t *testing.T) {
 		})
 	}
 	queued(w, 6)
+	// An empty message, given while a write is under way, has nothing to
+	// wait for.
+	if n, err := w.Write(nil); n != 0 || err != nil {
+		t.Fatalf("empty write: %d, %v", n, err)
+	}
 	st.open <- struct{}{} // the first write
 	st.open <- struct{}{} // the batch
 	wg.Wait()

@@ -29,6 +29,19 @@ func (g *gate) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// waitWriting waits until a write of w is under way.
+func waitWriting(w *Writer) {
+	for {
+		w.mu.Lock()
+		writing := w.writing
+		w.mu.Unlock()
+		if writing {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 // queued waits until w holds n bytes pending.
 func queued(w *Writer, n int) {
 	for {
@@ -53,11 +66,7 @@ func TestMessagesWhileWritingGoOutInOneWrite(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	for w.mu.Lock(); !w.writing; w.mu.Lock() {
-		w.mu.Unlock()
-		runtime.Gosched()
-	}
-	w.mu.Unlock()
+	waitWriting(w)
 	msgs := []string{"b\n", "c\n", "d\n"}
 	for _, m := range msgs {
 		wg.Go(func() {
@@ -103,11 +112,7 @@ func TestAFailedWriteFailsTheRest(t *testing.T) {
 			t.Errorf("first: %v", err)
 		}
 	})
-	for w.mu.Lock(); !w.writing; w.mu.Lock() {
-		w.mu.Unlock()
-		runtime.Gosched()
-	}
-	w.mu.Unlock()
+	waitWriting(w)
 	wg.Go(func() {
 		if _, err := w.Write([]byte("queued\n")); !errors.Is(err, broken) {
 			t.Errorf("queued: %v", err)

@@ -182,9 +182,8 @@ func (tt *Table) lookup(id string) *Task {
 
 // Close ends every task's run and timer, when mcpmux stops.
 func (tt *Table) Close() {
-	tt.owned.Range(func(k, v any) bool {
-		v.(*Task).forget(pipeline.ErrShuttingDown)
-		tt.owned.Delete(k)
+	tt.owned.Range(func(_, v any) bool {
+		tt.drop(v.(*Task), pipeline.ErrShuttingDown)
 		return true
 	})
 }
@@ -195,8 +194,7 @@ func (tt *Table) expire(t *Task, ttl *int64) {
 		return
 	}
 	timer := time.AfterFunc(time.Duration(*ttl)*time.Millisecond+time.Second, func() {
-		t.cancel(context.DeadlineExceeded)
-		tt.owned.CompareAndDelete(t.id, t)
+		tt.drop(t, context.DeadlineExceeded)
 		t.release()
 	})
 	t.mu.Lock()

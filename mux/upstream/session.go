@@ -32,7 +32,7 @@ type Session struct {
 	active atomic.Int32 // requests in progress
 	ended  atomic.Bool
 	// answered is set once the session's initialize answer is written
-	// (answered): from then on it receives mcpmux's notifications, and
+	// (MarkAnswered): from then on it receives mcpmux's notifications, and
 	// never before, so that nothing reaches a client ahead of that answer.
 	answered atomic.Bool
 

@@ -30,8 +30,11 @@ type wireEntry struct {
 	URITemplate  string             `json:"uriTemplate"`
 	InputSchema  json.RawMessage    `json:"inputSchema"`
 	OutputSchema json.RawMessage    `json:"outputSchema"`
-	Annotations  json.RawMessage    `json:"annotations"`
 	Execution    *mcp.ToolExecution `json:"execution"`
+	// readOnlyHint is a tool's annotation, read only when its definition
+	// decodes as an mcp.Tool (toolShape.wire): one that does not is left
+	// out.
+	readOnlyHint bool
 }
 
 func (w *wireEntry) id(k Kind) string {
@@ -88,7 +91,12 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 	cat := &ChildCatalog{Caps: caps}
 	leftOut := map[string]string{}
 	vetted := args.Memo{}
-	checked := map[[sha256.Size]byte]checkedTool{}
+	checked := make(map[[sha256.Size]byte]checkedTool, len(raw[KindTool]))
+	// Reused for each definition: an mcp.Tool is large, and escapes.
+	var (
+		w     wireEntry
+		shape toolShape // a tool's definition as an mcp-go client reads it
+	)
 	// skip logs an item that is left out, once for as long as the reason holds.
 	skip := func(k Kind, name, why string, err error) {
 		key := KindWire[k].Label + " " + name
@@ -100,9 +108,9 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 	}
 	defer func() { b.leftOut, b.vetted, b.checked = leftOut, vetted, checked }()
 	for k := range NumKinds {
-		seen := map[string]bool{}
+		seen := make(map[string]bool, len(raw[k]))
 		for i, r := range raw[k] {
-			var w wireEntry
+			w = wireEntry{}
 			var sum [sha256.Size]byte
 			t, known := checkedTool{}, false
 			if k == KindTool {
@@ -110,16 +118,31 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 				t, known = b.checked[sum]
 			}
 			id := t.id
+			var shapeErr error
 			if !known {
 				if why := ambiguousKeys(r, k); why != "" {
 					skip(k, fmt.Sprintf("#%d", i), why+", which clients would read differently", nil)
 					continue
 				}
-				if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
-					skip(k, fmt.Sprintf("#%d", i), "not a valid "+KindWire[k].Label+" definition", err)
+				if k == KindTool {
+					shape = toolShape{}
+					// One decode gives both what mcpmux reads and whether an
+					// mcp.Tool would take it; the second is needed only to
+					// tell apart why one does not.
+					if shapeErr = json.Unmarshal(r, &shape); shapeErr == nil {
+						w = shape.wire()
+					}
+				}
+				if k != KindTool || shapeErr != nil {
+					if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
+						skip(k, fmt.Sprintf("#%d", i), "not a valid "+KindWire[k].Label+" definition", err)
+						continue
+					}
+				}
+				if id = w.id(k); id == "" {
+					skip(k, fmt.Sprintf("#%d", i), "not a valid "+KindWire[k].Label+" definition", nil)
 					continue
 				}
-				id = w.id(k)
 			}
 			if seen[id] {
 				skip(k, id+"#"+fmt.Sprint(i), "the server lists this "+KindWire[k].Noun+" twice; the first definition is kept", nil)
@@ -138,7 +161,7 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 				if !known {
 					var why string
 					var err error
-					if t, why, err = b.checkTool(&w, r, caps, vetted); why != "" {
+					if t, why, err = b.checkTool(&w, r, shapeErr, caps, vetted); why != "" {
 						skip(k, id, why, err)
 						continue
 					}
@@ -214,29 +237,29 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 // "ReadOnlyHint"), could make what is checked and pinned differ from what
 // a client acts on.
 func ambiguousKeys(raw []byte, k Kind) string {
-	if why := foldedKey(raw, wireFields); why != "" {
+	o, ok := jsonwire.Members(raw)
+	if !ok {
+		return "" // not an object: refused when decoded
+	}
+	if why := foldedKey(o, wireFields); why != "" {
 		return "its definition has " + why
 	}
 	if k != KindTool {
 		return ""
 	}
-	o, _ := jsonwire.Members(raw)
 	if a := o.Last("annotations"); a != nil {
-		if why := foldedKey(raw[a.Start:a.End], annotationFields); why != "" {
-			return "its annotations have " + why
+		if ann, ok := jsonwire.Members(raw[a.Start:a.End]); ok {
+			if why := foldedKey(ann, annotationFields); why != "" {
+				return "its annotations have " + why
+			}
 		}
 	}
 	return ""
 }
 
-// foldedKey says which member of the JSON object raw is repeated ignoring
-// case, or spelled like one of known in another case; "" when none is, or
-// raw is not an object (refused when decoded).
-func foldedKey(raw []byte, known []string) string {
-	o, ok := jsonwire.Members(raw)
-	if !ok {
-		return ""
-	}
+// foldedKey says which member of the JSON object o is repeated ignoring
+// case, or spelled like one of known in another case; "" when none is.
+func foldedKey(o jsonwire.Object, known []string) string {
 	// Definitions have few members.
 	for i, f := range o.Members {
 		for _, g := range o.Members[:i] {
@@ -310,10 +333,10 @@ func (t *checkedTool) apply(e *Entry, readOnly bool, caps mcp.ServerCapabilities
 	return ""
 }
 
-// checkTool checks the definition def of a tool, decoded as w, and vets
-// its inputSchema; it returns what it found, or why the tool must be left
-// out.
-func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
+// checkTool checks the definition def of a tool, decoded as w (shapeErr
+// is what decoding it as an mcp.Tool, schemas aside, gave), and vets its
+// inputSchema; it returns what it found, or why the tool must be left out.
+func (b *Builder) checkTool(w *wireEntry, def []byte, shapeErr error, caps mcp.ServerCapabilities, vetted args.Memo) (checkedTool, string, error) {
 	t := checkedTool{id: w.Name}
 	if w.Execution != nil {
 		t.task = w.Execution.TaskSupport
@@ -341,6 +364,7 @@ func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 		return t, args.SchemaRefusal(err), err
 	}
 	t.schema = a.Vetted()
+	outFixed := w.OutputSchema // the outputSchema of fixed
 	if out := bytes.TrimSpace(w.OutputSchema); len(out) > 0 {
 		repaired, err := args.ObjectSchema(out)
 		switch {
@@ -348,10 +372,10 @@ func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 			// The tool still works; clients just cannot check its structured
 			// content. Not remembered, so that every read says so.
 			b.log.Warn().Err(err).Str("child_tool", w.Name).Msg("outputSchema left out: not an object schema")
-			t.id, changed = "", true
+			t.id, changed, outFixed = "", true, nil
 			fixed, err = jsonwire.WithoutField(fixed, "outputSchema")
 		case !bytes.Equal(repaired, w.OutputSchema):
-			changed = true
+			changed, outFixed = true, repaired
 			fixed, err = jsonwire.WithField(fixed, "outputSchema", repaired)
 		}
 		if err != nil {
@@ -367,15 +391,12 @@ func (b *Builder) checkTool(w *wireEntry, def []byte, caps mcp.ServerCapabilitie
 			return t, "invalid x-mcp-header annotations", err
 		}
 		t.headerTool = &typed
-	} else if err := decodesAsTool(fixed); err != nil {
-		// What an mcp.Tool would refuse, found without building one.
+	} else if err := schemasDecode(shapeErr, norm, outFixed); err != nil {
+		// What an mcp.Tool would refuse, found without building one: fixed
+		// differs from def only in its schemas.
 		return t, "not a valid definition", err
 	}
-	var ann struct {
-		ReadOnlyHint *bool `json:"readOnlyHint"`
-	}
-	_ = json.Unmarshal(w.Annotations, &ann)
-	t.readOnlyHint = ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
+	t.readOnlyHint = w.readOnlyHint
 	if changed {
 		t.def = fixed
 	}

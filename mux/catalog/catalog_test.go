@@ -13,7 +13,7 @@ import (
 )
 
 // builders returns a builder for each server of the config src.
-func builders(t *testing.T, src string) []*Builder {
+func builders(t testing.TB, src string) []*Builder {
 	t.Helper()
 	cfg, err := config.Parse("mcpmux.toml", []byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -23,19 +23,31 @@ type toolShape struct {
 	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
+// wire is what mcpmux reads of the tool.
+func (t *toolShape) wire() wireEntry {
+	return wireEntry{Name: t.Name, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+		Execution: t.Execution, readOnlyHint: t.Annotations.ReadOnlyHint != nil && *t.Annotations.ReadOnlyHint}
+}
+
 // decodesAsTool returns the error json.Unmarshal into an mcp.Tool gives for
 // the valid JSON def, or nil when it gives none: a client built on mcp-go
 // could not read a tools/list holding a definition it refuses. The error's
 // words may differ from encoding/json's; whether there is one does not.
 func decodesAsTool(def []byte) error {
 	var t toolShape
-	if err := json.Unmarshal(def, &t); err != nil {
-		return err
+	return schemasDecode(json.Unmarshal(def, &t), t.InputSchema, t.OutputSchema)
+}
+
+// schemasDecode is decodesAsTool of a definition whose decoding as a
+// toolShape gave shapeErr, with the schemas in and out.
+func schemasDecode(shapeErr error, in, out json.RawMessage) error {
+	if shapeErr != nil {
+		return shapeErr
 	}
-	if err := checkSchemaDecodes(t.InputSchema); err != nil {
+	if err := checkSchemaDecodes(in); err != nil {
 		return fmt.Errorf("inputSchema: %w", err)
 	}
-	if err := checkSchemaDecodes(t.OutputSchema); err != nil {
+	if err := checkSchemaDecodes(out); err != nil {
 		return fmt.Errorf("outputSchema: %w", err)
 	}
 	return nil

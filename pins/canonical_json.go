@@ -8,6 +8,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // canonicalJSON returns raw, one JSON value, in canonical form: no
@@ -17,7 +19,7 @@ import (
 // through float64, so 12345678901234567890 stays as it is, and 1.0 and 1
 // differ).
 func canonicalJSON(raw []byte) ([]byte, error) {
-	if !json.Valid(raw) {
+	if !jsonwire.Valid(raw) {
 		return nil, invalidJSON(raw)
 	}
 	c := getCanon()
@@ -28,7 +30,7 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 
 // isCanonical reports whether raw is one JSON value in canonical form.
 func isCanonical(raw []byte) (bool, error) {
-	if !json.Valid(raw) {
+	if !jsonwire.Valid(raw) {
 		return false, invalidJSON(raw)
 	}
 	c := getCanon()

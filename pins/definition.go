@@ -2,10 +2,11 @@ package pins
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
 // canon is the scratch space of canonical forms, pooled, so that a digest
@@ -62,7 +63,7 @@ func (c *canon) definition(kind Kind, name, alias, childName string, def []byte,
 	if !ok {
 		return fmt.Errorf("pins: unknown kind %q", kind)
 	}
-	if !json.Valid(def) {
+	if !jsonwire.Valid(def) {
 		return fmt.Errorf("%s %s: definition: %w", kind, name, invalidJSON(def))
 	}
 	if whole {

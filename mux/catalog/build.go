@@ -134,7 +134,7 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 					}
 				}
 				if k != KindTool || shapeErr != nil {
-					if err := json.Unmarshal(r, &w); err != nil || w.id(k) == "" {
+					if err := json.Unmarshal(r, &w); err != nil {
 						skip(k, fmt.Sprintf("#%d", i), "not a valid "+KindWire[k].Label+" definition", err)
 						continue
 					}

@@ -37,18 +37,25 @@ type connOutcome struct {
 	written  []string
 }
 
-// recordStdin is a child's stdin that keeps each write, and tells of it.
+// recordStdin is a child's stdin that keeps each message written, and
+// tells of it. Messages written at once by several callers may come in one
+// write (childConn coalesces them), so a write is split into its lines.
 type recordStdin struct {
 	mu     sync.Mutex
-	writes []string
+	writes []string // one message (line) each
 	wrote  chan struct{}
 }
 
 func (r *recordStdin) Write(p []byte) (int, error) {
+	lines := testsupport.Lines(p)
 	r.mu.Lock()
-	r.writes = append(r.writes, string(p))
+	for _, line := range lines {
+		r.writes = append(r.writes, string(line))
+	}
 	r.mu.Unlock()
-	r.wrote <- struct{}{}
+	for range lines {
+		r.wrote <- struct{}{}
+	}
 	return len(p), nil
 }
 

@@ -29,17 +29,12 @@ func (t *toolShape) wire() wireEntry {
 		Execution: t.Execution, readOnlyHint: t.Annotations.ReadOnlyHint != nil && *t.Annotations.ReadOnlyHint}
 }
 
-// decodesAsTool returns the error json.Unmarshal into an mcp.Tool gives for
-// the valid JSON def, or nil when it gives none: a client built on mcp-go
-// could not read a tools/list holding a definition it refuses. The error's
-// words may differ from encoding/json's; whether there is one does not.
-func decodesAsTool(def []byte) error {
-	var t toolShape
-	return schemasDecode(json.Unmarshal(def, &t), t.InputSchema, t.OutputSchema)
-}
-
-// schemasDecode is decodesAsTool of a definition whose decoding as a
-// toolShape gave shapeErr, with the schemas in and out.
+// schemasDecode returns the error json.Unmarshal into an mcp.Tool gives for
+// a valid JSON definition whose decoding as a toolShape gave shapeErr and
+// whose schemas are in and out, or nil when it gives none: a client built
+// on mcp-go could not read a tools/list holding a definition it refuses.
+// The error's words may differ from encoding/json's; whether there is one
+// does not.
 func schemasDecode(shapeErr error, in, out json.RawMessage) error {
 	if shapeErr != nil {
 		return shapeErr

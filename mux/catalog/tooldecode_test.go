@@ -28,6 +28,12 @@ func FuzzDecodesAsTool(f *testing.F) {
 	})
 }
 
+// decodesAsTool is what a build finds of the definition def, as listed.
+func decodesAsTool(def []byte) error {
+	var t toolShape
+	return schemasDecode(json.Unmarshal(def, &t), t.InputSchema, t.OutputSchema)
+}
+
 // A catalog build keeps only tools whose definition, as listed upstream,
 // an mcp-go client can read: it decodes each definition once, and checks
 // the schemas it may have repaired on their own.

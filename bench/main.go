@@ -38,6 +38,7 @@ type options struct {
 	children   []int
 	mcpmux     string
 	echochild  string
+	linecopy   string
 	extraStdio []string
 	extraHTTP  []string
 	extraName  string // prefix of echo and big on extra targets
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&children, "children", "1,10,50", "children behind mcpmux, one mcpmux target per count")
 	flag.StringVar(&o.mcpmux, "mcpmux", "", "mcpmux binary (default: built from ./cmd/mcpmux)")
 	flag.StringVar(&o.echochild, "echochild", "", "echochild binary (default: built from ./bench/echochild)")
+	flag.StringVar(&o.linecopy, "linecopy", "", "linecopy binary, the floor of a stdio proxy (default: built from ./bench/linecopy)")
 	flag.Func("extra-stdio", "NAME=COMMAND: one more stdio target, compared with direct stdio ({echochild} and {tools} are replaced; repeatable)", func(s string) error {
 		o.extraStdio = append(o.extraStdio, s)
 		return nil
@@ -153,7 +155,7 @@ func run(o options, dir string) int {
 	return 0
 }
 
-// build builds whichever of mcpmux and echochild was not given.
+// build builds whichever of mcpmux, echochild and linecopy was not given.
 func build(o *options, dir string) error {
 	var pkgs []string
 	if o.mcpmux == "" {
@@ -161,6 +163,9 @@ func build(o *options, dir string) error {
 	}
 	if o.echochild == "" {
 		o.echochild, pkgs = filepath.Join(dir, "bin", childComm), append(pkgs, "./bench/echochild")
+	}
+	if o.linecopy == "" {
+		o.linecopy, pkgs = filepath.Join(dir, "bin", "linecopy"), append(pkgs, "./bench/linecopy")
 	}
 	if len(pkgs) == 0 {
 		return nil

@@ -97,6 +97,9 @@ func printIssue15(o options, m *mainResults, sc *scaleResults) {
 		{"stdio serial p50 / direct", "<= 2.0x", fig(muxStdio, false, getP50, "x", goal(atMost(2))), dash},
 		{"stdio serial p99 / direct", "<= 2.5x", fig(muxStdio, false, getP99, "x", goal(atMost(2.5))), dash},
 		{fmt.Sprintf("stdio calls/s, %d callers / direct", c), ">= 0.6x", fig(muxStdio, false, getTput, "x", goal(atLeast(0.6))), dash},
+		{"  floor (linecopy): serial p50, calls/s / direct", "-", func(proto string) string {
+			return fig(floorStdio, false, getP50, "x", nil)(proto) + ", " + fig(floorStdio, false, getTput, "x", nil)(proto)
+		}, dash},
 		{fmt.Sprintf("tools/list of %d / direct (stdio)", tools), "<= 0.7x", fig(muxStdio, false, getList, "x", goal(atMost(0.7))), dash},
 		{fmt.Sprintf("HTTP tools/list of %d / direct HTTP", tools), "(<= 0.7x)", fig(muxHTTP, false, getList, "x", goal(atMost(0.7))), tbx(getList, false, "x")},
 		{"HTTP floor: 1 + stdio p50 / HTTP p50 of direct", "-", func(proto string) string {
@@ -134,6 +137,7 @@ func printIssue15(o options, m *mainResults, sc *scaleResults) {
 		row{"mcpmux's own CPU per serial call, stdio, us", "<= 60", fig(muxStdio, true, getCPU, "", goal(atMost(60))), dash},
 		row{"mcpmux's own CPU per serial call, HTTP, us", "<= 60", fig(muxHTTP, true, getCPU, "", goal(atMost(60))), tbx(getCPU, true, "")},
 		row{"  its helpers' CPU per serial call, stdio, us", "-", fig(muxStdio, true, getHelp, "", nil), dash},
+		row{"  floor (linecopy): own CPU per serial call, stdio, us", "-", fig(floorStdio, true, getCPU, "", nil), dash},
 		row{"  its helpers' CPU per serial call, HTTP, us", "-", fig(muxHTTP, true, getHelp, "", nil), tbx(getHelp, true, "")},
 	)
 	firstWhat := "first tools/list with 10 children (-scale), ms"

@@ -15,6 +15,9 @@ import (
 const (
 	directStdio = "direct stdio"
 	directHTTP  = "direct HTTP"
+	// floorStdio is linecopy in front of the child: what a Go process
+	// between the two costs before it does anything.
+	floorStdio = "floor: linecopy"
 )
 
 // childArgs are the arguments of the measured child.
@@ -78,6 +81,12 @@ func targets(o options, dir string) ([]*target, error) {
 			return &target{name: directStdio, proto: proto, kind: kindDirect, echo: "echo", big: "big", tools: tools,
 				start: func(ctx context.Context, d string) (*running, error) {
 					return startProcess(ctx, d, "direct-stdio-"+proto, proto, nil, o.echochild, o.childArgs()...)
+				}}
+		},
+		func(proto string) *target {
+			return &target{name: floorStdio, proto: proto, base: directStdio, kind: kindFloor, echo: "echo", big: "big", tools: tools,
+				start: func(ctx context.Context, d string) (*running, error) {
+					return startProcess(ctx, d, "linecopy-"+proto, proto, nil, o.linecopy, append([]string{o.echochild}, o.childArgs()...)...)
 				}}
 		},
 		func(proto string) *target {

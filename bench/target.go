@@ -54,11 +54,14 @@ const (
 	kindMux                      // mcpmux
 	kindTBXark                   // TBXark/mcp-proxy
 	kindExtra                    // -extra-stdio, -extra-http
+	kindFloor                    // linecopy: a proxy that only copies bytes
 )
 
 // proxied says whether a target's tree holds a proxy in front of the
 // benchmark child, whose own figures (memory, CPU) are then shown.
-func (t *target) proxied() bool { return t.kind == kindMux || t.kind == kindTBXark }
+func (t *target) proxied() bool {
+	return t.kind == kindMux || t.kind == kindTBXark || t.kind == kindFloor
+}
 
 // key identifies t's samples: its name at its era.
 func (t *target) key() targetKey { return targetKey{t.proto, t.name} }

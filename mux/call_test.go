@@ -35,7 +35,7 @@ type callLab struct {
 }
 
 // queued is how many calls wait for one of the lab child's slots.
-func (l *callLab) queued() int64 { return l.m.p.Calls().Queued(l.m.children[0].Alias()) }
+func (l *callLab) queued() int64 { return l.m.p.Calls().Queued(l.m.list()[0].Alias()) }
 
 // releaseCh returns the channel that lets hold call tag answer.
 func (l *callLab) releaseCh(tag string) chan struct{} {

@@ -66,7 +66,7 @@ func benchBuildChild(b *testing.B, lab func(*testing.B, int) (*Mux, []json.RawMe
 	for _, n := range catalogSizes {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			m, raw := lab(b, n)
-			c := m.children[0]
+			c := m.list()[0]
 			var lists [catalog.NumKinds][]json.RawMessage
 			lists[catalog.KindTool] = raw
 			// first: nothing remembered from a catalog before (a first start);

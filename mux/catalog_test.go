@@ -200,7 +200,7 @@ func TestDefinitionsVerbatim(t *testing.T) {
 
 // childOf returns m's child of alias, or nil.
 func (m *Mux) childOf(alias string) *child.Server {
-	for _, c := range m.children {
+	for _, c := range m.list() {
 		if c.Alias() == alias {
 			return c
 		}

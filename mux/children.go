@@ -14,7 +14,8 @@ import (
 // its sessions receive that is not an answer to mcpmux's own request.
 
 func (m childHost) Published(c *child.Server, old, st *child.State) {
-	if old.Phase != st.Phase {
+	// A child replaced under its alias (servers.go) no longer speaks for it.
+	if old.Phase != st.Phase && m.servers.Load().Get(c.Alias()) == c {
 		m.observe.ChildPhase(c.Alias(), st.Phase)
 	}
 	if old.Listed != st.Listed && !m.starting.Load() {

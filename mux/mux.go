@@ -76,7 +76,8 @@ type Mux struct {
 	supervisor string
 	observe    pipeline.Observer
 
-	children []*child.Server // config order
+	servers  atomic.Pointer[child.Set] // the server list in force
+	env      child.Env                 // what every child is made with
 	spawner  *childproc.Spawner
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
@@ -98,6 +99,15 @@ type Mux struct {
 	// one is built once, as the last first start ends.
 	starting atomic.Bool
 
+	// reload serialises changes of the server list (servers.go) and holds
+	// what they change: the config entries in force and each child's run.
+	reload struct {
+		sync.Mutex
+		entries []config.Server
+		runs    map[*child.Server]*childRun
+	}
+
+	ctx    context.Context // Start's, ended by Close: every child runs under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -145,22 +155,25 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.catalog.Store(catalog.Empty)
 	pinning := publish.NewPinning(cfg, opts.Pins, opts.ComparePins, m.log)
-	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
+	m.env = child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
+	var children []*child.Server
 	for _, s := range cfg.Servers {
-		c := child.New(childHost{m}, env, s)
-		m.children = append(m.children, c)
+		children = append(children, child.New(childHost{m}, m.env, s))
 	}
+	m.servers.Store(child.NewSet(children, nil))
+	m.reload.entries = cfg.Servers
+	m.reload.runs = map[*child.Server]*childRun{}
 	// The announcer registers task tools with mcp-go's server, built last
 	// (by the relay): it takes the task table's hooks.
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
 		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) }, log)
-	m.pub = publish.New(m.children, pinning, &m.catalog, announcer, log)
+	m.pub = publish.New(&m.servers, pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
-		Children: m.children, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
+		Children: &m.servers, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
 	m.tasks = tasks.New(&m.sessions, m.p, cfg.Mux.CallTimeout, log)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
-		Children: m.children, Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
+		Children: &m.servers, Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
 	m.srv = m.relay.Server()
 	return m
 }
@@ -169,6 +182,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
+	m.ctx = ctx
 	if m.spawner == nil {
 		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
 	}
@@ -176,16 +190,19 @@ func (m *Mux) Start(ctx context.Context) {
 	m.wg.Go(func() { m.pub.Announcer().Run(ctx) })
 	m.wg.Go(memory.DropStartPages) // while the children start, which leaves mcpmux waiting
 	var pending sync.WaitGroup
-	pending.Add(len(m.children))
+	children := m.list()
+	pending.Add(len(children))
 	m.starting.Store(true)
 	// Lowered until the first catalog is published: the merge, the pins
 	// of first sight and the publishing that follow the children's reads
 	// are where the heap peaks at start-up.
 	restoreGC := memory.TightGC()
-	for _, c := range m.children {
+	m.reload.Lock()
+	for _, c := range children {
 		var once sync.Once
-		m.wg.Go(func() { c.Run(ctx, func() { once.Do(pending.Done) }) })
+		m.reload.runs[c] = m.run(c, func() { once.Do(pending.Done) })
 	}
+	m.reload.Unlock()
 	m.wg.Go(func() {
 		pending.Wait()
 		// Cleared before the build, so that a child publishing from now on
@@ -260,7 +277,7 @@ func (m *Mux) CallTool(ctx context.Context, identity, name string, arguments any
 // its tools were withdrawn): the error says why. It returns nil otherwise.
 // It is for messages only; calls are never routed by splitting names.
 func (m *Mux) Unavailable(name string) error {
-	for _, c := range m.children {
+	for _, c := range m.list() {
 		st := c.State()
 		if st.Listed == nil && strings.HasPrefix(name, c.Alias()+m.cfg.Mux.Separator) {
 			return c.Unavailable(st)
@@ -276,26 +293,29 @@ type ChildStatus struct {
 	Attempt int
 	LastErr error
 	Tools   int
+	// Required says whether /readyz waits for the child (its required).
+	Required bool
 }
 
 // Status reports every child's state in config order.
 func (m *Mux) Status() []ChildStatus {
 	var out []ChildStatus
-	for _, c := range m.children {
+	for _, c := range m.list() {
 		st := c.State()
 		n := 0
 		if st.Listed != nil {
 			n = len(st.Listed.Tools())
 		}
-		out = append(out, ChildStatus{Alias: c.Alias(), Phase: st.Phase, Attempt: st.Attempt, LastErr: st.LastErr, Tools: n})
+		out = append(out, ChildStatus{Alias: c.Alias(), Phase: st.Phase, Attempt: st.Attempt, LastErr: st.LastErr, Tools: n,
+			Required: c.Config().Required})
 	}
 	return out
 }
 
 func (m *Mux) maxStartupTimeout() time.Duration {
 	var d time.Duration
-	for _, s := range m.cfg.Servers {
-		d = max(d, s.StartupTimeout)
+	for _, c := range m.list() {
+		d = max(d, c.Config().StartupTimeout)
 	}
 	return d
 }

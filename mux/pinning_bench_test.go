@@ -31,7 +31,7 @@ func pinnedLab(b *testing.B, n int) (*Mux, []json.RawMessage) {
 	cfg.Mux.Pinning = config.PinningWarn
 	m.pub.SetPinning(publish.NewPinning(&cfg, store, false, m.log))
 	// The children's catalogs again, with digests, then the first sight.
-	c := m.children[0]
+	c := m.list()[0]
 	c.Builder().Pinned = true
 	var lists [catalog.NumKinds][]json.RawMessage
 	lists[catalog.KindTool] = raw

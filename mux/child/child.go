@@ -217,6 +217,15 @@ func (c *Server) Unavailable(st *State) error {
 	return fmt.Errorf("server %s is %w: %s", c.alias, ErrUnavailable, why)
 }
 
+// Drain waits until the child's session has no request waiting for its
+// answer (none is sent to a child taken out of the catalog), the session
+// is lost, or ctx ends; a child that is not ready has nothing to drain.
+func (c *Server) Drain(ctx context.Context) {
+	if sess := c.State().Session; sess != nil {
+		sess.idle(ctx)
+	}
+}
+
 // Run supervises the child until ctx ends, then stops it. firstDone is
 // called once the first start attempt has succeeded or failed (it must be
 // safe to call more than once).

@@ -52,6 +52,11 @@ type Session struct {
 	wg      sync.WaitGroup
 	ids     atomic.Uint64 // for mcpmux's own raw requests
 
+	// pending counts the requests sent and not answered yet; quiet gets a
+	// token whenever it drops to zero (Server.Drain).
+	pending atomic.Int64
+	quiet   chan struct{}
+
 	// inflight maps the requests sent for clients to their calls.
 	inflight inflight
 
@@ -83,6 +88,7 @@ func newSession(limit int64) *Session {
 		lost:    make(chan struct{}),
 		eof:     make(chan struct{}),
 		closing: make(chan struct{}),
+		quiet:   make(chan struct{}, 1),
 	}
 }
 
@@ -315,6 +321,8 @@ func (s *Session) cancel(id mcp.RequestId, why error) {
 // child's answer with an HTTP status that fails the request (see
 // limitedClient) is an *httpStatusError: the session goes on.
 func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, params any) (json.RawMessage, error) {
+	s.pending.Add(1)
+	defer s.answered()
 	ctx, note := link.WithRequestNote(ctx, method)
 	resp, err := s.tr.SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
@@ -331,6 +339,30 @@ func (s *Session) send(ctx context.Context, id mcp.RequestId, method string, par
 		return nil, &RPCError{Details: *resp.Error, err: resp.Error.AsError()}
 	}
 	return resp.Result, nil
+}
+
+// answered counts off one request of send's.
+func (s *Session) answered() {
+	if s.pending.Add(-1) == 0 {
+		select {
+		case s.quiet <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// idle waits until no request of send's is waiting for its answer, the
+// session is lost, or ctx ends.
+func (s *Session) idle(ctx context.Context) {
+	for s.pending.Load() > 0 {
+		select {
+		case <-s.quiet:
+		case <-s.lost:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // start opens a new session on the child: it starts the process or

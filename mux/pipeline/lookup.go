@@ -99,7 +99,7 @@ func (m *Pipeline) RouteURI(cat *catalog.Catalog, uri string) (*child.Server, st
 			return c, uri, true
 		}
 	}
-	for _, c := range m.children {
+	for _, c := range m.children.Load().List() {
 		if !c.Config().Prefix && offersResources(c) {
 			only, n = c, n+1
 		}
@@ -117,4 +117,4 @@ func offersResources(c *child.Server) bool {
 }
 
 // child returns the child of alias, or nil.
-func (m *Pipeline) child(alias string) *child.Server { return m.byAlias[alias] }
+func (m *Pipeline) child(alias string) *child.Server { return m.children.Load().Get(alias) }

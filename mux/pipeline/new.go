@@ -37,8 +37,7 @@ type Pipeline struct {
 	log      zerolog.Logger
 	observe  Observer
 
-	children []*child.Server // config order
-	byAlias  map[string]*child.Server
+	children *atomic.Pointer[child.Set] // the server list in force
 	catalog  *atomic.Pointer[catalog.Catalog]
 	pub      *publish.Publisher
 	sessions *upstream.Registry
@@ -58,7 +57,7 @@ type Deps struct {
 	Policies *policy.Store
 	Log      zerolog.Logger
 	Observer Observer // nil observes nothing
-	Children []*child.Server
+	Children *atomic.Pointer[child.Set]
 	Catalog  *atomic.Pointer[catalog.Catalog]
 	Pub      *publish.Publisher
 	Sessions *upstream.Registry
@@ -73,15 +72,12 @@ type Deps struct {
 func New(d Deps) *Pipeline {
 	p := &Pipeline{
 		cfg: d.Config, policies: d.Policies, log: d.Log, observe: d.Observer,
-		children: d.Children, byAlias: map[string]*child.Server{},
-		catalog: d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
+		children: d.Children,
+		catalog:  d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
 		decoration: decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: d.Version}}},
 	}
 	if p.observe == nil {
 		p.observe = NopObserver{}
-	}
-	for _, c := range d.Children {
-		p.byAlias[c.Alias()] = c
 	}
 	p.audit = Auditor{log: d.Log.With().Str("log", "audit").Logger(), observe: p.observe, catalog: d.Catalog,
 		pinning: d.Pub.Pinning, viewerOf: p.ViewerOf}

@@ -16,8 +16,8 @@ import (
 // publishes it to catalog; one build at a time. Its Announcer tells
 // upstream what changed.
 type Publisher struct {
-	mu       sync.Mutex // serialises builds; never taken by calls
-	children []*child.Server
+	mu       sync.Mutex                 // serialises builds; never taken by calls
+	children *atomic.Pointer[child.Set] // the server list in force
 	// pinning is read by calls (held names), never under mu; nil when
 	// pinning is off (pinning.go).
 	pinning   atomic.Pointer[Pinning]
@@ -28,7 +28,7 @@ type Publisher struct {
 
 // New returns the publisher of the catalog of children, pinned by pinning
 // (nil: pinning is off), announced by announcer.
-func New(children []*child.Server, pinning *Pinning, cat *atomic.Pointer[catalog.Catalog], announcer *Announcer, log zerolog.Logger) *Publisher {
+func New(children *atomic.Pointer[child.Set], pinning *Pinning, cat *atomic.Pointer[catalog.Catalog], announcer *Announcer, log zerolog.Logger) *Publisher {
 	p := &Publisher{children: children, catalog: cat, announcer: announcer, log: log}
 	p.pinning.Store(pinning)
 	return p
@@ -73,9 +73,10 @@ func (p *Publisher) RebuildThen(published func()) {
 // publish builds the catalog and publishes it, under mu; it returns the
 // pin file work left (applyPins).
 func (p *Publisher) publish(published func()) pinWork {
-	parts := make([]catalog.Part, 0, len(p.children))
-	ready := make(map[string]bool, len(p.children))
-	for _, c := range p.children {
+	children := p.children.Load().List()
+	parts := make([]catalog.Part, 0, len(children))
+	ready := make(map[string]bool, len(children))
+	for _, c := range children {
 		if listed := c.State().Listed; listed != nil {
 			parts = append(parts, catalog.Part{Alias: c.Alias(), Listed: listed, Log: *c.Log()})
 			ready[c.Alias()] = true

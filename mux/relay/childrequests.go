@@ -107,7 +107,7 @@ func (m *Relay) rootsChanged(ctx context.Context, _ mcp.JSONRPCNotification) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, c := range m.children {
+	for _, c := range m.children.Load().List() {
 		sess := c.State().Session
 		if sess == nil || sess.Lost() {
 			continue

@@ -169,7 +169,7 @@ func (m *Relay) afterSetLevel(ctx context.Context, _ any, req *mcp.SetLevelReque
 	m.levelSet.Store(true)
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
-	for _, c := range m.children {
+	for _, c := range m.children.Load().List() {
 		sess := c.State().Session
 		if sess == nil || sess.Lost() || sess.Caps().Logging == nil {
 			continue

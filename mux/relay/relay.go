@@ -30,7 +30,7 @@ type Relay struct {
 	observe  pipeline.Observer
 	version  string
 
-	children []*child.Server // config order
+	children *atomic.Pointer[child.Set] // the server list in force
 	catalog  *atomic.Pointer[catalog.Catalog]
 	sessions *upstream.Registry
 	p        *pipeline.Pipeline
@@ -51,7 +51,7 @@ type Deps struct {
 	Log      zerolog.Logger
 	Observer pipeline.Observer
 	Version  string // mcpmux's, named to clients
-	Children []*child.Server
+	Children *atomic.Pointer[child.Set]
 	Catalog  *atomic.Pointer[catalog.Catalog]
 	Sessions *upstream.Registry
 	Pipeline *pipeline.Pipeline

@@ -1,0 +1,162 @@
+package mux
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/mux/child"
+)
+
+// The server list in force, and its changes while mcpmux runs.
+
+// childRun is one child's supervisor goroutine: stop ends it, done is
+// closed once it has returned (its child stopped).
+type childRun struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// list is the children in force, in config order.
+func (m *Mux) list() []*child.Server { return m.servers.Load().List() }
+
+// run starts c's supervisor under the Mux's context, owned by m.wg.
+// firstDone is as for child.Server.Run.
+func (m *Mux) run(c *child.Server, firstDone func()) *childRun {
+	ctx, stop := context.WithCancel(m.ctx)
+	r := &childRun{stop: stop, done: make(chan struct{})}
+	m.wg.Go(func() {
+		defer close(r.done)
+		defer stop()
+		c.Run(ctx, firstDone)
+	})
+	return r
+}
+
+// Changes says what ApplyServers did to each server, by alias, in the
+// order of the config (removed ones in the order they were listed).
+type Changes struct {
+	Added     []string // started
+	Removed   []string // taken out of the catalog, drained, stopped
+	Replaced  []string // a new child started; the old one drained, stopped
+	Unchanged []string // left as they were
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool {
+	return len(c.Added)+len(c.Removed)+len(c.Replaced) == 0
+}
+
+// ApplyServers puts entries, a validated server list, in force, comparing
+// it with the one in force server by server: an unchanged server keeps its
+// child, its sessions and its calls; an added one is started, its tools
+// listed once it is ready; a removed one leaves the catalog at once, so
+// that no new call reaches it, and stops once the calls it has in flight
+// are answered (or call_timeout has passed); a changed one is started
+// anew first (up to its first start's end, or ctx's), then takes the
+// calls from the old one, which drains and stops as a removed one does.
+//
+// It returns once the catalog without the removed servers is published
+// and the replacements have taken over; the draining goes on, owned by the
+// Mux, until Close at the latest.
+func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes {
+	m.reload.Lock()
+	defer m.reload.Unlock()
+	if m.ctx == nil || m.ctx.Err() != nil {
+		return Changes{}
+	}
+	was := m.servers.Load()
+	old := map[string]config.Server{}
+	for _, e := range m.reload.entries {
+		old[e.Alias] = e
+	}
+	var ch Changes
+	var next []*child.Server
+	var retired []*child.Server
+	var started []chan struct{} // the replacements' first starts
+	for _, e := range entries {
+		prev, had := old[e.Alias]
+		delete(old, e.Alias)
+		switch {
+		case had && reflect.DeepEqual(prev, e):
+			ch.Unchanged = append(ch.Unchanged, e.Alias)
+			next = append(next, was.Get(e.Alias))
+		case had:
+			ch.Replaced = append(ch.Replaced, e.Alias)
+			retired = append(retired, was.Get(e.Alias))
+			first := make(chan struct{})
+			started = append(started, first)
+			next = append(next, m.start(e, first))
+		default:
+			ch.Added = append(ch.Added, e.Alias)
+			next = append(next, m.start(e, nil))
+		}
+	}
+	for _, e := range m.reload.entries {
+		if _, gone := old[e.Alias]; gone {
+			ch.Removed = append(ch.Removed, e.Alias)
+			retired = append(retired, was.Get(e.Alias))
+		}
+	}
+	// The replacements take over once their first start is over: a call
+	// that comes meanwhile still reaches the old child.
+	for _, first := range started {
+		select {
+		case <-first:
+		case <-ctx.Done():
+		}
+	}
+	gone := was.Gone()
+	for _, c := range retired {
+		if _, back := gone[c.Alias()]; !back {
+			gone[c.Alias()] = c
+		}
+	}
+	for _, c := range next {
+		delete(gone, c.Alias())
+	}
+	m.servers.Store(child.NewSet(next, gone))
+	m.reload.entries = entries
+	published := make(chan struct{})
+	m.pub.RebuildThen(func() { close(published) })
+	select {
+	case <-published:
+	case <-ctx.Done():
+	}
+	for _, c := range retired {
+		m.retire(c)
+	}
+	return ch
+}
+
+// start makes and runs the child of e, closing first (if not nil) once its
+// first start is over. Under m.reload.
+func (m *Mux) start(e config.Server, first chan struct{}) *child.Server {
+	c := child.New(childHost{m}, m.env, e)
+	var once sync.Once
+	m.reload.runs[c] = m.run(c, func() {
+		if first != nil {
+			once.Do(func() { close(first) })
+		}
+	})
+	return c
+}
+
+// retire stops c once its calls in flight are answered, or call_timeout
+// has passed, on a goroutine of the Mux's. Under m.reload.
+func (m *Mux) retire(c *child.Server) {
+	r := m.reload.runs[c]
+	delete(m.reload.runs, c)
+	if r == nil {
+		return
+	}
+	m.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.CallTimeout)
+		c.Drain(ctx)
+		cancel()
+		r.stop()
+		<-r.done
+		c.Log().Info().Msg("server stopped: taken out of the config")
+	})
+}

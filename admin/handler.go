@@ -35,6 +35,8 @@ type Readiness struct {
 	Ready   bool           `json:"ready"`
 	Servers []ServerStatus `json:"servers"`
 	Policy  PolicyStatus   `json:"policy"`
+	// Config is there when Sources.Config is.
+	Config *ConfigStatus `json:"config,omitempty"`
 	// Auth is there when Sources.Keys is.
 	Auth *AuthStatus `json:"auth,omitempty"`
 	// Pins is there when Sources.Pins is. Held tools and prompts do not
@@ -74,6 +76,14 @@ type PolicyStatus struct {
 	LastErr    *string `json:"last_error"` // null when the last reload was clean
 }
 
+// ConfigStatus is the config file's part of /readyz: the generation in
+// force (1 for the file mcpmux started with, one more for every reload
+// that changed something) and the problems of the last reload.
+type ConfigStatus struct {
+	Generation uint64  `json:"generation"`
+	LastErr    *string `json:"last_error"` // null when the last reload was clean
+}
+
 // AuthStatus is the JWT keys' part of /readyz.
 type AuthStatus struct {
 	// KeysOK is false while JWT is configured and no usable key set is
@@ -96,6 +106,9 @@ type Sources struct {
 	// problems of the last reload (Store.Current().Generation(),
 	// Store.LastError()).
 	Policy func() (generation uint64, lastErr error)
+	// Config returns the config generation in force and the problems of
+	// its last reload.
+	Config func() (generation uint64, lastErr error)
 	// Keys is (*auth.Authenticator).KeysStatus.
 	Keys func() (ok bool, detail string)
 	// Pins is (*mux.Mux).PinStatus.
@@ -103,6 +116,7 @@ type Sources struct {
 }
 
 // Required returns, for Handler, whether each server of cfg is required.
+// Without it, Handler takes what Status says of each server.
 func Required(cfg *config.Config) map[string]bool {
 	req := make(map[string]bool, len(cfg.Servers))
 	for _, s := range cfg.Servers {
@@ -170,7 +184,7 @@ func readiness(src Sources) Readiness {
 		seen[c.Alias] = true
 		req, listed := required[c.Alias]
 		if !listed {
-			req = true
+			req = required != nil || c.Required
 		}
 		if req && c.Phase != child.PhaseReady {
 			body.Ready = false
@@ -193,6 +207,10 @@ func readiness(src Sources) Readiness {
 	if src.Policy != nil {
 		gen, err := src.Policy()
 		body.Policy = PolicyStatus{Generation: gen, LastErr: errString(err)}
+	}
+	if src.Config != nil {
+		gen, err := src.Config()
+		body.Config = &ConfigStatus{Generation: gen, LastErr: errString(err)}
 	}
 	if src.Keys != nil {
 		ok, detail := src.Keys()

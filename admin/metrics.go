@@ -80,7 +80,11 @@ type Metrics struct {
 	reloadErrors prometheus.Counter
 	generation   prometheus.Gauge
 	sessions     *sessionCollector
-	servers      map[string]*serverMetrics // by alias; fixed at NewMetrics
+	// servers holds each server's series by alias, replaced whole when the
+	// server list gains one (Servers), so that calls read it without a lock.
+	servers       atomic.Pointer[map[string]*serverMetrics]
+	serversMu     sync.Mutex // serialises Servers
+	configReloads *prometheus.CounterVec
 	// callCounters caches calls' series by callKey, so that a call takes
 	// no lock of the vector's (its lookup is a read-locked map shared by
 	// every call): sync.Map reads a key it holds without locking.
@@ -179,8 +183,13 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 			Name:      "policy_generation",
 			Help:      "Generation of the policies in force; it grows by one with every change that takes effect.",
 		}),
-		servers: make(map[string]*serverMetrics),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "config_reloads_total",
+			Help:      "Reloads of the config file, by result: applied (ok), refused for its problems (error), or nothing to change (unchanged).",
+		}, []string{"result"}),
 	}
+	m.servers.Store(&map[string]*serverMetrics{})
 	m.sessions = &sessionCollector{
 		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "sessions"),
 			"Open upstream sessions, by identity (\"other\": no policy file, \"none\": no identity).",
@@ -192,21 +201,14 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 	m.refreshIdentities()
 
 	if cfg != nil {
-		for _, s := range cfg.Servers {
-			if _, dup := m.servers[s.Alias]; dup {
-				continue
-			}
-			sm := m.newServer(s.Alias)
-			sm.setPhase(child.PhaseStarting)
-			m.servers[s.Alias] = sm
-		}
+		m.Servers(cfg.Servers)
 	}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.calls, m.rateLimited, m.childSeconds, m.overheadSecs, m.inFlight, m.restarts,
-		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions,
+		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions, m.configReloads,
 	)
 	return m
 }
@@ -256,6 +258,30 @@ func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
 // registering more collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
+// Servers gives every server of list that has no series yet its own, in
+// the starting state; a server taken out of the list keeps its series,
+// which its last phase (stopped) marks.
+func (m *Metrics) Servers(list []config.Server) {
+	m.serversMu.Lock()
+	defer m.serversMu.Unlock()
+	cur := *m.servers.Load()
+	next := make(map[string]*serverMetrics, len(cur)+len(list))
+	maps.Copy(next, cur)
+	for _, s := range list {
+		if _, ok := next[s.Alias]; ok {
+			continue
+		}
+		sm := m.newServer(s.Alias)
+		sm.setPhase(child.PhaseStarting)
+		next[s.Alias] = sm
+	}
+	m.servers.Store(&next)
+}
+
+// ConfigReloaded counts one reload of the config file by its result:
+// "ok", "error" or "unchanged".
+func (m *Metrics) ConfigReloaded(result string) { m.configReloads.WithLabelValues(result).Inc() }
+
 // PolicyReloaded records one reload of the policy directory: err is the
 // problem it found (policy.Store.LastError after the reload, or the error
 // the reload itself returned), nil for a clean one. It also re-reads the
@@ -301,7 +327,7 @@ func (m *Metrics) identityLabel(identity string) string {
 // server returns alias's metrics; an alias outside the config shares the
 // "other" server's, created on first use.
 func (m *Metrics) server(alias string) *serverMetrics {
-	if sm, ok := m.servers[alias]; ok {
+	if sm, ok := (*m.servers.Load())[alias]; ok {
 		return sm
 	}
 	return m.other()

@@ -117,13 +117,18 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitBadConfig
 		}
 	}
+	cw := newConfigWatch(cfg, l.log, m, metrics, func(next *config.Config) {
+		if *listen != "" {
+			next.Upstream.Listen = *listen
+		}
+	})
 	sources := admin.Sources{
-		Metrics:  metrics,
-		Status:   m.Status,
-		Required: admin.Required(cfg),
+		Metrics: metrics,
+		Status:  m.Status,
 		Policy: func() (uint64, error) {
 			return l.policies.Current().Generation(), l.policies.LastError()
 		},
+		Config: cw.Status,
 	}
 	if authn != nil {
 		sources.Keys = authn.KeysStatus
@@ -239,6 +244,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if err := l.policies.Watch(watchCtx, changed); err != nil {
 			l.log.Error().Err(err).Msg("policy watcher stopped")
+		}
+	})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	bg.Go(func() {
+		if err := cw.Run(watchCtx, hup); err != nil {
+			l.log.Error().Err(err).Msg("config watcher stopped")
 		}
 	})
 	if pinStore != nil {

@@ -40,6 +40,7 @@ func (l *Lab) AddUpstream(t testing.TB, toml string) {
 		t.Fatalf("%s has no %q to add to", l.Config, upstreamHead)
 	}
 	s = strings.Replace(s, upstreamHead, upstreamHead+strings.TrimSpace(toml)+"\n", 1)
+	l.upstream = toml
 	if err := os.WriteFile(l.Config, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}

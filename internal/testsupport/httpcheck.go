@@ -153,6 +153,10 @@ type Readiness struct {
 		Generation uint64  `json:"generation"`
 		LastErr    *string `json:"last_error"`
 	} `json:"policy"`
+	Config struct {
+		Generation uint64  `json:"generation"`
+		LastErr    *string `json:"last_error"`
+	} `json:"config"`
 }
 
 func Readyz(t testing.TB, base string) (int, Readiness) {

@@ -110,6 +110,8 @@ type Lab struct {
 	Notes string
 	// Started is LAB_STARTED_DIR: slow calls leave a file named by their tag.
 	Started string
+
+	upstream string // what AddUpstream added to [upstream], kept by Rewrite
 }
 
 // NewLab writes a config with the given [mux] lines and servers. Each
@@ -130,15 +132,31 @@ func NewLab(t testing.TB, muxLines string, servers ...Server) *Lab {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(l.Config, l.configText(muxLines, labserver, servers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// configText is the config of the given [mux] lines and servers.
+func (l *Lab) configText(muxLines, labserver string, servers []Server) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[mux]\npolicy_dir = %q\n%s\n\n[upstream]\nidentity = \"reader\"\n", l.PolicyDir, muxLines)
 	for _, s := range servers {
 		l.writeServer(&b, s, labserver)
 	}
-	if err := os.WriteFile(l.Config, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+	if l.upstream == "" {
+		return []byte(b.String())
 	}
-	return l
+	return []byte(strings.Replace(b.String(), upstreamHead, upstreamHead+strings.TrimSpace(l.upstream)+"\n", 1))
+}
+
+// Rewrite saves a new config of the given [mux] lines and servers the way
+// editors do: a temporary file renamed over the old one.
+func (l *Lab) Rewrite(t testing.TB, muxLines string, servers ...Server) {
+	t.Helper()
+	_, labserver := Binaries(t)
+	ReplaceFile(t, l.Config, l.configText(muxLines, labserver, servers))
 }
 
 // writeServer writes s's [servers.X] table: its command (labserver unless

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpmux/mcpmux/admin"
+	"github.com/mcpmux/mcpmux/config"
+	"github.com/mcpmux/mcpmux/internal/dirwatch"
+	"github.com/mcpmux/mcpmux/internal/fileerr"
+	"github.com/mcpmux/mcpmux/mux"
+)
+
+// configWatch puts each new version of the config file in force while
+// mcpmux runs: when the file's directory changes (an editor's rename, an
+// in-place write, a Kubernetes ConfigMap's symlink swap) and on SIGHUP. A
+// version is decoded strictly and validated as a whole first; one with
+// problems changes nothing: each problem is logged with its file and line,
+// and the config in force stays. The server list is applied live
+// (mux.ApplyServers); every other key keeps the value mcpmux started with
+// and is logged as needing a restart.
+type configWatch struct {
+	path    string
+	log     zerolog.Logger
+	m       *mux.Mux
+	metrics *admin.Metrics
+	// adjust applies to each new version what serve's flags changed of
+	// the first (--listen), so that flags are not taken for edits.
+	adjust func(*config.Config)
+
+	mu       sync.Mutex // one reload at a time
+	running  *config.Config
+	last     []byte // the file as last read, applied or refused
+	gen      uint64
+	lastErr  error
+	watching func() // test hook: the directory is watched
+}
+
+func newConfigWatch(cfg *config.Config, log zerolog.Logger, m *mux.Mux, metrics *admin.Metrics, adjust func(*config.Config)) *configWatch {
+	return &configWatch{path: cfg.File, log: log.With().Str("component", "config").Logger(), m: m,
+		metrics: metrics, adjust: adjust, running: cfg, gen: 1}
+}
+
+// Status is the generation in force and the last reload's problems, for
+// /readyz.
+func (w *configWatch) Status() (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen, w.lastErr
+}
+
+// Run watches the config file's directory, and reloads on each value from
+// hup, until ctx ends.
+func (w *configWatch) Run(ctx context.Context, hup <-chan os.Signal) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				w.reload(ctx, "SIGHUP")
+			}
+		}
+	})
+	first := true
+	err := dirwatch.Watch(ctx, filepath.Dir(w.path), dirwatch.Options{
+		Settle:   100 * time.Millisecond,
+		MaxDelay: 500 * time.Millisecond,
+		Rewatch:  time.Second,
+		Log:      w.log,
+		ErrorMsg: "watching the config file's directory",
+		GoneMsg:  "the config file's directory is gone; keeping the config in force until it is back",
+		BackMsg:  "the config file's directory is back",
+		Watching: w.watching,
+	}, func() {
+		if first {
+			// Watch's first call: what changed before it is compared, not
+			// counted as a reload.
+			first = false
+			w.reload(ctx, "")
+			return
+		}
+		w.reload(ctx, "file changed")
+	})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// reload reads the file and puts what changed in force. why is "" for a
+// look that is no reload (Watch's first): then an unchanged file counts
+// for nothing.
+func (w *configWatch) reload(ctx context.Context, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := os.ReadFile(w.path)
+	if err == nil && bytes.Equal(data, w.last) {
+		if why == "SIGHUP" {
+			w.metrics.ConfigReloaded("unchanged")
+		}
+		return
+	}
+	var cfg *config.Config
+	if err == nil {
+		w.last = data
+		cfg, err = config.Parse(w.path, data, os.LookupEnv)
+	}
+	if err != nil {
+		w.refuse(err)
+		return
+	}
+	w.adjust(cfg)
+	restart := restartKeys(w.running, cfg)
+	changes := w.m.ApplyServers(ctx, cfg.Servers)
+	w.lastErr = nil
+	if changes.Empty() && len(restart) == 0 {
+		if why != "" {
+			w.metrics.ConfigReloaded("unchanged")
+		}
+		return
+	}
+	w.gen++
+	w.metrics.ConfigReloaded("ok")
+	w.metrics.Servers(cfg.Servers)
+	for _, key := range restart {
+		w.log.Warn().Str("file", w.path).Str("key", key).
+			Msg("config: this key changed but needs a restart to take effect; the value mcpmux started with stays")
+	}
+	w.running = keepGlobals(w.running, cfg)
+	w.log.Info().Str("file", w.path).Str("why", why).Uint64("generation", w.gen).
+		Strs("added", changes.Added).Strs("removed", changes.Removed).Strs("replaced", changes.Replaced).
+		Int("unchanged", len(changes.Unchanged)).Msg("config reloaded")
+}
+
+// refuse logs the problems of a version of the file that changes nothing.
+func (w *configWatch) refuse(err error) {
+	w.lastErr = err
+	w.metrics.ConfigReloaded("error")
+	var es fileerr.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			w.log.Error().Str("file", e.File).Int("line", e.Line).Str("problem", e.Msg).Msg("config: problem in the new version")
+		}
+		w.lastErr = fmt.Errorf("%s:%d: %s (%d problem(s) in all)", es[0].File, es[0].Line, es[0].Msg, len(es))
+	} else {
+		w.log.Error().Err(err).Str("file", w.path).Msg("config: cannot read the new version")
+	}
+	w.log.Error().Str("file", w.path).Msg("config reload refused: the config in force stays")
+}
+
+// keepGlobals is cfg's server list under the other keys of running: what
+// a reload put in force.
+func keepGlobals(running, cfg *config.Config) *config.Config {
+	next := *running
+	next.Servers = cfg.Servers
+	return &next
+}
+
+// restartKeys names the keys outside the server list whose value differs
+// between the two versions ("mux.call_timeout"), in the order of the
+// config's sections.
+func restartKeys(old, cfg *config.Config) []string {
+	var keys []string
+	for _, sec := range []struct {
+		name     string
+		old, new any
+	}{{"mux", old.Mux, cfg.Mux}, {"upstream", old.Upstream, cfg.Upstream}, {"limits", old.Limits, cfg.Limits}} {
+		a, b := reflect.ValueOf(sec.old), reflect.ValueOf(sec.new)
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			if f.IsExported() && !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+				keys = append(keys, sec.name+"."+snake(f.Name))
+			}
+		}
+	}
+	return keys
+}
+
+// snake is a Go field name as the config writes its key: CallTimeout is
+// call_timeout.
+func snake(name string) string {
+	var b strings.Builder
+	rs := []rune(name)
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			if i > 0 && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

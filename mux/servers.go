@@ -40,12 +40,13 @@ type Changes struct {
 	Added     []string // started
 	Removed   []string // taken out of the catalog, drained, stopped
 	Replaced  []string // a new child started; the old one drained, stopped
+	Reexposed []string // changed only in how it is exposed: applied to the running child
 	Unchanged []string // left as they were
 }
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Replaced) == 0
+	return len(c.Added)+len(c.Removed)+len(c.Replaced)+len(c.Reexposed) == 0
 }
 
 // ApplyServers puts entries, a validated server list, in force, comparing
@@ -55,7 +56,9 @@ func (c Changes) Empty() bool {
 // that no new call reaches it, and stops once the calls it has in flight
 // are answered (or call_timeout has passed); a changed one is started
 // anew first (up to its first start's end, or ctx's), then takes the
-// calls from the old one, which drains and stops as a removed one does.
+// calls from the old one, which drains and stops as a removed one does; one
+// changed only in how it is exposed keeps its child, which reads its lists
+// again under the new entry (child.Server.Reexpose).
 //
 // It returns once the catalog without the removed servers is published
 // and the replacements have taken over; the draining goes on, owned by the
@@ -82,6 +85,12 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 		case had && reflect.DeepEqual(prev, e):
 			ch.Unchanged = append(ch.Unchanged, e.Alias)
 			next = append(next, was.Get(e.Alias))
+		case had && startsAlike(prev, e):
+			ch.Reexposed = append(ch.Reexposed, e.Alias)
+			c := was.Get(e.Alias)
+			c.Reexpose(e)
+			m.p.Calls().Regate(c)
+			next = append(next, c)
 		case had:
 			ch.Replaced = append(ch.Replaced, e.Alias)
 			retired = append(retired, was.Get(e.Alias))
@@ -128,6 +137,17 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 		m.retire(c)
 	}
 	return ch
+}
+
+// startsAlike reports whether a and b start their child the same way, and
+// differ at most in how it is exposed. A key not named here counts as one
+// of how the child starts: a change to it starts the child anew.
+func startsAlike(a, b config.Server) bool {
+	for _, e := range []*config.Server{&a, &b} {
+		e.Hide, e.ReadOnly, e.TrustAnnotations, e.Prefix, e.Roots = nil, nil, false, false, nil
+		e.Required, e.MaxInFlight, e.MaxQueued = false, 0, 0
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // start makes and runs the child of e, closing first (if not nil) once its

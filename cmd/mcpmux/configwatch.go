@@ -142,7 +142,7 @@ func (w *configWatch) reload(ctx context.Context, why string) {
 	}
 	w.running = keepGlobals(w.running, cfg)
 	w.log.Info().Str("file", w.path).Str("why", why).Uint64("generation", w.gen).
-		Strs("added", changes.Added).Strs("removed", changes.Removed).Strs("replaced", changes.Replaced).
+		Strs("added", changes.Added).Strs("removed", changes.Removed).Strs("replaced", changes.Replaced).Strs("reexposed", changes.Reexposed).
 		Int("unchanged", len(changes.Unchanged)).Msg("config reloaded")
 }
 

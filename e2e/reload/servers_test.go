@@ -258,3 +258,29 @@ func TestServerListHTTP(t *testing.T) {
 	ts.WaitFor(t, "SIGHUP's reload to be counted", func() bool { return reloads("unchanged") == 1 })
 	c.MustCall("tickets__search", map[string]any{"query": "public"})
 }
+
+// A change only in how a server is exposed (hide, prefix...) applies to the
+// running child: its tools change, its process does not.
+func TestServerListReexpose(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs"})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	lc := watchListChanged(m)
+	pid := ts.ChildPid(t, m, "docs")
+	if !slices.Contains(m.ToolNames(), "docs__echo") {
+		t.Fatalf("docs__echo not listed before the change: %v", m.ToolNames())
+	}
+
+	lab.Rewrite(t, "", ts.Server{Alias: "docs", Hide: []string{"echo"}})
+	line := m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+	if got := anyStrings(line["reexposed"]); !slices.Equal(got, []string{"docs"}) {
+		t.Errorf("reload re-exposed %v, want [docs]", got)
+	}
+	waitTools(t, m, lc, "hiding echo", func(n []string) bool { return !slices.Contains(n, "docs__echo") && hasPrefix(n, "docs__") })
+	_, err := m.Call("docs__echo", map[string]any{"message": "hidden"})
+	ts.WantUnknownTool(t, err, "docs__echo")
+	if got := ts.ChildPid(t, m, "docs"); got != pid {
+		t.Errorf("docs's pid went from %d to %d for a change of hide", pid, got)
+	}
+}

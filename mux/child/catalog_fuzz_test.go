@@ -51,7 +51,7 @@ func FuzzCatalog(f *testing.F) {
 		build := func(tools []json.RawMessage) *catalog.ChildCatalog {
 			var raw [catalog.NumKinds][]json.RawMessage
 			raw[catalog.KindTool] = tools
-			return c.build.Build(raw, mcp.ServerCapabilities{})
+			return c.build.Load().Build(raw, mcp.ServerCapabilities{})
 		}
 		cat := build(p.Items)
 		names := map[string]string{} // orig -> exposed

@@ -74,8 +74,12 @@ type Server struct {
 	state   atomic.Pointer[State]
 	refresh chan struct{} // the child said its tool list changed
 
-	// build builds the child's catalog from each read of its lists.
-	build *catalog.Builder
+	// exposed is cfg as Reexpose last changed how the child is exposed
+	// (hide, read_only, prefix...); build builds the child's catalog from
+	// each read of its lists under it.
+	exposed atomic.Pointer[config.Server]
+	build   atomic.Pointer[catalog.Builder]
+	env     Env
 }
 
 // State is one published moment of a child's life. It is never
@@ -137,7 +141,9 @@ func New(h Host, env Env, cfg config.Server) *Server {
 		log:         env.Log.With().Str("server", cfg.Alias).Logger(),
 		refresh:     make(chan struct{}, 1),
 	}
-	c.build = catalog.NewBuilder(env.Config, cfg, env.Pinned, c.log)
+	c.env = env
+	c.exposed.Store(&cfg)
+	c.build.Store(catalog.NewBuilder(env.Config, cfg, env.Pinned, c.log))
 	c.state.Store(&State{Phase: PhaseStarting, changed: make(chan struct{})})
 	return c
 }
@@ -145,8 +151,22 @@ func New(h Host, env Env, cfg config.Server) *Server {
 // Alias is the child's alias, its name in the config.
 func (c *Server) Alias() string { return c.alias }
 
-// Config is the child's entry of the config.
-func (c *Server) Config() *config.Server { return &c.cfg }
+// Config is the child's entry of the config, as Reexpose last changed it.
+// It must not be modified.
+func (c *Server) Config() *config.Server { return c.exposed.Load() }
+
+// Reexpose puts e, an entry that differs from the child's only in how the
+// child is exposed (not in how it starts), in force: the child's lists are
+// read again and built under it, and until then the catalog stays as it
+// was; the process and its session are untouched.
+func (c *Server) Reexpose(e config.Server) {
+	c.build.Store(catalog.NewBuilder(c.env.Config, e, c.env.Pinned, c.log))
+	c.exposed.Store(&e)
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
 
 // Log is the child's logger: its lines name the child.
 func (c *Server) Log() *zerolog.Logger { return &c.log }
@@ -155,7 +175,7 @@ func (c *Server) Log() *zerolog.Logger { return &c.log }
 func (c *Server) State() *State { return c.state.Load() }
 
 // Builder is what builds the child's catalog from each read of its lists.
-func (c *Server) Builder() *catalog.Builder { return c.build }
+func (c *Server) Builder() *catalog.Builder { return c.build.Load() }
 
 // PublishListed publishes the child as ready with cat as its catalog, as a
 // read of its lists would, and tells the host. It is for a host's tests,
@@ -437,7 +457,7 @@ func (c *Server) readCatalog(ctx context.Context, sess *Session) (*catalog.Child
 		}
 		raw[k] = items
 	}
-	cat := c.build.Build(raw, caps)
+	cat := c.build.Load().Build(raw, caps)
 	cat.Instructions = sess.instructions
 	return cat, nil
 }

@@ -261,6 +261,11 @@ func (f *Forwarder) Queued(alias string) int64 {
 	return f.admit.gate(c).queued.Load()
 }
 
+// Regate has c's calls from now on take their turns under c's config as it
+// is now (max_in_flight, max_queued); those holding or awaiting a turn
+// keep the old one.
+func (f *Forwarder) Regate(c *child.Server) { f.admit.gates.Delete(c) }
+
 // callCuts reaches every call in flight when mcpmux stops. Registering with
 // the stop context itself (context.AfterFunc) would take its lock, one for
 // all calls, twice a call; a call here is one entry of a concurrent map

@@ -239,6 +239,10 @@ func (m *Mux) Close() {
 	m.tasks.Close()
 	m.p.Close()
 	m.cancel()
+	// A change of the server list under way ends soon once cancel is
+	// called; what it starts meanwhile is counted in wg before the wait.
+	m.reload.Lock()
+	m.reload.Unlock() //nolint:staticcheck // a barrier, not a critical section
 	m.wg.Wait()
 	m.memory.Close()
 	if m.ownSpawn {

@@ -114,6 +114,7 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 		select {
 		case <-first:
 		case <-ctx.Done():
+		case <-m.ctx.Done():
 		}
 	}
 	gone := was.Gone()
@@ -132,6 +133,7 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 	select {
 	case <-published:
 	case <-ctx.Done():
+	case <-m.ctx.Done():
 	}
 	for _, c := range retired {
 		m.retire(c)

@@ -69,6 +69,17 @@ const (
 	DefaultPingInterval       = 15 * time.Second // remote servers only
 )
 
+// How a server changed in how it starts is replaced while mcpmux runs
+// (Server.Replace).
+const (
+	// ReplaceStartFirst starts the new child, then drains and stops the old.
+	ReplaceStartFirst = "start-first"
+	// ReplaceStopFirst drains and stops the old child, then starts the new:
+	// for a server that cannot run twice at once (it holds a lock or a
+	// port). Calls meanwhile wait for the new one as through a restart.
+	ReplaceStopFirst = "stop-first"
+)
+
 // Limits enforced by validation.
 const (
 	// NameRoom is the least room an exposed name leaves after its alias and
@@ -309,6 +320,8 @@ type Server struct {
 	// "" runs it as mcpmux's own user (or group). Only for a command.
 	User  string
 	Group string
+	// Replace is ReplaceStartFirst (default) or ReplaceStopFirst.
+	Replace string
 }
 
 // Remote reports whether the server is reached at URL rather than started

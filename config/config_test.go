@@ -76,6 +76,7 @@ func TestExample(t *testing.T) {
 				Required:       true,
 				MaxInFlight:    DefaultMaxInFlight,
 				MaxQueued:      DefaultMaxQueued,
+				Replace:        "start-first",
 			},
 			{
 				Alias:            "tickets",
@@ -88,6 +89,7 @@ func TestExample(t *testing.T) {
 				Required:       true,
 				MaxInFlight:    DefaultMaxInFlight,
 				MaxQueued:      DefaultMaxQueued,
+				Replace:        "start-first",
 			},
 		},
 	}
@@ -170,6 +172,7 @@ func TestDefaults(t *testing.T) {
 			Required:       true,
 			MaxInFlight:    DefaultMaxInFlight,
 			MaxQueued:      DefaultMaxQueued,
+			Replace:        "start-first",
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -231,6 +234,7 @@ startup_timeout = "250ms"
 required = false
 max_in_flight = 3
 max_queued = 30
+replace = "stop-first"
 user = "nobody"
 group = "65534"
 
@@ -333,6 +337,7 @@ rate_burst = 10
 			Required:         false,
 			MaxInFlight:      3,
 			MaxQueued:        30,
+			Replace:          "stop-first",
 			User:             "nobody",
 			Group:            "65534",
 		}, {
@@ -349,6 +354,7 @@ rate_burst = 10
 			Required:         false,
 			MaxInFlight:      8,
 			MaxQueued:        0,
+			Replace:          "start-first",
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -17,6 +17,8 @@ var (
 
 var transports = []string{"streamable", "sse"}
 
+var replaceModes = []string{ReplaceStartFirst, ReplaceStopFirst}
+
 // servers decodes [servers.*] in file order.
 func (d *decoder) servers(root *table, l Limits) []Server {
 	if _, ok := root.m["servers"]; !ok {
@@ -50,6 +52,7 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 		Prefix:           true,
 		StartupTimeout:   DefaultStartupTimeout,
 		Required:         true,
+		Replace:          ReplaceStartFirst,
 		MaxInFlight:      l.MaxInFlight,
 		MaxQueued:        l.MaxQueued,
 	}
@@ -132,6 +135,7 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 	t.boolean("required", &s.Required)
 	t.positive("max_in_flight", &s.MaxInFlight)
 	t.nonNegative("max_queued", &s.MaxQueued)
+	t.oneOf("replace", &s.Replace, replaceModes)
 	t.refuse(serverLater)
 	t.finish()
 	return s

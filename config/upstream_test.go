@@ -445,6 +445,11 @@ func TestServerErrors(t *testing.T) {
 			want: `mcpmux.toml:3: [servers.r] transport: must be one of streamable, sse, not "http"`,
 		},
 		{
+			name: "replace",
+			src:  remote + "replace = \"later\"\n",
+			want: `mcpmux.toml:3: [servers.r] replace: must be one of start-first, stop-first, not "later"`,
+		},
+		{
 			name: "ping_interval",
 			src:  remote + "ping_interval = \"0s\"\n",
 			want: `mcpmux.toml:3: [servers.r] ping_interval: must be positive, not "0s"`,
@@ -723,6 +728,7 @@ required = false
 		Required:       true,
 		MaxInFlight:    DefaultMaxInFlight,
 		MaxQueued:      DefaultMaxQueued,
+		Replace:        "start-first",
 	}, {
 		Alias:            "search",
 		URL:              "HTTPS://search.example.com/mcp",
@@ -734,6 +740,7 @@ required = false
 		Required:       true,
 		MaxInFlight:    DefaultMaxInFlight,
 		MaxQueued:      DefaultMaxQueued,
+		Replace:        "start-first",
 	}, {
 		Alias:            "legacy",
 		URL:              "http://127.0.0.1:9000/sse",
@@ -744,6 +751,7 @@ required = false
 		Required:       false,
 		MaxInFlight:    DefaultMaxInFlight,
 		MaxQueued:      DefaultMaxQueued,
+		Replace:        "start-first",
 	}}
 	if !reflect.DeepEqual(cfg.Servers, want) {
 		t.Errorf("Servers = %+v\nwant %+v", cfg.Servers, want)

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/mcpmux/mcpmux/config"
@@ -91,6 +92,9 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 			c.Reexpose(e)
 			m.p.Calls().Regate(c)
 			next = append(next, c)
+		case had && e.Replace == config.ReplaceStopFirst:
+			ch.Replaced = append(ch.Replaced, e.Alias)
+			next = append(next, m.startAfter(e, was.Get(e.Alias)))
 		case had:
 			ch.Replaced = append(ch.Replaced, e.Alias)
 			retired = append(retired, was.Get(e.Alias))
@@ -147,7 +151,7 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 func startsAlike(a, b config.Server) bool {
 	for _, e := range []*config.Server{&a, &b} {
 		e.Hide, e.ReadOnly, e.TrustAnnotations, e.Prefix, e.Roots = nil, nil, false, false, nil
-		e.Required, e.MaxInFlight, e.MaxQueued = false, 0, 0
+		e.Required, e.MaxInFlight, e.MaxQueued, e.Replace = false, 0, 0, ""
 	}
 	return reflect.DeepEqual(a, b)
 }
@@ -165,13 +169,38 @@ func (m *Mux) start(e config.Server, first chan struct{}) *child.Server {
 	return c
 }
 
+// startAfter makes the child of e, which takes prev's place at once and
+// starts once prev has drained and stopped (child.Server.Inherit), on a
+// goroutine of the Mux's. Under m.reload.
+func (m *Mux) startAfter(e config.Server, prev *child.Server) *child.Server {
+	c := child.New(childHost{m}, m.env, e)
+	c.Inherit(prev)
+	stopped := m.retire(prev)
+	m.wg.Go(func() {
+		select {
+		case <-stopped:
+		case <-m.ctx.Done():
+			return
+		}
+		m.reload.Lock()
+		defer m.reload.Unlock()
+		// Not if a later change took it out again before it ran.
+		if m.ctx.Err() == nil && slices.Contains(m.list(), c) {
+			m.reload.runs[c] = m.run(c, func() {})
+		}
+	})
+	return c
+}
+
 // retire stops c once its calls in flight are answered, or call_timeout
 // has passed, on a goroutine of the Mux's. Under m.reload.
-func (m *Mux) retire(c *child.Server) {
+func (m *Mux) retire(c *child.Server) (stopped <-chan struct{}) {
 	r := m.reload.runs[c]
 	delete(m.reload.runs, c)
 	if r == nil {
-		return
+		done := make(chan struct{})
+		close(done)
+		return done
 	}
 	m.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.CallTimeout)
@@ -181,4 +210,5 @@ func (m *Mux) retire(c *child.Server) {
 		<-r.done
 		c.Log().Info().Msg("server stopped: taken out of the config")
 	})
+	return r.done
 }

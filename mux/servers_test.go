@@ -25,6 +25,7 @@ func TestStartsAlike(t *testing.T) {
 		{"required", func(s *config.Server) { s.Required = false }, true},
 		{"max_in_flight", func(s *config.Server) { s.MaxInFlight = 1 }, true},
 		{"max_queued", func(s *config.Server) { s.MaxQueued = 1 }, true},
+		{"replace", func(s *config.Server) { s.Replace = config.ReplaceStopFirst }, true},
 		{"command", func(s *config.Server) { s.Command = "/bin/other" }, false},
 		{"args", func(s *config.Server) { s.Args = nil }, false},
 		{"env", func(s *config.Server) { s.Env = map[string]string{"A": "2"} }, false},

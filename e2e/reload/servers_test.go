@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -282,5 +283,51 @@ func TestServerListReexpose(t *testing.T) {
 	ts.WantUnknownTool(t, err, "docs__echo")
 	if got := ts.ChildPid(t, m, "docs"); got != pid {
 		t.Errorf("docs's pid went from %d to %d for a change of hide", pid, got)
+	}
+}
+
+// replace = "stop-first": the old child drains and stops before the new
+// one starts, and a call made meanwhile waits for the new one, as it waits
+// through a restart.
+func TestServerListReplaceStopFirst(t *testing.T) {
+	t.Parallel()
+	const stopFirst = `replace = "stop-first"`
+	lab := ts.NewLab(t, "", ts.Server{Alias: "locked", Extra: stopFirst})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	oldPid := ts.ChildPid(t, m, "locked")
+
+	inflight := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := m.Call("locked__slow", map[string]any{"ms": 800, "tag": "old"})
+		if err != nil {
+			t.Errorf("locked__slow in flight during the swap: %v", err)
+		}
+		inflight <- res
+	}()
+	lab.WaitStarted(t, "old")
+	lab.Rewrite(t, "", ts.Server{Alias: "locked", Extra: stopFirst, Env: map[string]string{"LAB_VERSION": "2"}})
+	m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+
+	// Sent while the old child still runs its call: it waits for the new one.
+	newPid := ts.ChildPid(t, m, "locked")
+	if newPid == oldPid {
+		t.Fatalf("a call after the swap reached the old child (pid %d)", oldPid)
+	}
+	if res := <-inflight; res == nil || res.IsError || !strings.Contains(ts.Text(res), "slept 800") {
+		t.Errorf("the old child's call in flight: %+v, want its own answer", res)
+	}
+	m.Log.WaitLine(t, "the old child's stop", ts.Msg("server stopped: taken out of the config", "server", "locked"))
+	var order []string
+	for _, l := range m.Log.Lines(func(l map[string]any) bool { return l["server"] == "locked" }) {
+		if msg := fmt.Sprint(l["message"]); msg == "server ready" || msg == "server stopped: taken out of the config" {
+			order = append(order, msg)
+		}
+	}
+	if want := []string{"server ready", "server stopped: taken out of the config", "server ready"}; !slices.Equal(order, want) {
+		t.Errorf("the children's log, in order: %q; want %q (the new one ready only after the old one stopped)", order, want)
+	}
+	if ts.Alive(oldPid) {
+		t.Errorf("the old child (pid %d) is still running next to the new one (%d)", oldPid, newPid)
 	}
 }

@@ -246,6 +246,14 @@ func (c *Server) Drain(ctx context.Context) {
 	}
 }
 
+// Inherit has c, not yet run, take over prev's place as a restarted child
+// does: prev's tools stay listed as c's and calls wait for c to be ready
+// (up to its startup_timeout). For a child that starts only once prev has
+// stopped (replace = "stop-first").
+func (c *Server) Inherit(prev *Server) {
+	c.publish(State{Phase: PhaseRestarting, Listed: prev.State().Listed})
+}
+
 // Run supervises the child until ctx ends, then stops it. firstDone is
 // called once the first start attempt has succeeded or failed (it must be
 // safe to call more than once).

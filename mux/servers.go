@@ -61,6 +61,9 @@ func (c Changes) Empty() bool {
 // changed only in how it is exposed keeps its child, which reads its lists
 // again under the new entry (child.Server.Reexpose).
 //
+// A list that changes nothing does nothing. A change made while the
+// children's first starts are under way waits for them to end (or ctx's):
+// the first catalog, and the pins of first sight, are built once for all.
 // It returns once the catalog without the removed servers is published
 // and the replacements have taken over; the draining goes on, owned by the
 // Mux, until Close at the latest.
@@ -68,6 +71,20 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 	m.reload.Lock()
 	defer m.reload.Unlock()
 	if m.ctx == nil || m.ctx.Err() != nil {
+		return Changes{}
+	}
+	if reflect.DeepEqual(entries, m.reload.entries) {
+		ch := Changes{}
+		for _, e := range entries {
+			ch.Unchanged = append(ch.Unchanged, e.Alias)
+		}
+		return ch
+	}
+	select {
+	case <-m.initial:
+	case <-ctx.Done():
+		return Changes{}
+	case <-m.ctx.Done():
 		return Changes{}
 	}
 	was := m.servers.Load()
@@ -79,6 +96,7 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 	var next []*child.Server
 	var retired []*child.Server
 	var started []chan struct{} // the replacements' first starts
+	var after []func()          // stop-first replacements, once the list is in force
 	for _, e := range entries {
 		prev, had := old[e.Alias]
 		delete(old, e.Alias)
@@ -94,7 +112,8 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 			next = append(next, c)
 		case had && e.Replace == config.ReplaceStopFirst:
 			ch.Replaced = append(ch.Replaced, e.Alias)
-			next = append(next, m.startAfter(e, was.Get(e.Alias)))
+			c, start := m.startAfter(e, was.Get(e.Alias))
+			next, after = append(next, c), append(after, start)
 		case had:
 			ch.Replaced = append(ch.Replaced, e.Alias)
 			retired = append(retired, was.Get(e.Alias))
@@ -142,6 +161,9 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) Changes
 	for _, c := range retired {
 		m.retire(c)
 	}
+	for _, start := range after {
+		start()
+	}
 	return ch
 }
 
@@ -169,13 +191,19 @@ func (m *Mux) start(e config.Server, first chan struct{}) *child.Server {
 	return c
 }
 
-// startAfter makes the child of e, which takes prev's place at once and
-// starts once prev has drained and stopped (child.Server.Inherit), on a
-// goroutine of the Mux's. Under m.reload.
-func (m *Mux) startAfter(e config.Server, prev *child.Server) *child.Server {
-	c := child.New(childHost{m}, m.env, e)
+// startAfter makes the child of e, which takes prev's place (child.Server.
+// Inherit) once the list holding it is in force, and start, which has prev
+// drain and stop and then c start, on a goroutine of the Mux's. Both are
+// called under m.reload.
+func (m *Mux) startAfter(e config.Server, prev *child.Server) (c *child.Server, start func()) {
+	c = child.New(childHost{m}, m.env, e)
 	c.Inherit(prev)
-	stopped := m.retire(prev)
+	return c, func() { m.startWhenStopped(c, m.retire(prev)) }
+}
+
+// startWhenStopped runs c once stopped is closed, unless a later change of
+// the list took c out meanwhile.
+func (m *Mux) startWhenStopped(c *child.Server, stopped <-chan struct{}) {
 	m.wg.Go(func() {
 		select {
 		case <-stopped:
@@ -189,7 +217,6 @@ func (m *Mux) startAfter(e config.Server, prev *child.Server) *child.Server {
 			m.reload.runs[c] = m.run(c, func() {})
 		}
 	})
-	return c
 }
 
 // retire stops c once its calls in flight are answered, or call_timeout

@@ -240,11 +240,13 @@ func TestServerListHTTP(t *testing.T) {
 		t.Errorf("config_reloads_total{result=error} = %v, want 1", n)
 	}
 
-	c.DrainNotifications()
 	lab.Rewrite(t, "", ts.Server{Alias: "docs", Hide: ts.LabHidden, ReadOnly: []string{"search"}}, ts.Server{Alias: "tickets", Hide: ts.LabHidden})
 	h.Log.WaitLine(t, "the good save", ts.Msg("config reloaded"))
-	for !slices.Contains(c.ToolNames(), "tickets__search") {
-		c.Notification(mcp.MethodNotificationToolsListChanged)
+	h.Log.WaitLine(t, "the catalog with tickets", func(l map[string]any) bool {
+		return l["message"] == "catalog changed" && l["tools"] == float64(12)
+	})
+	if names := c.ToolNames(); !slices.Contains(names, "tickets__search") {
+		t.Fatalf("the session open across the reload lists %v, without tickets__search", names)
 	}
 	c.MustCall("tickets__search", map[string]any{"query": "public"})
 	_, r = ts.Readyz(t, h.Base(0))
@@ -318,6 +320,7 @@ func TestServerListReplaceStopFirst(t *testing.T) {
 		t.Errorf("the old child's call in flight: %+v, want its own answer", res)
 	}
 	m.Log.WaitLine(t, "the old child's stop", ts.Msg("server stopped: taken out of the config", "server", "locked"))
+	m.Log.WaitLines(t, "the new child's start", 2, ts.Msg("server ready", "server", "locked"))
 	var order []string
 	for _, l := range m.Log.Lines(func(l map[string]any) bool { return l["server"] == "locked" }) {
 		if msg := fmt.Sprint(l["message"]); msg == "server ready" || msg == "server stopped: taken out of the config" {

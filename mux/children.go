@@ -14,8 +14,8 @@ import (
 // its sessions receive that is not an answer to mcpmux's own request.
 
 func (m childHost) Published(c *child.Server, old, st *child.State) {
-	// A child replaced under its alias (servers.go) no longer speaks for it.
-	if old.Phase != st.Phase && m.servers.Load().Get(c.Alias()) == c {
+	// A child replaced under its alias (fleet.Apply) no longer speaks for it.
+	if old.Phase != st.Phase && m.fleet.Set().Load().Get(c.Alias()) == c {
 		m.observe.ChildPhase(c.Alias(), st.Phase)
 	}
 	if old.Listed != st.Listed && !m.starting.Load() {

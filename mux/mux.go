@@ -16,7 +16,9 @@
 // children.go is the Mux as its children's host (package child), edges.go
 // as the backend of its edges (package edge), pins.go its pinning.
 //
-// Packages below mux hold what needs none of its state: relay builds
+// Packages below mux hold what needs none of its state: fleet owns the
+// children in force, their supervisors and the changes of the server list
+// while mcpmux runs; relay builds
 // mcp-go's server and its hooks, and relays a child's log messages, progress
 // and requests to the client of its call and the client's notifications to
 // the children; tasks runs the 2025-11-25 tasks mcp-go hosts; pipeline
@@ -55,6 +57,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/memory"
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/fleet"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/relay"
@@ -76,8 +79,7 @@ type Mux struct {
 	supervisor string
 	observe    pipeline.Observer
 
-	servers  atomic.Pointer[child.Set] // the server list in force
-	env      child.Env                 // what every child is made with
+	fleet    *fleet.Fleet // the children in force
 	spawner  *childproc.Spawner
 	ownSpawn bool // spawner is the Mux's own, closed by Close
 	catalog  atomic.Pointer[catalog.Catalog]
@@ -99,15 +101,6 @@ type Mux struct {
 	// one is built once, as the last first start ends.
 	starting atomic.Bool
 
-	// reload serialises changes of the server list (servers.go) and holds
-	// what they change: the config entries in force and each child's run.
-	reload struct {
-		sync.Mutex
-		entries []config.Server
-		runs    map[*child.Server]*childRun
-	}
-
-	ctx    context.Context // Start's, ended by Close: every child runs under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -155,25 +148,25 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	}
 	m.catalog.Store(catalog.Empty)
 	pinning := publish.NewPinning(cfg, opts.Pins, opts.ComparePins, m.log)
-	m.env = child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
+	env := child.Env{Config: cfg, Environ: m.environ, Log: m.log, Pinned: pinning != nil,
 		ClientInfo: mcp.Implementation{Name: "mcpmux", Version: Version}}
-	var children []*child.Server
-	for _, s := range cfg.Servers {
-		children = append(children, child.New(childHost{m}, m.env, s))
-	}
-	m.servers.Store(child.NewSet(children, nil))
-	m.reload.entries = cfg.Servers
-	m.reload.runs = map[*child.Server]*childRun{}
+	m.fleet = fleet.New(fleet.Deps{
+		New:         func(e config.Server) *child.Server { return child.New(childHost{m}, env, e) },
+		Rebuild:     func(published func()) { m.pub.RebuildThen(published) },
+		Regate:      func(c *child.Server) { m.p.Calls().Regate(c) },
+		Initial:     m.initial,
+		CallTimeout: cfg.Mux.CallTimeout,
+	}, cfg.Servers)
 	// The announcer registers task tools with mcp-go's server, built last
 	// (by the relay): it takes the task table's hooks.
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
 		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) }, log)
-	m.pub = publish.New(&m.servers, pinning, &m.catalog, announcer, log)
+	m.pub = publish.New(m.fleet.Set(), pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
-		Children: &m.servers, Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
+		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
 	m.tasks = tasks.New(&m.sessions, m.p, cfg.Mux.CallTimeout, log)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
-		Children: &m.servers, Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
+		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
 	m.srv = m.relay.Server()
 	return m
 }
@@ -182,7 +175,6 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 // first tools/list waits for them (see WaitReady).
 func (m *Mux) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
-	m.ctx = ctx
 	if m.spawner == nil {
 		m.spawner, m.ownSpawn = childproc.NewSpawner(m.supervisor), true
 	}
@@ -197,12 +189,7 @@ func (m *Mux) Start(ctx context.Context) {
 	// of first sight and the publishing that follow the children's reads
 	// are where the heap peaks at start-up.
 	restoreGC := memory.TightGC()
-	m.reload.Lock()
-	for _, c := range children {
-		var once sync.Once
-		m.reload.runs[c] = m.run(c, func() { once.Do(pending.Done) })
-	}
-	m.reload.Unlock()
+	m.fleet.Start(ctx, func(*child.Server) { pending.Done() })
 	m.wg.Go(func() {
 		pending.Wait()
 		// Cleared before the build, so that a child publishing from now on
@@ -239,16 +226,22 @@ func (m *Mux) Close() {
 	m.tasks.Close()
 	m.p.Close()
 	m.cancel()
-	// A change of the server list under way ends soon once cancel is
-	// called; what it starts meanwhile is counted in wg before the wait.
-	m.reload.Lock()
-	m.reload.Unlock() //nolint:staticcheck // a barrier, not a critical section
+	m.fleet.Close()
 	m.wg.Wait()
 	m.memory.Close()
 	if m.ownSpawn {
 		m.spawner.Close()
 	}
 }
+
+// ApplyServers puts entries, a validated server list, in force while m
+// runs, changing only what differs from the list in force (fleet.Apply).
+func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) fleet.Changes {
+	return m.fleet.Apply(ctx, entries)
+}
+
+// list is the children in force, in config order.
+func (m *Mux) list() []*child.Server { return m.fleet.List() }
 
 // ToolInfo describes one tool as an identity sees it.
 type ToolInfo struct {

@@ -1,4 +1,4 @@
-package mux
+package fleet
 
 import (
 	"testing"

@@ -31,6 +31,22 @@ func waitTools(t *testing.T, m *ts.Mux, lc *listChanges, what string, ok func([]
 	}
 }
 
+// slowInFlight calls alias's slow tool for ms, tagged tag, and returns
+// once the call has reached the child; its result comes on the channel.
+func slowInFlight(t *testing.T, lab *ts.Lab, m *ts.Mux, alias string, ms int, tag string) <-chan *mcp.CallToolResult {
+	t.Helper()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := m.Call(alias+"__slow", map[string]any{"ms": ms, "tag": tag})
+		if err != nil {
+			t.Errorf("%s__slow in flight: %v", alias, err)
+		}
+		done <- res
+	}()
+	lab.WaitStarted(t, tag)
+	return done
+}
+
 func hasPrefix(names []string, prefix string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
 }
@@ -47,15 +63,7 @@ func TestServerListAddAndRemove(t *testing.T) {
 	lc := watchListChanged(m)
 	keepPid, gonePid := ts.ChildPid(t, m, "keep"), ts.ChildPid(t, m, "gone")
 
-	inflight := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := m.Call("gone__slow", map[string]any{"ms": 1500, "tag": "drain"})
-		if err != nil {
-			t.Errorf("gone__slow in flight during the removal: %v", err)
-		}
-		inflight <- res
-	}()
-	lab.WaitStarted(t, "drain")
+	inflight := slowInFlight(t, lab, m, "gone", 1500, "drain")
 
 	lab.Rewrite(t, "", ts.Server{Alias: "keep"}, ts.Server{Alias: "added"})
 	line := m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
@@ -299,15 +307,7 @@ func TestServerListReplaceStopFirst(t *testing.T) {
 	m := ts.StartMux(t, lab)
 	oldPid := ts.ChildPid(t, m, "locked")
 
-	inflight := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := m.Call("locked__slow", map[string]any{"ms": 800, "tag": "old"})
-		if err != nil {
-			t.Errorf("locked__slow in flight during the swap: %v", err)
-		}
-		inflight <- res
-	}()
-	lab.WaitStarted(t, "old")
+	inflight := slowInFlight(t, lab, m, "locked", 800, "old")
 	lab.Rewrite(t, "", ts.Server{Alias: "locked", Extra: stopFirst, Env: map[string]string{"LAB_VERSION": "2"}})
 	m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
 

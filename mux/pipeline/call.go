@@ -382,9 +382,10 @@ func (f *Forwarder) relayResult(t *catalog.Tool, raw json.RawMessage, isError, r
 
 // neverDelivered reports errors that prove a remote child never received
 // the call, which is then safe to send again even when it writes: a 404 for
-// the session, or a connection that could not be made.
+// the session, a connection that could not be made, or one the server had
+// closed before the call was written to it.
 func neverDelivered(err error) bool {
-	if errors.Is(err, transport.ErrSessionTerminated) {
+	if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, link.ErrNotSent) {
 		return true
 	}
 	var op *net.OpError

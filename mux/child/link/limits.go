@@ -250,9 +250,9 @@ type limitedTransport struct {
 }
 
 func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(withStaleCheck(req))
 	if err != nil {
-		return resp, err
+		return resp, notSent(err)
 	}
 	note, _ := req.Context().Value(requestNoteKey{}).(*RequestNote)
 	switch resp.StatusCode {

@@ -155,7 +155,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		Rebuild:     func(published func()) { m.pub.RebuildThen(published) },
 		Regate:      func(c *child.Server) { m.p.Calls().Regate(c) },
 		Initial:     m.initial,
-		CallTimeout: cfg.Mux.CallTimeout,
+		CallTimeout: func() time.Duration { return m.p.Settings().CallTimeout },
 	}, cfg.Servers)
 	// The announcer registers task tools with mcp-go's server, built last
 	// (by the relay): it takes the task table's hooks.
@@ -164,7 +164,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	m.pub = publish.New(m.fleet.Set(), pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
-	m.tasks = tasks.New(&m.sessions, m.p, cfg.Mux.CallTimeout, log)
+	m.tasks = tasks.New(&m.sessions, m.p, log)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
 	m.srv = m.relay.Server()
@@ -239,6 +239,11 @@ func (m *Mux) Close() {
 func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) fleet.Changes {
 	return m.fleet.Apply(ctx, entries)
 }
+
+// Retune puts in force, for the requests that start from now on, the
+// settings of cfg that change while m runs (pipeline.Settings): the call
+// timeout, the rate limit and the page size.
+func (m *Mux) Retune(cfg *config.Config) { m.p.Retune(cfg) }
 
 // list is the children in force, in config order.
 func (m *Mux) list() []*child.Server { return m.fleet.List() }

@@ -28,11 +28,12 @@ import (
 // version is decoded strictly and validated as a whole first; one with
 // problems changes nothing: each problem is logged with its file and line,
 // and the config in force stays. The server list is applied live
-// (mux.ApplyServers); every other key keeps the value mcpmux started with
-// and is logged as needing a restart.
+// (mux.ApplyServers), and so are the keys of liveKeys; every other key
+// keeps the value mcpmux started with and is logged as needing a restart.
 type configWatch struct {
 	path    string
 	log     zerolog.Logger
+	logOut  *logOutput
 	m       *mux.Mux
 	metrics *admin.Metrics
 	// adjust applies to each new version what serve's flags changed of
@@ -47,8 +48,8 @@ type configWatch struct {
 	watching func() // test hook: the directory is watched
 }
 
-func newConfigWatch(cfg *config.Config, log zerolog.Logger, m *mux.Mux, metrics *admin.Metrics, adjust func(*config.Config)) *configWatch {
-	return &configWatch{path: cfg.File, log: log.With().Str("component", "config").Logger(), m: m,
+func newConfigWatch(cfg *config.Config, log zerolog.Logger, logOut *logOutput, m *mux.Mux, metrics *admin.Metrics, adjust func(*config.Config)) *configWatch {
+	return &configWatch{path: cfg.File, log: log.With().Str("component", "config").Logger(), logOut: logOut, m: m,
 		metrics: metrics, adjust: adjust, running: cfg, gen: 1}
 }
 
@@ -124,10 +125,16 @@ func (w *configWatch) reload(ctx context.Context, why string) {
 		return
 	}
 	w.adjust(cfg)
-	restart := restartKeys(w.running, cfg)
+	live, restart := changedKeys(w.running, cfg)
+	next := inForce(w.running, cfg)
+	if len(live) > 0 {
+		w.m.Retune(next)
+		// Set once the reload's own lines are out.
+		w.logOut.Widen(w.running.Mux, next.Mux)
+	}
 	changes := w.m.ApplyServers(ctx, cfg.Servers)
 	w.lastErr = nil
-	if changes.Empty() && len(restart) == 0 {
+	if changes.Empty() && len(live) == 0 && len(restart) == 0 {
 		if why != "" {
 			w.metrics.ConfigReloaded("unchanged")
 		}
@@ -140,10 +147,11 @@ func (w *configWatch) reload(ctx context.Context, why string) {
 		w.log.Warn().Str("file", w.path).Str("key", key).
 			Msg("config: this key changed but needs a restart to take effect; the value mcpmux started with stays")
 	}
-	w.running = keepGlobals(w.running, cfg)
-	w.log.Info().Str("file", w.path).Str("why", why).Uint64("generation", w.gen).
+	w.running = next
+	w.log.Info().Str("file", w.path).Str("why", why).Uint64("generation", w.gen).Strs("settings", live).
 		Strs("added", changes.Added).Strs("removed", changes.Removed).Strs("replaced", changes.Replaced).Strs("reexposed", changes.Reexposed).
 		Int("unchanged", len(changes.Unchanged)).Msg("config reloaded")
+	w.logOut.Set(next.Mux)
 }
 
 // refuse logs the problems of a version of the file that changes nothing.
@@ -162,32 +170,64 @@ func (w *configWatch) refuse(err error) {
 	w.log.Error().Str("file", w.path).Msg("config reload refused: the config in force stays")
 }
 
-// keepGlobals is cfg's server list under the other keys of running: what
-// a reload put in force.
-func keepGlobals(running, cfg *config.Config) *config.Config {
-	next := *running
-	next.Servers = cfg.Servers
-	return &next
+// liveKeys are the keys outside the server list that a reload puts in
+// force; every other one needs a restart.
+var liveKeys = map[string]bool{
+	"mux.call_timeout": true, "mux.page_size": true, "mux.log_level": true, "mux.log_format": true,
+	"limits.rate_limit": true, "limits.rate_burst": true,
 }
 
-// restartKeys names the keys outside the server list whose value differs
-// between the two versions ("mux.call_timeout"), in the order of the
-// config's sections.
-func restartKeys(old, cfg *config.Config) []string {
-	var keys []string
+// configKey is one key outside the server list, in both versions.
+type configKey struct {
+	name     string // "mux.call_timeout"
+	old, new reflect.Value
+}
+
+// globalKeys lists the keys of [mux], [upstream] and [limits] in the order
+// of the config's sections, each in running and in next; setting a key's
+// new value sets it in next.
+func globalKeys(running, next *config.Config) []configKey {
+	var keys []configKey
 	for _, sec := range []struct {
 		name     string
 		old, new any
-	}{{"mux", old.Mux, cfg.Mux}, {"upstream", old.Upstream, cfg.Upstream}, {"limits", old.Limits, cfg.Limits}} {
-		a, b := reflect.ValueOf(sec.old), reflect.ValueOf(sec.new)
+	}{{"mux", &running.Mux, &next.Mux}, {"upstream", &running.Upstream, &next.Upstream}, {"limits", &running.Limits, &next.Limits}} {
+		a, b := reflect.ValueOf(sec.old).Elem(), reflect.ValueOf(sec.new).Elem()
 		for i := range a.NumField() {
-			f := a.Type().Field(i)
-			if f.IsExported() && !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
-				keys = append(keys, sec.name+"."+snake(f.Name))
+			if f := a.Type().Field(i); f.IsExported() {
+				keys = append(keys, configKey{sec.name + "." + snake(f.Name), a.Field(i), b.Field(i)})
 			}
 		}
 	}
 	return keys
+}
+
+// changedKeys names the keys outside the server list whose value differs
+// between the two versions: those a reload puts in force and those that
+// need a restart.
+func changedKeys(old, cfg *config.Config) (live, restart []string) {
+	for _, k := range globalKeys(old, cfg) {
+		switch {
+		case reflect.DeepEqual(k.old.Interface(), k.new.Interface()):
+		case liveKeys[k.name]:
+			live = append(live, k.name)
+		default:
+			restart = append(restart, k.name)
+		}
+	}
+	return live, restart
+}
+
+// inForce is what a reload of cfg puts in force: cfg, with each key that
+// needs a restart at its value in running.
+func inForce(running, cfg *config.Config) *config.Config {
+	next := *cfg
+	for _, k := range globalKeys(running, &next) {
+		if !liveKeys[k.name] {
+			k.new.Set(k.old)
+		}
+	}
+	return &next
 }
 
 // snake is a Go field name as the config writes its key: CallTimeout is

@@ -8,21 +8,38 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 )
 
-// The keys outside the server list that a reload names as needing a
-// restart, spelled as the config file spells them.
-func TestRestartKeys(t *testing.T) {
-	old := &config.Config{Mux: config.Mux{CallTimeout: time.Minute, MaxNameLength: 64}, Upstream: config.Upstream{Listen: "127.0.0.1:8080"}}
+// The keys outside the server list that a reload puts in force or names as
+// needing a restart, spelled as the config file spells them, and what it
+// puts in force.
+func TestChangedKeys(t *testing.T) {
+	old := &config.Config{Mux: config.Mux{CallTimeout: time.Minute, MaxNameLength: 64, LogLevel: "info"},
+		Upstream: config.Upstream{Listen: "127.0.0.1:8080"}, Limits: config.Limits{RateLimit: 5}}
 	next := *old
 	next.Mux.CallTimeout = time.Second
 	next.Mux.MaxNameLength = 32
+	next.Mux.LogLevel = "debug"
 	next.Upstream.Listen = "127.0.0.1:9090"
+	next.Limits.RateLimit = 10
 	next.Servers = []config.Server{{Alias: "docs"}}
-	want := []string{"mux.max_name_length", "mux.call_timeout", "upstream.listen"}
-	if got := restartKeys(old, &next); !slices.Equal(got, want) {
-		t.Errorf("restartKeys = %v, want %v", got, want)
+	live, restart := changedKeys(old, &next)
+	if want := []string{"mux.call_timeout", "mux.log_level", "limits.rate_limit"}; !slices.Equal(live, want) {
+		t.Errorf("live keys = %v, want %v", live, want)
 	}
-	if got := restartKeys(old, old); len(got) != 0 {
-		t.Errorf("restartKeys of the same config = %v, want none", got)
+	if want := []string{"mux.max_name_length", "upstream.listen"}; !slices.Equal(restart, want) {
+		t.Errorf("restart keys = %v, want %v", restart, want)
+	}
+	if live, restart := changedKeys(old, old); len(live)+len(restart) != 0 {
+		t.Errorf("changedKeys of the same config = %v, %v, want none", live, restart)
+	}
+	got := inForce(old, &next)
+	if got.Mux.CallTimeout != time.Second || got.Mux.LogLevel != "debug" || got.Limits.RateLimit != 10 || len(got.Servers) != 1 {
+		t.Errorf("in force: the live keys and the servers of the new version, got %+v", got)
+	}
+	if got.Mux.MaxNameLength != 64 || got.Upstream.Listen != "127.0.0.1:8080" {
+		t.Errorf("in force: the restart-only keys as mcpmux started, got max_name_length %d, listen %q", got.Mux.MaxNameLength, got.Upstream.Listen)
+	}
+	if next.Mux.MaxNameLength != 32 {
+		t.Error("inForce changed the version it was given")
 	}
 	for in, want := range map[string]string{"CallTimeout": "call_timeout", "PolicyDir": "policy_dir", "MaxNameLength": "max_name_length", "JWT": "jwt", "TLSCert": "tls_cert"} {
 		if got := snake(in); got != want {

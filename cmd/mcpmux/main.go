@@ -23,7 +23,6 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 	"unicode"
 
 	"github.com/mcpmux/mcpmux/mux/child"
@@ -106,6 +105,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type loaded struct {
 	cfg      *config.Config
 	log      zerolog.Logger
+	logOut   *logOutput // log's level and format, which a reload changes
 	policies *policy.Store
 }
 
@@ -131,7 +131,8 @@ func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 		report(stderr, err)
 		return nil, exitBadConfig
 	}
-	log := newLogger(cfg, stderr)
+	logOut := newLogOutput(cfg.Mux, stderr)
+	log := zerolog.New(logOut).Level(zerolog.TraceLevel).With().Timestamp().Logger()
 	liblog.RouteDefaults(log)
 	for _, w := range warnings {
 		log.Warn().Str("file", cfg.File).Int("line", w.Line).Msg(w.Msg)
@@ -142,19 +143,7 @@ func load(path string, stderr io.Writer, offline bool) (*loaded, int) {
 		return nil, exitBadConfig
 	}
 	policies.WarnUnmatchable(servers(cfg))
-	return &loaded{cfg: cfg, log: log, policies: policies}, exitOK
-}
-
-func newLogger(cfg *config.Config, stderr io.Writer) zerolog.Logger {
-	level, err := zerolog.ParseLevel(cfg.Mux.LogLevel)
-	if err != nil {
-		level = zerolog.InfoLevel
-	}
-	var w io.Writer = stderr
-	if cfg.Mux.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return &loaded{cfg: cfg, log: log, logOut: logOut, policies: policies}, exitOK
 }
 
 func muxOptions(log zerolog.Logger) mux.Options {

@@ -117,7 +117,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitBadConfig
 		}
 	}
-	cw := newConfigWatch(cfg, l.log, m, metrics, func(next *config.Config) {
+	cw := newConfigWatch(cfg, l.log, l.logOut, m, metrics, func(next *config.Config) {
 		if *listen != "" {
 			next.Upstream.Listen = *listen
 		}

@@ -27,8 +27,9 @@ type Deps struct {
 	Regate func(*child.Server)
 	// Initial is closed once every child's first start is over.
 	Initial <-chan struct{}
-	// CallTimeout bounds how long a child taken out of the list drains.
-	CallTimeout time.Duration
+	// CallTimeout bounds how long a child taken out of the list drains:
+	// the call timeout in force when it is taken out.
+	CallTimeout func() time.Duration
 }
 
 // Fleet is the children of the server list in force and their
@@ -309,7 +310,7 @@ func (f *Fleet) retire(c *child.Server) (stopped <-chan struct{}) {
 		return done
 	}
 	f.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(f.ctx, f.d.CallTimeout)
+		ctx, cancel := context.WithTimeout(f.ctx, f.d.CallTimeout())
 		c.Drain(ctx)
 		cancel()
 		r.stop()

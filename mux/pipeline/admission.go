@@ -90,39 +90,57 @@ func (g *gate) busyMessage(alias string) string {
 // when the map has grown past a high-water mark the buckets that are full
 // again (indistinguishable from a new one) are dropped.
 type limiters struct {
-	m        sync.Map // identity -> *rate.Limiter
+	m        sync.Map // identity -> *bucket
 	n        atomic.Int64
 	high     atomic.Int64
 	sweeping atomic.Bool
+}
+
+// bucket is one identity's token bucket and the limit and burst it was
+// last set to; only its Limiter changes after it is stored.
+type bucket struct {
+	*rate.Limiter
+	limit float64
+	burst int
 }
 
 // minSweep is the smallest number of limiters that makes a sweep worth it.
 const minSweep = 1024
 
 // allow takes one token of identity's bucket, refilled at limit per second
-// up to burst, and reports whether there was one.
+// up to burst, and reports whether there was one. A bucket made under
+// another limit (before a reload) keeps its tokens and refills at the new
+// one from now on.
 func (l *limiters) allow(identity string, limit float64, burst int) bool {
 	v, ok := l.m.Load(identity)
 	if !ok {
 		var loaded bool
-		v, loaded = l.m.LoadOrStore(identity, rate.NewLimiter(rate.Limit(limit), burst))
+		v, loaded = l.m.LoadOrStore(identity, &bucket{rate.NewLimiter(rate.Limit(limit), burst), limit, burst})
 		if !loaded && l.n.Add(1) > max(minSweep, l.high.Load()) {
-			l.sweep(burst)
+			l.sweep()
 		}
 	}
-	return v.(*rate.Limiter).Allow()
+	b := v.(*bucket)
+	if b.limit != limit || b.burst != burst {
+		b.SetLimit(rate.Limit(limit))
+		b.SetBurst(burst)
+		nb := &bucket{b.Limiter, limit, burst}
+		l.m.CompareAndSwap(identity, b, nb)
+		b = nb
+	}
+	return b.Allow()
 }
 
 // sweep drops the full buckets, one sweep at a time. A call that loaded a
 // bucket just before it was dropped spends a token nobody counts: at most
 // one extra call per identity and sweep.
-func (l *limiters) sweep(burst int) {
+func (l *limiters) sweep() {
 	if !l.sweeping.CompareAndSwap(false, true) {
 		return
 	}
 	defer l.sweeping.Store(false)
 	l.m.Range(func(k, v any) bool {
-		if v.(*rate.Limiter).Tokens() >= float64(burst) {
+		if b := v.(*bucket); b.Tokens() >= float64(b.burst) {
 			l.m.Delete(k)
 			l.n.Add(-1)
 		}

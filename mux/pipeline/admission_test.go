@@ -103,6 +103,30 @@ func TestLimiters(t *testing.T) {
 	}
 }
 
+// A change of the limit (a reload) applies to a bucket already spent: it
+// keeps its tokens and refills at the new rate.
+func TestLimitersRetuned(t *testing.T) {
+	var l limiters
+	if !l.allow("alice", 0.001, 1) || l.allow("alice", 0.001, 1) {
+		t.Fatal("a burst of 1 at 0.001/s: want one call, then a refusal")
+	}
+	if l.allow("alice", 0.001, 3) {
+		t.Fatal("a larger burst refilled the spent bucket at once")
+	}
+	if !l.allow("alice", 1e9, 3) {
+		t.Fatal("a huge rate did not refill the bucket")
+	}
+	for i := range 3 {
+		if !l.allow("alice", 1e9, 3) {
+			t.Fatalf("call %d at a huge rate refused", i+1)
+		}
+	}
+	if !l.allow("alice", 0.001, 3) || !l.allow("alice", 0.001, 3) {
+		// Full at the huge rate: its 3 tokens are spent one by one.
+		t.Fatal("the bucket lost the tokens it had when the rate went down")
+	}
+}
+
 // Buckets that are full again are dropped once there are many, and those
 // still spent are kept.
 func TestLimitersSweep(t *testing.T) {
@@ -113,7 +137,7 @@ func TestLimitersSweep(t *testing.T) {
 		l.allow(strings.Repeat("x", i+1), 1e9, 1)
 	}
 	// allow swept when the map passed minSweep; sweep again for the last.
-	l.sweep(1)
+	l.sweep()
 	n := 0
 	l.m.Range(func(k, _ any) bool { n++; return true })
 	if _, ok := l.m.Load("spender"); !ok || n > minSweep/2 {

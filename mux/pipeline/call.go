@@ -139,7 +139,7 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 			return m.audit.ruleRefused(rec, ref, nil, begun)
 		}
 	}
-	if lim := m.cfg.Limits; lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
+	if lim := m.settings.Load(); lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
 		rec.Outcome = OutcomeRateLimited
 		m.audit.done(rec, begun)
 		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
@@ -213,7 +213,7 @@ func (f *Forwarder) forward(ctx context.Context, up *child.Call, t *catalog.Tool
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	defer f.cuts.add(f.cut, cut)()
-	ctx, cancel := context.WithTimeout(ctx, taskTimeout(f.callTimeout, up))
+	ctx, cancel := context.WithTimeout(ctx, taskTimeout(f.settings.Load().CallTimeout, up))
 	defer cancel()
 	g := f.admit.gate(f.child(t.Server))
 	if err := g.acquire(ctx); err != nil {
@@ -236,11 +236,11 @@ func (f *Forwarder) forward(ctx context.Context, up *child.Call, t *catalog.Tool
 // child once it is ready, the retry of a call the child died under, the
 // child's result relayed. It owns the calls in flight.
 type Forwarder struct {
-	callTimeout time.Duration
-	admit       *admission
-	child       func(alias string) *child.Server
-	pinning     func() *publish.Pinning
-	observe     Observer
+	settings *atomic.Pointer[Settings]
+	admit    *admission
+	child    func(alias string) *child.Server
+	pinning  func() *publish.Pinning
+	observe  Observer
 
 	inflight atomic.Int64  // calls being forwarded
 	idle     chan struct{} // gets a token when inflight drops to zero
@@ -409,15 +409,15 @@ func (f *Forwarder) ctxEnded(ctx context.Context, up *child.Call, t *catalog.Too
 		case stageQueued:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for one of server %s's %d call slots; it was not sent",
-				t.Name, taskTimeout(f.callTimeout, up), t.Server, cap(f.admit.gate(f.child(t.Server)).slots))), OutcomeTimeout
+				t.Name, taskTimeout(f.settings.Load().CallTimeout, up), t.Server, cap(f.admit.gate(f.child(t.Server)).slots))), OutcomeTimeout
 		case stageStarting:
 			return mcp.NewToolResultError(fmt.Sprintf(
 				"the call to %s timed out after %s waiting for server %s to be ready; it was not sent",
-				t.Name, taskTimeout(f.callTimeout, up), t.Server)), OutcomeTimeout
+				t.Name, taskTimeout(f.settings.Load().CallTimeout, up), t.Server)), OutcomeTimeout
 		}
 		return mcp.NewToolResultError(fmt.Sprintf(
 			"the call to %s timed out after %s; server %s was told to cancel it",
-			t.Name, taskTimeout(f.callTimeout, up), t.Server)), OutcomeTimeout
+			t.Name, taskTimeout(f.settings.Load().CallTimeout, up), t.Server)), OutcomeTimeout
 	}
 	return mcp.NewToolResultError("the call was cancelled by the client"), OutcomeCancelled
 }

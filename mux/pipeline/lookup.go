@@ -31,7 +31,7 @@ func (m *Pipeline) ViewerOf(ctx context.Context) catalog.Viewer {
 // refused with errHeldSince where the session it gets does not list e as
 // e was looked up (stillPinned).
 func (m *Pipeline) requestPinned(ctx context.Context, up *child.Call, c *child.Server, e *catalog.Entry, method string, params map[string]any) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.settings.Load().CallTimeout)
 	defer cancel()
 	st, err := c.Ready(ctx)
 	if err != nil {

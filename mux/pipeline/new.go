@@ -33,6 +33,7 @@ import (
 // Pipeline serves the requests mcpmux answers itself.
 type Pipeline struct {
 	cfg      *config.Config
+	settings atomic.Pointer[Settings] // settings.go
 	policies *policy.Store
 	log      zerolog.Logger
 	observe  Observer
@@ -88,10 +89,11 @@ func New(d Deps) *Pipeline {
 	p.subs.child, p.subs.sessions, p.subs.log = p.child, d.Sessions, d.Log
 	p.rounds.idle = make(chan struct{}, 1)
 	p.rounds.log = d.Log
-	p.rounds.callTimeout = d.Config.Mux.CallTimeout
+	p.settings.Store(SettingsOf(d.Config))
+	p.rounds.settings = &p.settings
 	p.rounds.addCut = func(cut context.CancelCauseFunc) func() { return p.calls.cuts.add(p.calls.cut, cut) }
 	p.rounds.unknown = p.audit.unknownStateRefused
-	p.calls = Forwarder{callTimeout: d.Config.Mux.CallTimeout, admit: &p.admit, child: p.child, pinning: d.Pub.Pinning,
+	p.calls = Forwarder{settings: &p.settings, admit: &p.admit, child: p.child, pinning: d.Pub.Pinning,
 		observe: p.observe, idle: make(chan struct{}, 1)}
 	p.calls.cut, p.calls.cutCalls = context.WithCancelCause(context.Background())
 	return p

@@ -422,13 +422,13 @@ func (m *Pipeline) serveList(ctx context.Context, r *upstream.Request) answer {
 	start := 0
 	if r.Params.Cursor != "" {
 		var ok bool
-		if start, ok = decodeCursor(r.Params.Cursor); !ok || m.cfg.Mux.PageSize == 0 {
+		if start, ok = decodeCursor(r.Params.Cursor); !ok || m.settings.Load().PageSize == 0 {
 			return answer{Err: frame.Errorf(mcp.INVALID_PARAMS, "invalid params of %s: the cursor %q is not one mcpmux handed out", r.Method, r.Params.Cursor)}
 		}
 	}
 	cat, v := m.catalog.Load(), m.ViewerOf(ctx)
 	member := catalog.KindWire[k].Member
-	size := m.cfg.Mux.PageSize
+	size := m.settings.Load().PageSize
 	if size == 0 {
 		list := cat.List(k, v)
 		out := make([]byte, 0, len(member)+len(list)+5)

@@ -96,9 +96,9 @@ type roundTable struct {
 	// What a round's call takes of the pipeline: its time, its cut at
 	// shutdown (callCuts.add), and the audit of a retry whose state is
 	// unknown.
-	callTimeout time.Duration
-	addCut      func(cut context.CancelCauseFunc) (remove func())
-	unknown     func(ctx context.Context, method mcp.MCPMethod, name string)
+	settings *atomic.Pointer[Settings]
+	addCut   func(cut context.CancelCauseFunc) (remove func())
+	unknown  func(ctx context.Context, method mcp.MCPMethod, name string)
 }
 
 // round is one request of a 2026-07-28 client's (tools/call, prompts/get or
@@ -231,7 +231,7 @@ func (rt *roundTable) start(ctx context.Context, req *upstream.Request, method m
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The call outlives the request: what it sends goes through whichever
 	// request is attached, never through this one's writer.
-	timed, stopTimer := context.WithTimeout(context.WithoutCancel(ctx), rt.callTimeout)
+	timed, stopTimer := context.WithTimeout(context.WithoutCancel(ctx), rt.settings.Load().CallTimeout)
 	rctx, cancel := context.WithCancelCause(timed)
 	stopCut := rt.addCut(cancel)
 	r.end = cancel // the AfterFunc below stops the timer and the cut

@@ -84,7 +84,7 @@ func (m *Relay) Request(ctx context.Context, c *child.Server, sess *child.Sessio
 	}
 	// The request lasts while both the call and the child's wait for it do,
 	// and at most the call timeout.
-	rctx, cancel := context.WithTimeout(to.Ctx, m.cfg.Mux.CallTimeout)
+	rctx, cancel := context.WithTimeout(to.Ctx, m.p.Settings().CallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()

@@ -186,7 +186,7 @@ func (m *Relay) ApplyLogLevel(ctx context.Context, c *child.Server, sess *child.
 	if level == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.Mux.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.p.Settings().CallTimeout)
 	defer cancel()
 	// Sent as mcpmux's own request, never attributed to the client's.
 	if _, err := sess.Request(ctx, nil, string(mcp.MethodSetLogLevel), map[string]any{"level": level}); err != nil {

@@ -95,17 +95,16 @@ type Table struct {
 	starting sync.Map // *server.RequestProtocolInfo -> *upTask
 	owned    sync.Map // task id -> *upTask
 
-	sessions    *upstream.Registry
-	log         zerolog.Logger
-	callTimeout time.Duration
-	pipeline    *pipeline.Pipeline // runs each task's call
-	srv         *server.MCPServer  // whose store holds the tasks (Serve)
+	sessions *upstream.Registry
+	log      zerolog.Logger
+	pipeline *pipeline.Pipeline // runs each task's call
+	srv      *server.MCPServer  // whose store holds the tasks (Serve)
 }
 
 // New returns the table of the tasks of sessions, whose calls p runs
-// within callTimeout or the ttl their client asked for.
-func New(sessions *upstream.Registry, p *pipeline.Pipeline, callTimeout time.Duration, log zerolog.Logger) *Table {
-	return &Table{sessions: sessions, pipeline: p, callTimeout: callTimeout, log: log}
+// within the call timeout or the ttl their client asked for.
+func New(sessions *upstream.Registry, p *pipeline.Pipeline, log zerolog.Logger) *Table {
+	return &Table{sessions: sessions, pipeline: p, log: log}
 }
 
 // UseServer hands tt the server whose store holds its tasks, before the
@@ -295,7 +294,7 @@ const (
 // childStatusFanout questions at a time, each on the goroutine that waits
 // for its answer.
 func (tt *Table) withChildStatus(ctx context.Context, ts []*mcp.Task) {
-	ctx, cancel := context.WithTimeout(ctx, min(tt.callTimeout, childStatusWait))
+	ctx, cancel := context.WithTimeout(ctx, min(tt.pipeline.Settings().CallTimeout, childStatusWait))
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -363,7 +362,7 @@ func (t *Task) resultAsked(a *upstream.Attachment) {
 // reach the client.
 func (tt *Table) AskVia(ctx context.Context, call *child.InCall) *upstream.Attachment {
 	if tc := call.Task(); tc != nil && tc.Run != nil {
-		return tc.Run.AskVia(ctx, call, tt.callTimeout)
+		return tc.Run.AskVia(ctx, call, tt.pipeline.Settings().CallTimeout)
 	}
 	return call.Own()
 }

@@ -114,6 +114,7 @@ type call struct {
 	op     string // "probe" (read-only) or "record" (a write)
 	key    string // the probe's nonce or the write's id: unique in the run
 	ms     int
+	start  time.Time // when it was sent
 	class  class
 	pid    int       // the child that answered, for ok
 	detail string    // the answer, for anything but ok
@@ -213,6 +214,7 @@ func (cl *caller) do(c *call) {
 		keyArg = "id"
 	}
 	req.Params.Arguments = map[string]any{keyArg: c.key, "ms": c.ms}
+	c.start = time.Now()
 	res, err := cl.client.CallTool(ctx, req)
 	c.end = time.Now()
 	c.judge(res, err)
@@ -226,6 +228,8 @@ type target struct {
 	log   *ts.LogTap
 	admin string // base URL of its /metrics
 	stop  func() error
+	// lister lists the tools reader sees.
+	lister *client.Client
 
 	rssBefore, rssAfter int64
 	gBefore, gAfter     int
@@ -263,6 +267,7 @@ type soak struct {
 	records   string // LAB_RECORDS_DIR
 	labBin    string
 	policy    *policyDir
+	list      *serverList
 	targets   []*target
 	callers   []*caller
 	aliases   []string // of the children of each mcpmux
@@ -272,6 +277,7 @@ type soak struct {
 	ticks, kills int // of the kill loop
 	killed       []int
 	editErr      error
+	listErr      error
 }
 
 // newSoak writes a lab that gives each of the run's muxes mcpmux processes
@@ -299,13 +305,16 @@ func newSoak(t *testing.T, transport string, muxes int) *soak {
 			Extra: fmt.Sprintf("startup_timeout = %q", startupTimeout),
 		})
 	}
-	lab := ts.NewLab(t, fmt.Sprintf("call_timeout = %q", callTimeout), servers...)
+	muxLines := fmt.Sprintf("call_timeout = %q", callTimeout)
+	list := newServerList(nil, muxLines, servers, records)
+	lab := ts.NewLab(t, muxLines, list.servers()...)
+	list.lab = lab
 	policy, err := newPolicyDir(lab.PolicyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &soak{t: t, transport: transport, lab: lab, records: records, labBin: labBin, policy: policy,
-		aliases: aliases, seed: seed()}
+		list: list, aliases: aliases, seed: seed()}
 }
 
 // rng returns the random source of the i-th goroutine of the run.
@@ -322,10 +331,10 @@ func (s *soak) run(d time.Duration) {
 	// race for the CPU to the others is retried) and every caller reaches
 	// every child.
 	for _, tg := range s.targets {
-		ts.WaitFor(t, tg.name+"'s children all ready", func() bool { return len(s.readyChildren(tg)) == len(s.aliases) })
+		ts.WaitFor(t, tg.name+"'s children all ready", func() bool { return len(s.readyChildren(tg)) == len(s.aliases)+len(s.list.want()) })
 	}
 	for _, cl := range s.callers {
-		for _, a := range s.aliases {
+		for _, a := range append(slices.Clone(s.aliases), s.list.want()...) {
 			c := &call{caller: cl, alias: a, op: "probe", key: fmt.Sprintf("%s-warm-%s", cl.name, a)}
 			cl.do(c)
 			if c.class != classOK {
@@ -344,6 +353,7 @@ func (s *soak) run(d time.Duration) {
 	var chaos, callers sync.WaitGroup
 	chaos.Go(func() { s.killLoop(load) })
 	chaos.Go(func() { s.editLoop(load) })
+	chaos.Go(func() { s.listErr = s.list.loop(load, s.rng(1)) })
 	for i, cl := range s.callers {
 		rng := s.rng(i + 2)
 		callers.Go(func() {
@@ -358,6 +368,10 @@ func (s *soak) run(d time.Duration) {
 	if s.editErr != nil {
 		t.Error(s.editErr)
 	}
+	if s.listErr != nil {
+		t.Error(s.listErr)
+	}
+	s.converged()
 
 	// Settled: every call has been answered; mcpmux's goroutines come back
 	// to where they were.
@@ -402,7 +416,12 @@ func (s *soak) measure(tg *target, rss *int64, g *int) {
 // fifth slow ones, the rest writes, which wait a little after recording so
 // that kills land between a write and its answer.
 func (s *soak) nextCall(rng *rand.Rand, cl *caller, n int) *call {
-	c := &call{caller: cl, alias: s.aliases[rng.IntN(len(s.aliases))], op: "probe"}
+	c := &call{caller: cl, op: "probe"}
+	if k := rng.IntN(len(s.aliases) + len(spareAliases)); k < len(s.aliases) {
+		c.alias = s.aliases[k]
+	} else {
+		c.alias = spareAliases[k-len(s.aliases)]
+	}
 	switch k := rng.IntN(10); {
 	case k < 5:
 	case k < 7:
@@ -668,10 +687,16 @@ func (s *soak) judge(took time.Duration) {
 			if c.class == classOK && !slices.ContainsFunc(recs, func(r record) bool { return r.Pid == c.pid }) {
 				problem("%s: answered by pid %d, which has no record of it: %v", c, c.pid, recs)
 			}
+			spare := slices.Contains(spareAliases, c.alias)
 			switch {
 			case c.class == classOK && cl.identity == "auditor" && c.op == "record":
 				problem("%s: a write went through for auditor, whose policy grants only read-only tools", c)
-			case c.class != classRefused, c.op == "record" && cl.identity != "reader", withdrawn[c.alias]:
+			case spare && c.class != classOK && c.class != classRefused:
+				problem("%s: %s %q, though nothing but config edits happen to %s", c, c.class, c.detail, c.alias)
+			case c.class != classRefused, c.op == "record" && cl.identity != "reader", withdrawn[c.alias],
+				s.list.mayRefuse(c.alias, c.start, c.end):
+			case spare:
+				problem("%s: refused, though %s has been in the saved server list since well before the call", c, c.alias)
 			default:
 				problem("%s: refused, though %s may always call it and %s's tools were never withdrawn%s", c, cl.identity, c.alias, s.policy.lastEdit(c.end))
 			}
@@ -747,6 +772,8 @@ func (s *soak) report(took time.Duration, total int, byClass map[class]map[strin
 	}
 	fmt.Fprintf(&b, "\n  kill ticks %d (of %d due), kills %d (%.0f%%), restarts logged %d, servers withdrawn %v, torn records %d\n",
 		s.ticks, s.ticksDue(), s.kills, 100*s.killShare(), len(s.lines("server went away; restarting")), slices.Sorted(maps.Keys(withdrawn)), torn)
+	fmt.Fprintf(&b, "  %s, reloads logged %d, refused %d\n", s.list.summary(),
+		len(s.lines("config reloaded")), len(s.lines("config reload refused: the config in force stays")))
 	fmt.Fprintf(&b, "  policy edits %d (rename %d, in place %d, configmap %d), reloads logged %d\n",
 		sumValues(s.policy.edits), s.policy.edits["rename"], s.policy.edits["in place"], s.policy.edits["configmap"],
 		len(s.lines("policies reloaded")))

@@ -42,7 +42,7 @@ func TestSoakStdio(t *testing.T) {
 		m := ts.StartMux(t, s.lab, "--identity", who.identity)
 		addr := m.Log.WaitLine(t, "the admin address", ts.Msg("serving HTTP"))["addr"]
 		tg := &target{name: "stdio-" + who.identity, pid: m.Cmd.Process.Pid, log: m.Log,
-			admin: fmt.Sprintf("http://%s", addr), stop: m.Stop}
+			admin: fmt.Sprintf("http://%s", addr), stop: m.Stop, lister: m.Client}
 		s.targets = append(s.targets, tg)
 		for i := range who.callers {
 			s.callers = append(s.callers, &caller{name: fmt.Sprintf("%s-%d", who.identity, i), identity: who.identity, client: m.Client})
@@ -66,7 +66,8 @@ func TestSoakHTTP(t *testing.T) {
 	}
 	s.lab.AddUpstream(t, upstream)
 	h := ts.StartHTTPMux(t, s.lab, ts.HTTPStart{Listeners: 2})
-	s.targets = append(s.targets, &target{name: "http", pid: h.Cmd.Process.Pid, log: h.Log, admin: h.Base(1), stop: h.Stop})
+	tg := &target{name: "http", pid: h.Cmd.Process.Pid, log: h.Log, admin: h.Base(1), stop: h.Stop}
+	s.targets = append(s.targets, tg)
 	for _, who := range []struct {
 		identity string
 		callers  int
@@ -77,6 +78,9 @@ func TestSoakHTTP(t *testing.T) {
 				o.Version = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 			}
 			conn := ts.ConnectHTTP(t, h.URL(), o)
+			if tg.lister == nil {
+				tg.lister = conn.Client
+			}
 			s.callers = append(s.callers, &caller{name: fmt.Sprintf("%s-%d", who.identity, i), identity: who.identity,
 				client: conn.Client, close: conn.Client.Close})
 		}

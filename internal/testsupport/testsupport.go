@@ -155,8 +155,20 @@ func (l *Lab) configText(muxLines, labserver string, servers []Server) []byte {
 // editors do: a temporary file renamed over the old one.
 func (l *Lab) Rewrite(t testing.TB, muxLines string, servers ...Server) {
 	t.Helper()
-	_, labserver := Binaries(t)
-	ReplaceFile(t, l.Config, l.configText(muxLines, labserver, servers))
+	if err := l.Save(muxLines, servers...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Save is Rewrite for a goroutine other than the test's own.
+func (l *Lab) Save(muxLines string, servers ...Server) error {
+	// NewLab has built the binaries.
+	labserver := filepath.Join(buildDir, "labserver")
+	tmp := filepath.Join(l.Dir, ".tmp-"+filepath.Base(l.Config))
+	if err := os.WriteFile(tmp, l.configText(muxLines, labserver, servers), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, l.Config)
 }
 
 // writeServer writes s's [servers.X] table: its command (labserver unless

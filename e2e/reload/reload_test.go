@@ -39,7 +39,7 @@ func watchListChanged(m *ts.Mux) *listChanges {
 }
 
 // wait waits for the next list_changed.
-func (lc *listChanges) wait(t *testing.T, why string) {
+func (lc *listChanges) wait(t testing.TB, why string) {
 	t.Helper()
 	select {
 	case <-lc.ch:

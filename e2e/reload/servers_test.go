@@ -21,7 +21,7 @@ import (
 
 // waitTools waits, list_changed by list_changed, until the reader's tools
 // satisfy ok, and returns them.
-func waitTools(t *testing.T, m *ts.Mux, lc *listChanges, what string, ok func([]string) bool) []string {
+func waitTools(t testing.TB, m *ts.Mux, lc *listChanges, what string, ok func([]string) bool) []string {
 	t.Helper()
 	for {
 		if names := m.ToolNames(); ok(names) {

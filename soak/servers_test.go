@@ -44,7 +44,6 @@ type serverList struct {
 type serverEdit struct {
 	at      time.Time
 	alias   string
-	kind    string
 	present bool // the alias is in the list the edit saved
 }
 
@@ -103,7 +102,7 @@ func (l *serverList) edit(rng *rand.Rand) error {
 		return fmt.Errorf("server list edit (%s %s): %w", kind, a, err)
 	}
 	l.edits[kind]++
-	l.log = append(l.log, serverEdit{at: time.Now(), alias: a, kind: kind, present: l.present[a]})
+	l.log = append(l.log, serverEdit{at: time.Now(), alias: a, present: l.present[a]})
 	return nil
 }
 

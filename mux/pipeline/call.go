@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/child/link"
 	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/mux/ratelimit"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 
@@ -139,11 +140,11 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 			return m.audit.ruleRefused(rec, ref, nil, begun)
 		}
 	}
-	if lim := m.settings.Load(); lim.RateLimit > 0 && !m.admit.limiters.allow(identity, lim.RateLimit, lim.RateBurst) {
+	if lim := m.settings.Load(); lim.RateLimit > 0 && !m.admit.limiters.Allow(identity, lim.RateLimit, lim.RateBurst) {
 		rec.Outcome = OutcomeRateLimited
 		m.audit.done(rec, begun)
 		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
-			Tool: mcp.NewToolResultError(rateLimitedMessage(identity, lim.RateLimit, lim.RateBurst))}
+			Tool: mcp.NewToolResultError(ratelimit.Message(identity, lim.RateLimit, lim.RateBurst))}
 	}
 	argMap, raw, levels, err := args.Object(arguments)
 	if err == nil {

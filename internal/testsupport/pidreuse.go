@@ -7,19 +7,22 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // StartAsPid starts `sleep 1000` as the leader of its own process group
 // with process id pid, which must be free, by setting the kernel's last
 // allocated pid just below it (root only: the test is skipped otherwise).
-// Another process of the system may take pid first, so it tries a few
-// times. The process is killed and reaped at cleanup.
+// Another process of the system may take pid first (the e2e packages fork
+// hundreds a second beside this one), so it tries again until Wait has
+// passed. The process is killed and reaped at cleanup.
 func StartAsPid(t testing.TB, pid int) *exec.Cmd {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it sets /proc/sys/kernel/ns_last_pid")
 	}
-	for range 200 {
+	deadline := time.Now().Add(Wait)
+	for tries := 1; ; tries++ {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Skipf("cannot choose the next pid: %v", err)
 		}
@@ -37,9 +40,10 @@ func StartAsPid(t testing.TB, pid int) *exec.Cmd {
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d was taken by another process in each of %d tries", pid, tries)
+		}
 	}
-	t.Fatalf("pid %d was taken by another process every time", pid)
-	return nil
 }
 
 // KilledBy says how cmd, started by StartAsPid, ended once sent SIGTERM:

@@ -701,13 +701,15 @@ func (l *LogTap) WaitLines(t testing.TB, what string, n int, match func(map[stri
 	t.Helper()
 	timeout := time.After(Wait)
 	for {
-		got := l.Lines(match)
+		// The count and the channel that says "more came" are read under one
+		// lock: a line arriving between them would otherwise wake nobody.
+		l.mu.Lock()
+		got := l.matching(match)
+		more := l.more
+		l.mu.Unlock()
 		if len(got) >= n {
 			return got
 		}
-		l.mu.Lock()
-		more := l.more
-		l.mu.Unlock()
 		select {
 		case <-more:
 		case <-l.done:
@@ -725,6 +727,11 @@ func (l *LogTap) WaitLines(t testing.TB, what string, n int, match func(map[stri
 func (l *LogTap) Lines(match func(map[string]any) bool) []map[string]any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.matching(match)
+}
+
+// matching is Lines for a caller that holds l.mu.
+func (l *LogTap) matching(match func(map[string]any) bool) []map[string]any {
 	var out []map[string]any
 	for _, line := range l.lines {
 		if match(line) {

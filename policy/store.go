@@ -32,7 +32,7 @@ const (
 // Store holds the current policies of a directory and, while Watch runs,
 // keeps them current.
 type Store struct {
-	dir string
+	dir string // guarded by mu; Move changes it
 	log zerolog.Logger
 
 	cur     atomic.Pointer[Set]
@@ -49,6 +49,14 @@ type Store struct {
 
 	// onReload, if set, is told the outcome of every reload Watch does.
 	onReload func(error)
+
+	// notify serialises the publishing of sets with the telling of them
+	// (Watch's onChange), so that a Move and a reload of Watch's are told
+	// in the order they were made. Taken before mu.
+	notify   sync.Mutex
+	onChange func(old, new *Set) // Watch's, while it runs; guarded by notify
+	// rewatch, while Watch runs, has it watch dir anew; guarded by mu.
+	rewatch context.CancelFunc
 
 	// testHookWatching, if set, is called once Watch has started watching
 	// the directory, so that tests know later changes will be seen.
@@ -92,6 +100,45 @@ func NewStore(dir string, log zerolog.Logger) (*Store, error) {
 	return s, nil
 }
 
+// Dir is the directory the policies in force are read from.
+func (s *Store) Dir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dir
+}
+
+// Move puts the policies of dir in force in place of those of the
+// directory read until now, as one step, and has Watch watch dir from
+// then on. If dir cannot be read nothing changes and the error says why;
+// problems in its files are as for any reload (logged, reported by
+// LastError; the identity keeps the policy it had, or has no access). A
+// running Watch's onChange is told, as for one of its own reloads.
+func (s *Store) Move(dir string) error {
+	s.notify.Lock()
+	defer s.notify.Unlock()
+	s.mu.Lock()
+	old := s.cur.Load()
+	next, problems, err := load(dir, old, old.Generation()+1)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("policy_dir %s: %w", dir, err)
+	}
+	from := s.dir
+	s.dir = dir
+	s.lastErr.Store(&errBox{s.logProblems(problems)})
+	s.cur.Store(next)
+	if s.rewatch != nil {
+		s.rewatch()
+	}
+	s.mu.Unlock()
+	s.log.Info().Str("dir", dir).Str("from", from).Strs("identities", next.ids()).Strs("changed", Changed(old, next)).
+		Uint64("generation", next.gen).Msg("policies moved")
+	if s.onChange != nil {
+		s.onChange(old, next)
+	}
+	return nil
+}
+
 // Current returns the current policies. It takes no locks.
 func (s *Store) Current() *Set {
 	return s.cur.Load()
@@ -123,12 +170,7 @@ func (s *Store) reload() (old, cur *Set, err error) {
 		s.lastErr.Store(&errBox{err})
 		return old, old, err
 	}
-	var errs []error
-	for _, p := range problems {
-		s.logProblem(p)
-		errs = append(errs, p.err)
-	}
-	s.lastErr.Store(&errBox{errors.Join(errs...)})
+	s.lastErr.Store(&errBox{s.logProblems(problems)})
 
 	if old == nil {
 		s.cur.Store(next)
@@ -162,6 +204,16 @@ func moved(old, next *Set) bool {
 		}
 	}
 	return false
+}
+
+// logProblems logs each of problems and returns them joined.
+func (s *Store) logProblems(problems []problem) error {
+	var errs []error
+	for _, p := range problems {
+		s.logProblem(p)
+		errs = append(errs, p.err)
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Store) logProblem(p problem) {
@@ -198,25 +250,49 @@ func (s *Store) Watch(ctx context.Context, onChange func(old, new *Set)) error {
 		return errors.New("policy: Watch is already running on this Store")
 	}
 	defer s.watching.Store(false)
+	s.notify.Lock()
+	s.onChange = onChange
+	s.notify.Unlock()
+	defer func() {
+		s.notify.Lock()
+		s.onChange = nil
+		s.notify.Unlock()
+	}()
 
-	err := dirwatch.Watch(ctx, s.dir, dirwatch.Options{
-		Settle:   settleDelay,
-		MaxDelay: maxDelay,
-		Rewatch:  rewatchInterval,
-		Log:      s.log,
-		ErrorMsg: "watching policy directory",
-		GoneMsg:  "policy directory is gone; keeping the current policies until it is back",
-		BackMsg:  "policy directory is back",
-		Watching: s.testHookWatching,
-	}, func() { s.watchReload(onChange) })
-	if err != nil {
-		return fmt.Errorf("policy: %w", err)
+	for {
+		// Each directory is watched until Move names another.
+		s.mu.Lock()
+		dir := s.dir
+		wctx, rewatch := context.WithCancel(ctx)
+		s.rewatch = rewatch
+		s.mu.Unlock()
+		err := dirwatch.Watch(wctx, dir, dirwatch.Options{
+			Settle:   settleDelay,
+			MaxDelay: maxDelay,
+			Rewatch:  rewatchInterval,
+			Log:      s.log,
+			ErrorMsg: "watching policy directory",
+			GoneMsg:  "policy directory is gone; keeping the current policies until it is back",
+			BackMsg:  "policy directory is back",
+			Watching: s.testHookWatching,
+		}, func() { s.watchReload(onChange) })
+		s.mu.Lock()
+		s.rewatch = nil
+		s.mu.Unlock()
+		rewatch()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return fmt.Errorf("policy: %w", err)
+		}
 	}
-	return nil
 }
 
 // watchReload is one reload done by Watch.
 func (s *Store) watchReload(onChange func(old, new *Set)) {
+	s.notify.Lock()
+	defer s.notify.Unlock()
 	old, cur, err := s.reload()
 	if s.onReload != nil {
 		if err != nil {
@@ -227,7 +303,7 @@ func (s *Store) watchReload(onChange func(old, new *Set)) {
 	}
 	if err != nil {
 		// If the directory is gone, dirwatch notices and waits for it.
-		s.log.Error().Err(err).Str("dir", s.dir).Msg("policy directory not readable; keeping the current policies")
+		s.log.Error().Err(err).Str("dir", s.Dir()).Msg("policy directory not readable; keeping the current policies")
 		return
 	}
 	if cur != old && onChange != nil {

@@ -33,7 +33,10 @@ type watched struct {
 	store   *Store
 	changes chan change
 	reloads chan error // every reload's outcome, from OnReload
-	logs    *syncBuffer
+	// watching gets a value each time Watch starts watching a directory:
+	// once at its start, once after each Move.
+	watching chan struct{}
+	logs     *syncBuffer
 }
 
 // startWatch creates a Store on dir and runs Watch until the test ends.
@@ -45,7 +48,8 @@ func startWatch(t *testing.T, dir string) *watched {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &watched{t: t, dir: dir, store: s, changes: make(chan change, 100), reloads: make(chan error, 100), logs: logs}
+	w := &watched{t: t, dir: dir, store: s, changes: make(chan change, 100), reloads: make(chan error, 100),
+		watching: make(chan struct{}, 100), logs: logs}
 	s.OnReload(func(err error) {
 		select {
 		case w.reloads <- err:
@@ -56,7 +60,11 @@ func startWatch(t *testing.T, dir string) *watched {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	s.testHookWatching = func() { close(ready) }
+	var once sync.Once
+	s.testHookWatching = func() {
+		once.Do(func() { close(ready) })
+		w.watching <- struct{}{}
+	}
 	go func() {
 		done <- s.Watch(ctx, func(old, new *Set) {
 			select {
@@ -97,6 +105,16 @@ func waitGoroutines(t *testing.T, n int) {
 			t.Fatalf("%d goroutines running; want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond) // polling: nothing signals a goroutine's exit
+	}
+}
+
+// waitWatching waits for Watch to start watching a directory.
+func (w *watched) waitWatching() {
+	w.t.Helper()
+	select {
+	case <-w.watching:
+	case <-time.After(timeout):
+		w.t.Fatal("Watch did not watch the directory")
 	}
 }
 
@@ -619,5 +637,43 @@ func TestWatchRuleMovedOnly(t *testing.T) {
 	s := w.waitFor("other's change", allows("other", "b__x"))
 	if s.For("reader") != c.new.For("reader") {
 		t.Error("a comment below the rules replaced reader's policy")
+	}
+}
+
+// Move puts another directory's policies in force as one step, tells
+// onChange, and from then on Watch follows the new directory; a directory
+// that cannot be read changes nothing.
+func TestMove(t *testing.T) {
+	w := startWatch(t, policyDir(t, map[string]string{"reader.toml": `allow = ["docs__*"]`}))
+	w.waitWatching()
+	first := w.store.Current()
+	to := policyDir(t, map[string]string{"reader.toml": `allow = ["tickets__*"]`, "other.toml": `allow = ["a__*"]`})
+
+	if err := w.store.Move(filepath.Join(to, "missing")); err == nil {
+		t.Fatal("Move to a directory that does not exist: nil error")
+	}
+	if w.store.Current() != first || w.store.Dir() != w.dir {
+		t.Fatalf("a failed Move changed the store: dir %s, set %p (want %s, %p)", w.store.Dir(), w.store.Current(), w.dir, first)
+	}
+
+	if err := w.store.Move(to); err != nil {
+		t.Fatal(err)
+	}
+	c := w.nextChange()
+	if c.old != first || c.new != w.store.Current() || w.store.Dir() != to {
+		t.Fatalf("Move told onChange(%p, %p), dir %s; want (%p, current %p), %s", c.old, c.new, w.store.Dir(), first, w.store.Current(), to)
+	}
+	if got := Changed(c.old, c.new); !slices.Equal(got, []string{"other", "reader"}) {
+		t.Errorf("Changed = %q; want [other reader]", got)
+	}
+	if !c.new.For("reader").Allows(tool("tickets__x", false)) || c.new.Generation() != 2 {
+		t.Errorf("after Move: reader %v, generation %d; want tickets__*, 2", c.new.For("reader"), c.new.Generation())
+	}
+
+	w.waitWatching() // the new directory is watched
+	replaceFile(t, filepath.Join(to, "reader.toml"), `allow = ["wiki__*"]`)
+	c = w.nextChange()
+	if !c.new.For("reader").Allows(tool("wiki__x", false)) || c.new.Generation() != 3 {
+		t.Errorf("an edit in the new directory: reader %v, generation %d; want wiki__*, 3", c.new.For("reader"), c.new.Generation())
 	}
 }

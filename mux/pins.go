@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -34,3 +35,12 @@ func (m *Mux) PinReport() []publish.PinState { return m.pub.Pinning().Report() }
 // that the lists they see changed; the policy watcher calls it once the new
 // set is in force.
 func (m *Mux) PolicyChanged(old, new *policy.Set) { m.pub.Announcer().Changed(nil) }
+
+// SetPins puts pinning under cfg against store (nil: off) in force and
+// rebuilds the catalog under it, telling every session whose view changed.
+// Children list what a pin needs only if pinning was on when mcpmux
+// started: turning it on or off needs a restart.
+func (m *Mux) SetPins(cfg *config.Config, store *pins.Store) {
+	m.pub.SetPinning(publish.NewPinning(cfg, store, false, m.log))
+	m.PinsChanged()
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/dirwatch"
 	"github.com/mcpmux/mcpmux/internal/fileerr"
 	"github.com/mcpmux/mcpmux/mux"
+	"github.com/mcpmux/mcpmux/policy"
 )
 
 // configWatch puts each new version of the config file in force while
@@ -36,6 +37,10 @@ type configWatch struct {
 	logOut  *logOutput
 	m       *mux.Mux
 	metrics *admin.Metrics
+	// policies and pins are moved when policy_dir, pin_file or pinning
+	// change (policy.Store.Move, pinWatch.Switch).
+	policies *policy.Store
+	pins     *pinWatch
 	// adjust applies to each new version what serve's flags changed of
 	// the first (--listen), so that flags are not taken for edits.
 	adjust func(*config.Config)
@@ -48,9 +53,9 @@ type configWatch struct {
 	watching func() // test hook: the directory is watched
 }
 
-func newConfigWatch(cfg *config.Config, log zerolog.Logger, logOut *logOutput, m *mux.Mux, metrics *admin.Metrics, adjust func(*config.Config)) *configWatch {
-	return &configWatch{path: cfg.File, log: log.With().Str("component", "config").Logger(), logOut: logOut, m: m,
-		metrics: metrics, adjust: adjust, running: cfg, gen: 1}
+func newConfigWatch(cfg *config.Config, l *loaded, m *mux.Mux, pins *pinWatch, metrics *admin.Metrics, adjust func(*config.Config)) *configWatch {
+	return &configWatch{path: cfg.File, log: l.log.With().Str("component", "config").Logger(), logOut: l.logOut, m: m,
+		metrics: metrics, policies: l.policies, pins: pins, adjust: adjust, running: cfg, gen: 1}
 }
 
 // Status is the generation in force and the last reload's problems, for
@@ -127,6 +132,26 @@ func (w *configWatch) reload(ctx context.Context, why string) {
 	w.adjust(cfg)
 	live, restart := changedKeys(w.running, cfg)
 	next := inForce(w.running, cfg)
+	// The policy directory and the pin file are read before anything
+	// changes: one that cannot be read refuses the whole version.
+	was := w.running.Mux
+	pinsMove := next.Mux.PinFile != was.PinFile || next.Mux.Pinning != was.Pinning || next.Mux.PinNew != was.PinNew
+	pinStore := w.pins.Current()
+	if pinsMove && next.Mux.PinFile != was.PinFile {
+		if pinStore, err = w.pins.open(next.Mux); err != nil {
+			w.refuse(err)
+			return
+		}
+	}
+	if next.Mux.PolicyDir != was.PolicyDir {
+		if err := w.policies.Move(next.Mux.PolicyDir); err != nil {
+			w.refuse(err)
+			return
+		}
+	}
+	if pinsMove {
+		w.pins.Switch(pinStore, next)
+	}
 	if len(live) > 0 {
 		w.m.Retune(next)
 		// Set once the reload's own lines are out.
@@ -175,6 +200,17 @@ func (w *configWatch) refuse(err error) {
 var liveKeys = map[string]bool{
 	"mux.call_timeout": true, "mux.page_size": true, "mux.log_level": true, "mux.log_format": true,
 	"limits.rate_limit": true, "limits.rate_burst": true,
+	"mux.policy_dir": true, "mux.pin_file": true, "mux.pin_new": true, "mux.pinning": true,
+}
+
+// live reports whether a reload puts k's new value in force. Pinning
+// turned on or off needs a restart: children keep what a pin needs only
+// while it is on.
+func (k configKey) live() bool {
+	if k.name == "mux.pinning" {
+		return k.old.String() != config.PinningOff && k.new.String() != config.PinningOff
+	}
+	return liveKeys[k.name]
 }
 
 // configKey is one key outside the server list, in both versions.
@@ -209,7 +245,7 @@ func changedKeys(old, cfg *config.Config) (live, restart []string) {
 	for _, k := range globalKeys(old, cfg) {
 		switch {
 		case reflect.DeepEqual(k.old.Interface(), k.new.Interface()):
-		case liveKeys[k.name]:
+		case k.live():
 			live = append(live, k.name)
 		default:
 			restart = append(restart, k.name)
@@ -223,7 +259,7 @@ func changedKeys(old, cfg *config.Config) (live, restart []string) {
 func inForce(running, cfg *config.Config) *config.Config {
 	next := *cfg
 	for _, k := range globalKeys(running, &next) {
-		if !liveKeys[k.name] {
+		if !k.live() {
 			k.new.Set(k.old)
 		}
 	}

@@ -41,6 +41,22 @@ func TestChangedKeys(t *testing.T) {
 	if next.Mux.MaxNameLength != 32 {
 		t.Error("inForce changed the version it was given")
 	}
+	// Pinning between warn and enforce is live; turned off or on it is not.
+	for _, c := range []struct {
+		from, to string
+		live     bool
+	}{{config.PinningWarn, config.PinningEnforce, true}, {config.PinningEnforce, config.PinningWarn, true},
+		{config.PinningWarn, config.PinningOff, false}, {config.PinningOff, config.PinningEnforce, false}} {
+		a, b := *old, *old
+		a.Mux.Pinning, b.Mux.Pinning = c.from, c.to
+		live, restart := changedKeys(&a, &b)
+		if got := slices.Equal(live, []string{"mux.pinning"}); got != c.live || len(live)+len(restart) != 1 {
+			t.Errorf("pinning %s to %s: live %v, restart %v; want live %v", c.from, c.to, live, restart, c.live)
+		}
+		if in := inForce(&a, &b); (in.Mux.Pinning == c.to) != c.live {
+			t.Errorf("pinning %s to %s: %s in force", c.from, c.to, in.Mux.Pinning)
+		}
+	}
 	for in, want := range map[string]string{"CallTimeout": "call_timeout", "PolicyDir": "policy_dir", "MaxNameLength": "max_name_length", "JWT": "jwt", "TLSCert": "tls_cert"} {
 		if got := snake(in); got != want {
 			t.Errorf("snake(%q) = %q, want %q", in, got, want)

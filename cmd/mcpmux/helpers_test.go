@@ -190,7 +190,7 @@ func TestStdioIdentityWatch(t *testing.T) {
 		return set
 	}
 	var logged bytes.Buffer
-	w := &stdioIdentityWatch{log: zerolog.New(&logged), dir: dir, identity: "alice"}
+	w := &stdioIdentityWatch{log: zerolog.New(&logged), dir: func() string { return dir }, identity: "alice"}
 	records := func() []map[string]any {
 		var out []map[string]any
 		for _, line := range strings.Split(strings.TrimSpace(logged.String()), "\n") {

@@ -60,7 +60,7 @@ func checkIdentity(cmd string, l *loaded, identity string, stderr io.Writer) int
 // that the stdio client's identity has no policy file (or has one again).
 type stdioIdentityWatch struct {
 	log      zerolog.Logger
-	dir      string
+	dir      func() string // the policy directory in force
 	identity string
 }
 
@@ -80,16 +80,16 @@ func (w *stdioIdentityWatch) changed(old, cur *policy.Set) {
 	case had && !has:
 		w.warn(cur)
 	case !had && has:
-		w.log.Info().Str("identity", w.identity).Str("file", policyFile(w.dir, w.identity)).
+		w.log.Info().Str("identity", w.identity).Str("file", policyFile(w.dir(), w.identity)).
 			Msg("the stdio client's identity has a policy file now")
 	}
 }
 
 func (w *stdioIdentityWatch) warn(set *policy.Set) {
 	msg := noStdioPolicyMsg
-	if _, broken := noPolicy(set, w.dir, w.identity); broken {
+	if _, broken := noPolicy(set, w.dir(), w.identity); broken {
 		msg = "the policy file of the stdio client's identity does not load: it may use nothing"
 	}
-	w.log.Warn().Str("identity", w.identity).Str("file", policyFile(w.dir, w.identity)).
+	w.log.Warn().Str("identity", w.identity).Str("file", policyFile(w.dir(), w.identity)).
 		Strs("identities", set.Identities()).Msg(msg)
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
-	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -86,7 +85,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case serveStdio && who == "":
 		l.log.Warn().Msg("no identity configured for the stdio client: it will see no tools")
 	case serveStdio:
-		idWatch = &stdioIdentityWatch{log: l.log, dir: cfg.Mux.PolicyDir, identity: who}
+		idWatch = &stdioIdentityWatch{log: l.log, dir: l.policies.Dir, identity: who}
 		idWatch.start(l.policies.Current())
 	}
 
@@ -95,15 +94,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts := muxOptions(l.log)
 	opts.Observer = metrics
 	opts.Spawner = spawner
-	var pinStore *pins.Store
-	if cfg.Mux.Pinning != config.PinningOff {
-		var perr error
-		if pinStore, perr = pins.Open(cfg.Mux.PinFile, l.log.With().Str("component", "pins").Logger(), pins.Options{}); perr != nil {
-			report(stderr, perr)
-			return exitBadConfig
-		}
-		opts.Pins = pinStore
+	pinWatch := newPinWatch(l.log, nil)
+	pinStore, perr := pinWatch.open(cfg.Mux)
+	if perr != nil {
+		report(stderr, perr)
+		return exitBadConfig
 	}
+	pinWatch.store, opts.Pins = pinStore, pinStore
 	m := mux.New(cfg, l.policies, opts)
 	metrics.Pins(m.PinStatus)
 	var (
@@ -117,7 +114,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitBadConfig
 		}
 	}
-	cw := newConfigWatch(cfg, l.log, l.logOut, m, metrics, func(next *config.Config) {
+	cw := newConfigWatch(cfg, l, m, pinWatch, metrics, func(next *config.Config) {
 		if *listen != "" {
 			next.Upstream.Listen = *listen
 		}
@@ -222,11 +219,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// started, which it must not cut short: children would be left to the
 	// supervisor rather than stopped. A second one ends mcpmux at once.
 	defer context.AfterFunc(sigCtx, stopSignals)()
-	if pinStore != nil {
-		// After m.Close (deferred below, so run before it): nothing
-		// records any more.
-		defer pinStore.ForgetHeld()
-	}
+	// After m.Close (deferred below, so run before it): nothing records
+	// any more.
+	defer pinWatch.Close()
 	m.Start(context.Background())
 	defer m.Close()
 
@@ -254,13 +249,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			l.log.Error().Err(err).Msg("config watcher stopped")
 		}
 	})
-	if pinStore != nil {
-		bg.Go(func() {
-			if err := pinStore.Watch(watchCtx, m.PinsChanged); err != nil {
-				l.log.Error().Err(err).Msg("pin file watcher stopped")
-			}
-		})
-	}
+	pinWatch.Start(watchCtx, m)
 	if authn != nil {
 		bg.Go(func() {
 			if err := authn.Watch(watchCtx); err != nil {

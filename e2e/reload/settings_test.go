@@ -1,6 +1,8 @@
 package reload
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +70,76 @@ rate_burst = 2`, docs)
 	}
 	if after := ts.ChildPid(t, m, "docs"); after != pid {
 		t.Errorf("the child was restarted (pid %d, then %d) by a change of settings", pid, after)
+	}
+}
+
+// policy_dir and pin_file moved by a reload: the policies and pins of the
+// new place are in force as one step, and their watchers follow them there
+// (a pin approved in the new file lists its tool); a policy_dir that does
+// not exist refuses the whole version.
+func TestPolicyDirAndPinFileMove(t *testing.T) {
+	t.Parallel()
+	const enforce = `pinning = "enforce"`
+	lab := ts.NewPinLab(t, enforce, ts.FirstDefs)
+	m := ts.StartMux(t, lab.Lab)
+	pid := ts.ChildPid(t, m, "docs")
+	if names := m.ToolNames(); !slices.Contains(names, ts.PinnedTool) || !slices.Contains(names, "docs__echo") {
+		t.Fatalf("before the move the reader lists %v", names)
+	}
+	servers := ts.Server{Alias: "docs", Env: map[string]string{"LAB_DEFS": lab.Defs, "LAB_REQUESTS": lab.Requests, "LAB_FAIL_INIT_FILE": lab.FailStart}}
+
+	oldDir := lab.PolicyDir
+	lab.PolicyDir = filepath.Join(lab.Dir, "no-such-dir")
+	lab.Rewrite(t, enforce+"\n"+`pin_file = "moved.lock"`, servers)
+	m.Log.WaitLine(t, "the refusal", ts.Msg("config reload refused: the config in force stays"))
+	if got := m.Log.Lines(ts.Msg("policies moved")); len(got) != 0 {
+		t.Fatalf("a refused version moved the policies: %v", got)
+	}
+
+	lab.PolicyDir = filepath.Join(lab.Dir, "moved-policies")
+	if err := os.Mkdir(lab.PolicyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lab.WritePolicy(t, "reader", `allow = ["docs__pinned", "docs__late", "docs__whoami"]`)
+	lab.Rewrite(t, enforce+"\n"+`pin_file = "moved.lock"`, servers)
+	line := m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+	if got, want := anyStrings(line["settings"]), []string{"mux.policy_dir", "mux.pin_file"}; !slices.Equal(got, want) {
+		t.Errorf("reload put in force %v, want %v", got, want)
+	}
+	moved := m.Log.WaitLine(t, "the policies moved", ts.Msg("policies moved"))
+	if moved["from"] != oldDir || moved["dir"] != lab.PolicyDir {
+		t.Errorf("policies moved from %v to %v, want %s to %s", moved["from"], moved["dir"], oldDir, lab.PolicyDir)
+	}
+	m.WaitTools("the moved policy", func(n []string) bool {
+		return len(n) == 2 && slices.Contains(n, ts.PinnedTool) && slices.Contains(n, "docs__whoami")
+	})
+	newPins := filepath.Join(lab.Dir, "moved.lock")
+	ts.WaitFor(t, "the new pin file's first-sight pins", func() bool { _, err := os.Stat(newPins); return err == nil })
+
+	// A tool the child adds now is held: the new file has pins. Approved
+	// there, the running mcpmux lists it.
+	late := ts.FirstDefs
+	late.ExtraTool = "late"
+	lab.WriteDefs(t, late)
+	m.MustCall(ts.PinnedTool, map[string]any{"q": "x"})
+	if _, err := m.Call("docs__reload_defs", nil); err == nil {
+		t.Fatal("docs__reload_defs answered under a policy that does not allow it")
+	}
+	lab.PolicyDir = oldDir // the old directory must no longer count
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	lab.PolicyDir = filepath.Join(lab.Dir, "moved-policies")
+	lab.WritePolicy(t, "reader", `allow = ["docs__pinned", "docs__late", "docs__whoami", "docs__reload_defs"]`)
+	m.WaitTools("reload_defs allowed", func(n []string) bool { return slices.Contains(n, "docs__reload_defs") })
+	m.MustCall("docs__reload_defs", nil)
+	m.Log.WaitLine(t, "the new tool held", func(l map[string]any) bool { return l["tool"] == "docs__late" && l["held"] == true })
+	if r := ts.RunCLI(t, "pins", "approve", "--config", lab.Config, "docs__late"); r.Code != 0 {
+		t.Fatalf("pins approve exited %d:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	names := m.WaitTools("the approved tool", func(n []string) bool { return slices.Contains(n, "docs__late") })
+	if slices.Contains(names, "docs__echo") {
+		t.Errorf("the old policy directory's edit reached the reader: %v", names)
+	}
+	if got := ts.ChildPid(t, m, "docs"); got != pid {
+		t.Errorf("the child was restarted (pid %d, then %d) by a move of policy_dir and pin_file", pid, got)
 	}
 }

@@ -41,6 +41,9 @@ type configWatch struct {
 	// change (policy.Store.Move, pinWatch.Switch).
 	policies *policy.Store
 	pins     *pinWatch
+	// sessionLimits, when set (an HTTP upstream is served), puts a new
+	// max_sessions and max_sessions_per_identity in force.
+	sessionLimits func(config.Limits)
 	// adjust applies to each new version what serve's flags changed of
 	// the first (--listen), so that flags are not taken for edits.
 	adjust func(*config.Config)
@@ -153,6 +156,9 @@ func (w *configWatch) reload(ctx context.Context, why string) {
 		w.pins.Switch(pinStore, next)
 	}
 	if len(live) > 0 {
+		if w.sessionLimits != nil {
+			w.sessionLimits(next.Limits)
+		}
 		w.m.Retune(next)
 		// Set once the reload's own lines are out.
 		w.logOut.Widen(w.running.Mux, next.Mux)
@@ -201,6 +207,9 @@ var liveKeys = map[string]bool{
 	"mux.call_timeout": true, "mux.page_size": true, "mux.log_level": true, "mux.log_format": true,
 	"limits.rate_limit": true, "limits.rate_burst": true,
 	"mux.policy_dir": true, "mux.pin_file": true, "mux.pin_new": true, "mux.pinning": true,
+	// Each server's entry holds these defaults: a change re-exposes it.
+	"limits.max_in_flight": true, "limits.max_queued": true,
+	"limits.max_sessions": true, "limits.max_sessions_per_identity": true,
 }
 
 // live reports whether a reload puts k's new value in force. Pinning

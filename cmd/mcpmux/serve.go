@@ -164,6 +164,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			SessionIdleTimeout: cfg.Upstream.SessionIdleTimeout,
 			Limits:             cfg.Limits,
 		})
+		cw.sessionLimits = upstream.SetSessionLimits
 		root := http.NewServeMux()
 		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))
 		if path, h := authn.MetadataHandler(); h != nil {

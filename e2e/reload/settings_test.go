@@ -1,12 +1,14 @@
 package reload
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
@@ -141,5 +143,36 @@ func TestPolicyDirAndPinFileMove(t *testing.T) {
 	}
 	if got := ts.ChildPid(t, m, "docs"); got != pid {
 		t.Errorf("the child was restarted (pid %d, then %d) by a move of policy_dir and pin_file", pid, got)
+	}
+}
+
+// The session caps and the servers' max_in_flight default apply live: a
+// raised max_sessions_per_identity admits the session it refused, the
+// open one stays, and a new default re-exposes the server that takes it.
+func TestLimitsLive(t *testing.T) {
+	t.Parallel()
+	docs := ts.Server{Alias: "docs"}
+	lab := ts.HTTPLab(t, "\n[limits]\nmax_sessions_per_identity = 1", `listen = "127.0.0.1:0"`, docs)
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	h := ts.StartHTTPMux(t, lab, ts.HTTPStart{})
+	first := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Log: h.Log})
+	if a := ts.PostInitialize(t, h.URL(), ""); a.Status != http.StatusTooManyRequests {
+		t.Fatalf("a second session under max_sessions_per_identity 1: %d %q, want 429", a.Status, a.Body)
+	}
+
+	lab.Rewrite(t, "\n[limits]\nmax_sessions_per_identity = 2\nmax_in_flight = 8", docs)
+	line := h.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+	if got, want := anyStrings(line["settings"]), []string{"limits.max_sessions_per_identity", "limits.max_in_flight"}; !slices.Equal(got, want) {
+		t.Errorf("reload put in force %v, want %v", got, want)
+	}
+	if got := anyStrings(line["reexposed"]); !slices.Equal(got, []string{"docs"}) {
+		t.Errorf("reload re-exposed %v, want [docs] (its max_in_flight is the default's)", got)
+	}
+	if a := ts.PostInitialize(t, h.URL(), ""); a.Status != http.StatusOK {
+		t.Errorf("a second session under max_sessions_per_identity 2: %d %q", a.Status, a.Body)
+	}
+	first.MustCall("docs__search", map[string]any{"query": "public"})
+	if n := len(h.Log.Lines(ts.Msg("config: this key changed but needs a restart to take effect; the value mcpmux started with stays"))); n != 0 {
+		t.Errorf("%d keys named as needing a restart", n)
 	}
 }

@@ -96,7 +96,7 @@ func NewHTTPUpstream(env Env, o HTTPOptions) *HTTPUpstream {
 		server.WithSessionIdManager(h.sessions.IDManager()),
 		server.WithStreamableHTTPLogger(liblog.Slog(log)),
 	)
-	h.sessions.Configure(o.Limits.MaxSessions, o.Limits.MaxSessionsPerIdentity, h.expire)
+	h.SetSessionLimits(o.Limits)
 	if h.idle > 0 {
 		h.wg.Go(h.sweep)
 	}
@@ -122,6 +122,14 @@ func orDefault[T int | int64 | time.Duration](v *T, d T) {
 }
 
 // ServeHTTP serves one MCP request.
+// SetSessionLimits puts l's max_sessions and max_sessions_per_identity in
+// force for the sessions opened from now on; a session already open stays,
+// even over a lowered cap.
+func (h *HTTPUpstream) SetSessionLimits(l config.Limits) {
+	l = withDefaults(l)
+	h.sessions.Configure(l.MaxSessions, l.MaxSessionsPerIdentity, h.expire)
+}
+
 func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !allowedOrigin(origin, r.Host) {
 		h.log.Warn().Str("origin", origin).Msg("request refused: cross-origin")

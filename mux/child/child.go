@@ -261,6 +261,7 @@ func (c *Server) Run(ctx context.Context, firstDone func()) {
 	defer firstDone() // ctx may end during the first attempt
 	sv := &supervisor{c: c}
 	for {
+		began := time.Now()
 		sess, cat, err := sv.start(ctx)
 		if ctx.Err() != nil {
 			if sess != nil {
@@ -280,7 +281,8 @@ func (c *Server) Run(ctx context.Context, firstDone func()) {
 		} else {
 			sv.listed, sv.withdraw = cat, nil
 			ready := c.log.Info().Int("tools", len(cat.Tools())).Int("prompts", len(cat.Entries[catalog.KindPrompt])).
-				Int("resources", len(cat.Entries[catalog.KindResource])+len(cat.Entries[catalog.KindTemplate]))
+				Int("resources", len(cat.Entries[catalog.KindResource])+len(cat.Entries[catalog.KindTemplate])).
+				Int64("start_ms", time.Since(began).Milliseconds()) // spawned, initialized, lists read
 			if sess.proc != nil {
 				ready = ready.Int("pid", sess.proc.Pid())
 			}

@@ -86,7 +86,11 @@ func (w *configWatch) Run(ctx context.Context, hup <-chan os.Signal) error {
 	})
 	first := true
 	err := dirwatch.Watch(ctx, filepath.Dir(w.path), dirwatch.Options{
-		Settle:   100 * time.Millisecond,
+		// A save by rename, or a ConfigMap's symlink swap, is whole at its
+		// last event; an editor's in-place write is a truncate and a write
+		// microseconds apart. 20 ms covers both and keeps a saved server
+		// listed within its cold start and 50 ms.
+		Settle:   20 * time.Millisecond,
 		MaxDelay: 500 * time.Millisecond,
 		Rewatch:  time.Second,
 		Log:      w.log,

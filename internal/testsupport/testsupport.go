@@ -663,8 +663,26 @@ func (l *LogTap) WaitLine(t testing.TB, what string, match func(map[string]any) 
 // that slow work (a large call under the race detector) comes before.
 func (l *LogTap) WaitLineWithin(t testing.TB, d time.Duration, what string, match func(map[string]any) bool) map[string]any {
 	t.Helper()
+	return l.waitLine(t, d, 0, what, match)
+}
+
+// Mark is how many lines have been logged so far, for WaitLineAfter.
+func (l *LogTap) Mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines)
+}
+
+// WaitLineAfter is WaitLine for a line logged after the first mark ones
+// (Mark): it never looks at those, however many there are.
+func (l *LogTap) WaitLineAfter(t testing.TB, mark int, what string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	return l.waitLine(t, Wait, mark, what, match)
+}
+
+func (l *LogTap) waitLine(t testing.TB, d time.Duration, seen int, what string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
 	timeout := time.After(d)
-	seen := 0
 	for {
 		l.mu.Lock()
 		for ; seen < len(l.lines); seen++ {

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/edge"
@@ -29,7 +30,7 @@ func (m *Mux) edgeEnv() edge.Env {
 		MCP:             m.srv,
 		Sessions:        &m.sessions,
 		Log:             m.log,
-		Drain:           m.cfg.Mux.CallTimeout + m.maxStartupTimeout(),
+		Drain:           func() time.Duration { return m.p.Settings().CallTimeout + m.maxStartupTimeout() },
 		MaxMessageBytes: m.cfg.Limits.MaxMessageBytes,
 	}
 }

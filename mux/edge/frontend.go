@@ -140,8 +140,9 @@ type Env struct {
 	Sessions *upstream.Registry
 	Log      zerolog.Logger
 	// Drain is how long the stdio edge waits for the answers still due
-	// once its input has ended: a call's timeout and its child's start.
-	Drain time.Duration
+	// once its input has ended: a call's timeout and its child's start,
+	// as in force when it ends.
+	Drain func() time.Duration
 	// MaxMessageBytes bounds a stdio client's line.
 	MaxMessageBytes int64
 }

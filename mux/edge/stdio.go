@@ -97,7 +97,7 @@ type halfClose struct {
 	asked    map[string]int
 	askedAny atomic.Bool
 	ctx      context.Context
-	limit    time.Duration
+	limit    func() time.Duration
 	// maxMessage bounds one line from the client (max_message_bytes; 0
 	// means the default).
 	maxMessage int64
@@ -267,7 +267,7 @@ func (h *halfClose) waitIdle() {
 	if n := h.pending.Load(); n > 0 {
 		h.log.Info().Int64("requests", n).Msg("stdin closed; answering the requests in flight first")
 	}
-	t := time.NewTimer(h.limit)
+	t := time.NewTimer(h.limit())
 	defer t.Stop()
 	for h.pending.Load() > 0 {
 		select {

@@ -267,7 +267,11 @@ func (h *halfClose) waitIdle() {
 	if n := h.pending.Load(); n > 0 {
 		h.log.Info().Int64("requests", n).Msg("stdin closed; answering the requests in flight first")
 	}
-	t := time.NewTimer(h.limit())
+	var limit time.Duration // none: the answers due are not waited for
+	if h.limit != nil {
+		limit = h.limit()
+	}
+	t := time.NewTimer(limit)
 	defer t.Stop()
 	for h.pending.Load() > 0 {
 		select {

@@ -9,6 +9,8 @@
 //	allow_read_only = ["tickets__*"] # the same, but only read-only tools
 //	deny = ["*__delete_*"]           # wins over both allows
 //	allow_resources = ["docs"]       # servers whose resources it may list and read
+//	catalog = "search"               # its catalog mode: full, search or auto (default: the config's)
+//	always = ["docs__search"]        # in search mode, listed besides mcpmux's own two tools
 //
 // allow, allow_read_only and deny are globs over exposed names;
 // allow_resources is globs over server aliases, since exposed resource URIs
@@ -65,6 +67,11 @@ type Policy struct {
 	File     string // the file the policy was read from
 
 	allow, allowReadOnly, deny, allowResources glob.Set
+	// always is the tools listed in search mode besides mcpmux's own.
+	always glob.Set
+	// catalog is the identity's catalog mode ("full", "search", "auto"),
+	// "" for the config's.
+	catalog string
 
 	// patterns holds the patterns as written, each list sorted and
 	// de-duplicated, so that two policies with the same meaning compare
@@ -150,6 +157,22 @@ func (p *Policy) Allows(it Item) bool {
 	return false
 }
 
+// Catalog is the identity's catalog mode, one of CatalogModes, or "" when
+// its file leaves it to the config.
+func (p *Policy) Catalog() string {
+	if p == nil {
+		return ""
+	}
+	return p.catalog
+}
+
+// Always reports whether search mode lists the tool of the exposed name
+// besides mcpmux's own (the policy's always patterns).
+func (p *Policy) Always(name string) bool { return p != nil && p.always.Match(name) }
+
+// HasAlways reports whether the policy names any tool to list always.
+func (p *Policy) HasAlways() bool { return p != nil && len(p.patterns[keyAlways]) > 0 }
+
 // sameAccess reports whether p and q grant exactly the same access, however
 // their files are laid out. Two nil policies have the same access; a nil
 // and a non-nil policy do not, since
@@ -164,7 +187,7 @@ func (p *Policy) sameAccess(q *Policy) bool {
 			return false
 		}
 	}
-	return slices.EqualFunc(p.rules, q.rules, (*Rule).sameMeaning)
+	return p.catalog == q.catalog && slices.EqualFunc(p.rules, q.rules, (*Rule).sameMeaning)
 }
 
 // sameAsWritten reports whether p and q grant the same access and every rule
@@ -198,6 +221,12 @@ func (p *Policy) String() string {
 			b.WriteString(strconv.Quote(s))
 		}
 		b.WriteString("]")
+	}
+	if p.catalog != "" {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "catalog = %q", p.catalog)
 	}
 	if len(p.rules) > 0 {
 		if b.Len() > 0 {
@@ -239,7 +268,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if id == "" {
 		return nil, fmt.Errorf("policy: %s: not a policy file name (want IDENTITY%s)", file, ext)
 	}
-	pats, decls, errs := parseContents(file, data)
+	pats, decls, catalog, errs := parseContents(file, data)
 	if pats == nil {
 		return nil, errs // a syntax error: nothing else can be read
 	}
@@ -267,7 +296,8 @@ func Parse(file string, data []byte) (*Policy, error) {
 	for _, pat := range pats {
 		byKey[pat.key] = append(byKey[pat.key], pat.glob)
 	}
-	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny, &p.allowResources}
+	p.catalog = catalog
+	sets := [numKeys]*glob.Set{&p.allow, &p.allowReadOnly, &p.deny, &p.allowResources, &p.always}
 	for k, pats := range byKey {
 		// Compile reports nothing for patterns parseContents accepted; the
 		// check stays so that a stricter glob cannot be ignored here.
@@ -304,14 +334,22 @@ const (
 	keyAllowReadOnly
 	keyDeny
 	keyAllowResources
+	keyAlways
 	numKeys
 )
 
-var keyNames = [numKeys]string{"allow", "allow_read_only", "deny", "allow_resources"}
+var keyNames = [numKeys]string{"allow", "allow_read_only", "deny", "allow_resources", "always"}
+
+// keyCatalog is the one key whose value is a string, not patterns.
+const keyCatalog = "catalog"
+
+// CatalogModes are the values of catalog: every tool listed, two tools of
+// mcpmux's own to find and call them, or search above a number of tools.
+var CatalogModes = []string{"full", "search", "auto"}
 
 // keyList is the keys for messages: "allow, allow_read_only, deny,
 // allow_resources".
-var keyList = strings.Join(keyNames[:], ", ")
+var keyList = strings.Join(append(keyNames[:], keyCatalog), ", ")
 
 var utf8BOM = []byte("\ufeff")
 
@@ -325,12 +363,14 @@ var utf8BOM = []byte("\ufeff")
 // one deny list. And it reports some errors inside arrays at line 1,
 // because array nodes carry no position. Here every problem is located by a
 // key or a scalar value, whose positions are exact.
-func parseContents(file string, data []byte) ([]pattern, []ruleDecl, Errors) {
+func parseContents(file string, data []byte) ([]pattern, []ruleDecl, string, Errors) {
 	var (
-		pats  []pattern
-		decls []ruleDecl
-		errs  Errors
-		seen  [numKeys]int // line each key was set on; 0 if not yet
+		pats        []pattern
+		decls       []ruleDecl
+		errs        Errors
+		catalog     string
+		catalogLine int
+		seen        [numKeys]int // line each key was set on; 0 if not yet
 		// section is where key-values go: -1 the top level (also after a
 		// table in error), else the index of a [[rule]] in decls.
 		section  = -1
@@ -367,6 +407,17 @@ func parseContents(file string, data []byte) ([]pattern, []ruleDecl, Errors) {
 			ruleKey(&p, expr, key, keyLine, &decls[section], ruleSeen, report)
 			continue
 		}
+		if key == keyCatalog {
+			switch v := expr.Value(); {
+			case catalogLine != 0:
+				report(keyLine, "duplicate key %q (first set on line %d)", key, catalogLine)
+			case v.Kind != unstable.String || !slices.Contains(CatalogModes, string(v.Data)):
+				report(lineOf(&p, v, keyLine), "catalog must be one of %q", CatalogModes)
+			default:
+				catalog, catalogLine = string(v.Data), keyLine
+			}
+			continue
+		}
 		k := slices.Index(keyNames[:], key)
 		if k < 0 {
 			report(keyLine, "unknown key %q", key)
@@ -384,7 +435,7 @@ func parseContents(file string, data []byte) ([]pattern, []ruleDecl, Errors) {
 	if err := p.Error(); err != nil {
 		// After a syntax error, nothing found before it is worth reporting:
 		// the file is being edited or is not a policy file at all.
-		return nil, nil, Errors{syntaxError(file, data, err)}
+		return nil, nil, "", Errors{syntaxError(file, data, err)}
 	}
 	for i := range decls {
 		d := &decls[i]
@@ -398,7 +449,7 @@ func parseContents(file string, data []byte) ([]pattern, []ruleDecl, Errors) {
 	if pats == nil {
 		pats = []pattern{} // not nil: told apart from a syntax error
 	}
-	return pats, decls, errs
+	return pats, decls, catalog, errs
 }
 
 // arrayStrings returns the strings of the array value of key, each with its

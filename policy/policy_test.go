@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 			name: "table",
 			data: "allow = []\n[allow]\nx = 1\n",
 			want: []string{
-				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only, deny, allow_resources and [[rule]] tables`,
+				`policies/reader.toml:2: unexpected table [allow]: a policy has only the keys allow, allow_read_only, deny, allow_resources, always, catalog and [[rule]] tables`,
 				`policies/reader.toml:3: unknown key "x"`,
 			},
 		},
@@ -191,7 +191,16 @@ func TestParseErrors(t *testing.T) {
 				`policies/reader.toml:1: unknown key "allow_resource"`,
 				`policies/reader.toml:2: unknown key "allow_prompts"`,
 				`policies/reader.toml:3: unknown key "Allow_Resources"`,
-				`policies/reader.toml:4: unexpected table [allow_resources]: a policy has only the keys allow, allow_read_only, deny, allow_resources and [[rule]] tables`,
+				`policies/reader.toml:4: unexpected table [allow_resources]: a policy has only the keys allow, allow_read_only, deny, allow_resources, always, catalog and [[rule]] tables`,
+			},
+		},
+		{
+			name: "catalog not a mode, twice",
+			data: "catalog = \"searching\"\ncatalog = 1\ncatalog = \"search\"\ncatalog = \"full\"\n",
+			want: []string{
+				`policies/reader.toml:1: catalog must be one of ["full" "search" "auto"]`,
+				`policies/reader.toml:2: catalog must be one of ["full" "search" "auto"]`,
+				`policies/reader.toml:4: duplicate key "catalog" (first set on line 3)`,
 			},
 		},
 		{
@@ -464,5 +473,30 @@ func TestPolicyString(t *testing.T) {
 	var nilPolicy *Policy
 	if got := nilPolicy.String(); got != "<no policy>" {
 		t.Errorf("nil String() = %s", got)
+	}
+}
+
+// catalog and always are read, and count in what a policy grants: an
+// edit of either is a change of the identity's view.
+func TestCatalogAndAlways(t *testing.T) {
+	p, err := Parse(testFile, []byte("allow = [\"*\"]\ncatalog = \"search\"\nalways = [\"docs__search\", \"fs__read_*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Catalog() != "search" || !p.Always("fs__read_file") || p.Always("fs__write_file") || !p.HasAlways() {
+		t.Errorf("catalog %q, always(fs__read_file) %v, always(fs__write_file) %v", p.Catalog(), p.Always("fs__read_file"), p.Always("fs__write_file"))
+	}
+	for _, other := range []string{"allow = [\"*\"]\ncatalog = \"auto\"\nalways = [\"docs__search\", \"fs__read_*\"]\n", "allow = [\"*\"]\ncatalog = \"search\"\n"} {
+		q, err := Parse(testFile, []byte(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.sameAccess(q) {
+			t.Errorf("%q has the same access as %q", other, p)
+		}
+	}
+	var none *Policy
+	if none.Catalog() != "" || none.Always("x") || none.HasAlways() {
+		t.Error("no policy has a catalog mode or always patterns")
 	}
 }

@@ -1,0 +1,200 @@
+package toolsearch
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// Doc is one tool as the index reads it.
+type Doc struct {
+	Name        string // exposed
+	Orig        string // the child's own
+	Server      string // its alias
+	Title       string
+	Description string
+	Params      []Param
+}
+
+// Param is one parameter of a tool's input schema.
+type Param struct{ Name, Description string }
+
+// How much a word counts in each field of a tool: its name and title say
+// what it does, its description says it in more words, its parameters
+// tell what it works on.
+const (
+	weightName       = 3
+	weightTitle      = 2
+	weightServer     = 1.5
+	weightParamName  = 1
+	weightDesc       = 1
+	weightParamDesc  = 0.5
+	weightSynonym    = 0.6 // a query word's synonym, against the word itself
+	bm25K1           = 1.2
+	bm25B            = 0.75
+	bonusExactName   = 1e6 // the query is the tool's name
+	bonusNamePrefix  = 1e3 // the query begins the tool's name
+	maxDescribedRune = 4096
+)
+
+// Index is the searchable form of one child's tools; it is immutable once
+// built. A query is ranked over several indexes at once (Search), so that
+// each child's is built only when its tools change.
+type Index struct {
+	names    []string  // lowercased exposed names
+	origs    []string  // lowercased own names
+	lens     []float32 // weighted length of each doc
+	totalLen float64
+	postings map[string][]posting
+}
+
+type posting struct {
+	doc int32
+	tf  float32 // weighted
+}
+
+// New indexes docs; doc i of the index is docs[i].
+func New(docs []Doc) *Index {
+	ix := &Index{names: make([]string, len(docs)), origs: make([]string, len(docs)), lens: make([]float32, len(docs)),
+		postings: map[string][]posting{}}
+	tf := map[string]float32{}
+	for i, d := range docs {
+		clear(tf)
+		add := func(text string, w float32) {
+			for _, t := range Terms(text) {
+				tf[t] += w
+			}
+		}
+		add(d.Name, weightName)
+		if d.Orig != d.Name {
+			add(d.Orig, weightName)
+		}
+		add(d.Title, weightTitle)
+		add(d.Server, weightServer)
+		add(truncate(d.Description), weightDesc)
+		for _, p := range d.Params {
+			add(p.Name, weightParamName)
+			add(truncate(p.Description), weightParamDesc)
+		}
+		var n float32
+		for t, f := range tf {
+			ix.postings[t] = append(ix.postings[t], posting{doc: int32(i), tf: f})
+			n += f
+		}
+		ix.lens[i] = n
+		ix.totalLen += float64(n)
+		ix.names[i] = strings.ToLower(d.Name)
+		ix.origs[i] = strings.ToLower(d.Orig)
+	}
+	return ix
+}
+
+// Len is how many tools ix holds.
+func (ix *Index) Len() int { return len(ix.lens) }
+
+// truncate bounds how much of a long description is read: a child may
+// send megabytes, and the start says what a tool is for.
+func truncate(s string) string {
+	if len(s) <= maxDescribedRune {
+		return s
+	}
+	return s[:maxDescribedRune]
+}
+
+// Hit is one tool found: doc Doc of index Index of those searched.
+type Hit struct {
+	Index, Doc int
+	Score      float64
+}
+
+// Search ranks the tools of indexes for query and returns the best limit
+// of those keep accepts, best first; ties keep the indexes' order. A tool
+// whose name is the query comes first, then those whose name it begins,
+// then the rest by BM25 over their words; a tool that shares no word with
+// the query is not found.
+func Search(query string, limit int, indexes []*Index, keep func(index, doc int) bool) []Hit {
+	q := strings.ToLower(strings.TrimSpace(query))
+	if limit <= 0 || q == "" {
+		return nil
+	}
+	words := queryWeights(q)
+	// The statistics of the whole set: each index is one child's.
+	var docs int
+	var total float64
+	for _, ix := range indexes {
+		docs += ix.Len()
+		total += ix.totalLen
+	}
+	if docs == 0 {
+		return nil
+	}
+	avg := total / float64(docs)
+	idf := make(map[string]float64, len(words))
+	for t := range words {
+		df := 0
+		for _, ix := range indexes {
+			df += len(ix.postings[t])
+		}
+		if df > 0 {
+			idf[t] = math.Log(1 + (float64(docs)-float64(df)+0.5)/(float64(df)+0.5))
+		}
+	}
+	var hits []Hit
+	for i, ix := range indexes {
+		scores := map[int32]float64{}
+		for t, w := range words {
+			for _, p := range ix.postings[t] {
+				tf := float64(p.tf)
+				norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.lens[p.doc])/avg)
+				scores[p.doc] += w * idf[t] * tf * (bm25K1 + 1) / (tf + norm)
+			}
+		}
+		for d := range ix.names {
+			// A name match counts even with no word in common
+			// ("get_file_info" for "get_file").
+			if ix.names[d] == q || ix.origs[d] == q {
+				scores[int32(d)] += bonusExactName
+			} else if strings.HasPrefix(ix.names[d], q) || strings.HasPrefix(ix.origs[d], q) {
+				scores[int32(d)] += bonusNamePrefix
+			}
+		}
+		for d, s := range scores {
+			if s > 0 && keep(i, int(d)) {
+				hits = append(hits, Hit{Index: i, Doc: int(d), Score: s})
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b Hit) int {
+		switch {
+		case a.Score != b.Score:
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		case a.Index != b.Index:
+			return a.Index - b.Index
+		}
+		return a.Doc - b.Doc
+	})
+	return hits[:min(limit, len(hits))]
+}
+
+// queryWeights is each term of the query with its weight: its own words
+// at 1, their synonyms at weightSynonym each.
+func queryWeights(q string) map[string]float64 {
+	w := map[string]float64{}
+	terms := Terms(q)
+	for _, t := range terms {
+		w[t] = 1
+	}
+	// Two words of the query that mean one thing ("ticket", "bug") count
+	// it more, never more than the thing named.
+	for _, t := range terms {
+		for _, s := range synonyms[t] {
+			if w[s] < 1 {
+				w[s] = min(1, w[s]+weightSynonym)
+			}
+		}
+	}
+	return w
+}

@@ -60,6 +60,8 @@ const (
 	DefaultDrainTimeout       = 30 * time.Second
 	DefaultIdentityClaim      = "sub"
 	DefaultPinning            = PinningWarn
+	DefaultCatalog            = CatalogFull
+	DefaultSearchAbove        = 40
 	DefaultPinFile            = "mcpmux.lock"
 	DefaultPinNew             = PinNewByMode
 	DefaultJWKSRefresh        = 15 * time.Minute
@@ -88,6 +90,8 @@ const (
 	MinMaxNameLength = 8
 	MaxMaxNameLength = 128
 	MaxAliasLength   = 32
+	// ReservedAlias is the prefix of mcpmux's own tools (catalog = "search").
+	ReservedAlias = "mcpmux"
 )
 
 // Config is a loaded, validated configuration. Every field is set: keys the
@@ -122,6 +126,14 @@ type Mux struct {
 	// whole catalog in one page.
 	PageSize int
 
+	// Catalog is how tools/list shows the tools to an identity whose policy
+	// does not say: CatalogFull (every tool it may call), CatalogSearch
+	// (mcpmux's own find_tools and call_tool, and the policy's always
+	// tools) or CatalogAuto (search once it may call more than
+	// SearchAbove tools).
+	Catalog     string
+	SearchAbove int
+
 	// Pinning is what a tool or prompt whose definition differs from its
 	// pin does: "off" (no pins are kept), "warn" (it stays exposed, and the
 	// change is logged and counted) or "enforce" (it is held: not listed,
@@ -155,6 +167,9 @@ func (m *Mux) HoldNew(pinsExist bool) bool {
 
 // The values of [mux] pinning and pin_new.
 const (
+	CatalogFull    = "full"
+	CatalogSearch  = "search"
+	CatalogAuto    = "auto"
 	PinningOff     = "off"
 	PinningWarn    = "warn"
 	PinningEnforce = "enforce"

@@ -53,6 +53,8 @@ func TestExample(t *testing.T) {
 			LogLevel:      "info",
 			LogFormat:     "json",
 			PageSize:      0,
+			Catalog:       CatalogFull,
+			SearchAbove:   DefaultSearchAbove,
 			Pinning:       "warn",
 			PinFile:       filepath.Join(root, "mcpmux.lock"),
 			PinNew:        "",
@@ -112,7 +114,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	}
 	keys := []string{
 		"[mux]", "separator", "policy_dir", "max_name_length", "call_timeout",
-		"log_level", "log_format", "page_size",
+		"log_level", "log_format", "page_size", "catalog", "search_above",
 		"[upstream]", "identity", "listen", "path", "admin_listen", "debug_listen",
 		"allow_unauthenticated", "trusted_header", "trusted_header_with_tokens",
 		"session_idle_timeout", "drain_timeout",
@@ -154,6 +156,8 @@ func TestDefaults(t *testing.T) {
 			LogLevel:      "info",
 			LogFormat:     "json",
 			PageSize:      0,
+			Catalog:       CatalogFull,
+			SearchAbove:   DefaultSearchAbove,
 			Pinning:       "warn",
 			PinFile:       "/etc/mcpmux/mcpmux.lock",
 			PinNew:        "",
@@ -190,6 +194,8 @@ call_timeout = "1m30s"
 log_level = "debug"
 log_format = "console"
 page_size = 50
+catalog = "auto"
+search_above = 100
 pinning = "enforce"
 pin_file = "pins/tools.lock"
 pin_new = "hold"
@@ -278,6 +284,8 @@ rate_burst = 10
 			LogLevel:      "debug",
 			LogFormat:     "console",
 			PageSize:      50,
+			Catalog:       CatalogAuto,
+			SearchAbove:   100,
 			Pinning:       "enforce",
 			PinFile:       "/etc/mcpmux/pins/tools.lock",
 			PinNew:        "hold",
@@ -289,8 +297,8 @@ rate_burst = 10
 			AdminListen:          "127.0.0.1:7301",
 			AllowUnauthenticated: true,
 			Tokens: []Token{
-				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 25},
-				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 29},
+				{Identity: "agent", SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Line: 27},
+				{Identity: "ops", Env: "OPS_TOKEN", Value: "ops-s3cret", Line: 31},
 			},
 			JWT: &JWT{
 				Issuer:               "https://auth.example.com",
@@ -603,6 +611,16 @@ func TestErrors(t *testing.T) {
 			name: "log_format",
 			src:  "[mux]\nlog_format = \"text\"\n" + srv,
 			want: `mcpmux.toml:2: [mux] log_format: must be one of json, console, not "text"`,
+		},
+		{
+			name: "catalog",
+			src:  "[mux]\ncatalog = \"some\"\n" + srv,
+			want: `mcpmux.toml:2: [mux] catalog: must be one of full, search, auto, not "some"`,
+		},
+		{
+			name: "reserved alias",
+			src:  "[servers.mcpmux]\ncommand = \"x\"\n",
+			want: `mcpmux.toml:1: [servers.mcpmux]: alias "mcpmux" is mcpmux's own (its find_tools and call_tool): give the server another`,
 		},
 		{
 			name: "page_size",

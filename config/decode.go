@@ -62,6 +62,8 @@ func (d *decoder) mux(t *table, m *Mux) {
 		PageSize:      DefaultPageSize,
 		Pinning:       DefaultPinning,
 		PinNew:        DefaultPinNew,
+		Catalog:       DefaultCatalog,
+		SearchAbove:   DefaultSearchAbove,
 	}
 	if t.str("separator", &m.Separator) && m.Separator != "_" && m.Separator != "__" {
 		t.errorf("separator", `must be "_" or "__", not %q`, m.Separator)
@@ -80,6 +82,10 @@ func (d *decoder) mux(t *table, m *Mux) {
 	t.oneOf("log_format", &m.LogFormat, logFormats)
 	if t.integer("page_size", &m.PageSize) && m.PageSize < 0 {
 		t.errorf("page_size", "must not be negative, not %d", m.PageSize)
+	}
+	t.oneOf("catalog", &m.Catalog, []string{CatalogFull, CatalogSearch, CatalogAuto})
+	if t.integer("search_above", &m.SearchAbove) && m.SearchAbove < 0 {
+		t.errorf("search_above", "must not be negative, not %d", m.SearchAbove)
 	}
 	t.oneOf("pinning", &m.Pinning, []string{PinningOff, PinningWarn, PinningEnforce})
 	pins := DefaultPinFile

@@ -56,9 +56,12 @@ func (d *decoder) server(t *table, alias string, l Limits) Server {
 		MaxInFlight:      l.MaxInFlight,
 		MaxQueued:        l.MaxQueued,
 	}
-	if !aliasRE.MatchString(alias) || len(alias) > MaxAliasLength {
+	switch {
+	case !aliasRE.MatchString(alias) || len(alias) > MaxAliasLength:
 		t.selfErrorf("invalid alias %q: use lower-case letters, digits and inner '-' (no '_'), at most %d characters",
 			alias, MaxAliasLength)
+	case alias == ReservedAlias:
+		t.selfErrorf("alias %q is mcpmux's own (its find_tools and call_tool): give the server another", alias)
 	}
 	_, hasCommand := t.m["command"]
 	_, hasURL := t.m["url"]

@@ -160,7 +160,8 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	// The announcer registers task tools with mcp-go's server, built last
 	// (by the relay): it takes the task table's hooks.
 	announcer := publish.NewAnnouncer(&m.catalog, m.policies, &m.sessions,
-		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) }, log)
+		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) },
+		func(cat *catalog.Catalog, v catalog.Viewer) []byte { return m.p.ToolList(cat, v) }, log)
 	m.pub = publish.New(m.fleet.Set(), pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
@@ -243,7 +244,13 @@ func (m *Mux) ApplyServers(ctx context.Context, entries []config.Server) fleet.C
 // Retune puts in force, for the requests that start from now on, the
 // settings of cfg that change while m runs (pipeline.Settings): the call
 // timeout, the rate limit and the page size.
-func (m *Mux) Retune(cfg *config.Config) { m.p.Retune(cfg) }
+func (m *Mux) Retune(cfg *config.Config) {
+	was := m.p.Settings()
+	m.p.Retune(cfg)
+	if now := m.p.Settings(); now.Catalog != was.Catalog || now.SearchAbove != was.SearchAbove {
+		m.pub.Announcer().Retell()
+	}
+}
 
 // list is the children in force, in config order.
 func (m *Mux) list() []*child.Server { return m.fleet.List() }

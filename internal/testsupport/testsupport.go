@@ -572,6 +572,22 @@ func Contains(names []string, name string) bool {
 	return false
 }
 
+// Pending forgets the notifications received so far and returns those of
+// method among them.
+func (m *Mux) Pending(method string) []mcp.JSONRPCNotification {
+	var out []mcp.JSONRPCNotification
+	for {
+		select {
+		case n := <-m.notes:
+			if n.Method == method {
+				out = append(out, n)
+			}
+		default:
+			return out
+		}
+	}
+}
+
 // DrainNotifications forgets notifications received so far.
 func (m *Mux) DrainNotifications() {
 	for {

@@ -100,6 +100,8 @@ type ChildCatalog struct {
 	// Digests is the pin digest of each tool and prompt by its own name,
 	// under pinning only (stillPinned).
 	Digests map[OwnName]pins.Sum
+
+	search searchIndex // its tools for find_tools (search.go)
 }
 
 // OwnName is a tool or prompt by the name its child gives it.
@@ -128,6 +130,9 @@ type Catalog struct {
 	Caps mcp.ServerCapabilities
 	// Instructions are the children's that have any, in config order.
 	Instructions []Instructions
+	// children are the catalogs merged, in config order, whose search
+	// indexes Search ranks over.
+	children []*ChildCatalog
 	// lists caches each kind's list as one identity's policy sees it
 	// (*listing), keyed by listKey: built on first use, dropped with the
 	// snapshot.
@@ -323,6 +328,7 @@ func Merge(parts []Part) *Catalog {
 	owner := map[string]string{} // exposed name -> alias, per kind, for collisions
 	for _, p := range parts {
 		listed := p.Listed
+		next.children = append(next.children, listed)
 		mergeCaps(&next.Caps, listed.Caps)
 		if listed.Instructions != "" {
 			next.Instructions = append(next.Instructions, Instructions{Alias: p.Alias, Text: listed.Instructions})

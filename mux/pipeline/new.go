@@ -10,7 +10,7 @@
 // of its own: the per-child slots and per-identity rate limits
 // (admission.go), the calls in flight on their way to the children
 // (Forwarder, call.go), a 2026-07-28 client's rounds waiting for its retry
-// (rounds.go), the resource subscriptions (Subscriptions) and the audit
+// (rounds.go), the resource subscriptions (mux/subscriptions) and the audit
 // line of every request (Auditor).
 package pipeline
 
@@ -26,6 +26,8 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/mux/searchmode"
+	"github.com/mcpmux/mcpmux/mux/subscriptions"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -44,12 +46,13 @@ type Pipeline struct {
 	sessions *upstream.Registry
 	ready    <-chan struct{} // closed once every child's first start is over
 
+	own        *searchmode.Tools // find_tools and call_tool, in search mode
 	decoration decorator
-	audit      Auditor       // audit.go
-	subs       Subscriptions // subscriptions.go
-	rounds     roundTable    // 2026-07-28 calls waiting for input (rounds.go)
-	admit      admission     // rate limits and max_in_flight (admission.go)
-	calls      Forwarder     // the calls in flight to the children (call.go)
+	audit      Auditor // audit.go
+	subs       *subscriptions.Table
+	rounds     roundTable // 2026-07-28 calls waiting for input (rounds.go)
+	admit      admission  // rate limits and max_in_flight (admission.go)
+	calls      Forwarder  // the calls in flight to the children (call.go)
 }
 
 // Deps are what a Pipeline serves from.
@@ -76,17 +79,17 @@ func New(d Deps) *Pipeline {
 		children: d.Children,
 		catalog:  d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
 		decoration: decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: d.Version}}},
+		own:        searchmode.NewTools(d.Config.Mux.Separator),
 	}
 	if p.observe == nil {
 		p.observe = NopObserver{}
 	}
 	p.audit = Auditor{log: d.Log.With().Str("log", "audit").Logger(), observe: p.observe, catalog: d.Catalog,
 		pinning: d.Pub.Pinning, viewerOf: p.ViewerOf}
-	p.subs.request = func(ctx context.Context, c *child.Server, method string, params map[string]any) error {
+	p.subs = subscriptions.New(func(ctx context.Context, c *child.Server, method string, params map[string]any) error {
 		_, err := p.requestPinned(ctx, nil, c, nil, method, params)
 		return err
-	}
-	p.subs.child, p.subs.sessions, p.subs.log = p.child, d.Sessions, d.Log
+	}, p.child, d.Sessions, d.Log)
 	p.rounds.idle = make(chan struct{}, 1)
 	p.rounds.log = d.Log
 	p.settings.Store(SettingsOf(d.Config))
@@ -115,6 +118,6 @@ func (m *Pipeline) Calls() *Forwarder { return &m.calls }
 // Close ends the subscriptions' work still running and waits for the
 // rounds' goroutines; the calls in flight were cut before (Calls().Cut).
 func (m *Pipeline) Close() {
-	m.subs.close()
+	m.subs.Close()
 	m.rounds.wait()
 }

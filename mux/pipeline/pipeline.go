@@ -50,6 +50,9 @@ func (m *Pipeline) serve(ctx context.Context, r *upstream.Request) (a answer) {
 	_ = m.WaitReady(ctx)
 	switch mcp.MCPMethod(r.Method) {
 	case mcp.MethodToolsCall:
+		if m.own.Own(r.Params.Name) && searching(m.settings.Load(), m.catalog.Load(), m.ViewerOf(ctx)) {
+			return m.serveOwn(ctx, r)
+		}
 		return m.serveCall(ctx, r)
 	case mcp.MethodPromptsGet:
 		return m.servePrompt(ctx, r)
@@ -381,10 +384,10 @@ func (m *Pipeline) serveSubscription(ctx context.Context, r *upstream.Request) a
 		return answer{Err: resourceNotFound(r.Modern(), uri)}
 	}
 	if r.Method == string(mcp.MethodResourcesUnsubscribe) {
-		m.subs.unsubscribe(ctx, subKey{c.Alias(), orig}, r.Sess)
+		m.subs.Unsubscribe(ctx, c.Alias(), orig, r.Sess)
 		return ownResult(&mcp.Result{})
 	}
-	if err := m.subs.subscribe(ctx, c, orig, uri, r.Sess); err != nil {
+	if err := m.subs.Subscribe(ctx, c, orig, uri, r.Sess); err != nil {
 		return errorAnswer(err)
 	}
 	return ownResult(&mcp.Result{})
@@ -429,6 +432,10 @@ func (m *Pipeline) serveList(ctx context.Context, r *upstream.Request) answer {
 	cat, v := m.catalog.Load(), m.ViewerOf(ctx)
 	member := catalog.KindWire[k].Member
 	size := m.settings.Load().PageSize
+	if k == catalog.KindTool && searching(m.settings.Load(), cat, v) {
+		// Two tools and the always ones: never more than a page.
+		return answer{Result: append(append([]byte(`{"tools":`), m.ToolList(cat, v)...), '}')}
+	}
 	if size == 0 {
 		list := cat.List(k, v)
 		out := make([]byte, 0, len(member)+len(list)+5)

@@ -14,12 +14,15 @@ type Settings struct {
 	RateLimit   float64 // calls per second per identity; 0 is no limit
 	RateBurst   int
 	PageSize    int // of the upstream lists; 0 is one page
+	// Catalog and SearchAbove are the config's catalog mode (searchmode).
+	Catalog     string
+	SearchAbove int
 }
 
 // SettingsOf returns the settings cfg gives.
 func SettingsOf(cfg *config.Config) *Settings {
 	return &Settings{CallTimeout: cfg.Mux.CallTimeout, RateLimit: cfg.Limits.RateLimit,
-		RateBurst: cfg.Limits.RateBurst, PageSize: cfg.Mux.PageSize}
+		RateBurst: cfg.Limits.RateBurst, PageSize: cfg.Mux.PageSize, Catalog: cfg.Mux.Catalog, SearchAbove: cfg.Mux.SearchAbove}
 }
 
 // Settings returns the settings in force.

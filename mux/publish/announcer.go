@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,14 +38,29 @@ type Announcer struct {
 	sessions *upstream.Registry
 	// register hands mcp-go a catalog's task tools.
 	register func(*catalog.Catalog)
-	log      zerolog.Logger
+	// toolList is a viewer's tools/list of a catalog, in its catalog mode.
+	toolList func(*catalog.Catalog, catalog.Viewer) []byte
+	// retell has every session told its tools list changed, on the next
+	// run: the catalog mode changed (Retell).
+	retell atomic.Bool
+	log    zerolog.Logger
 }
 
 // NewAnnouncer returns the announcer of the catalog in cat under the
 // policies in force, to sessions; register hands mcp-go a catalog's task
 // tools. Run runs it.
-func NewAnnouncer(cat *atomic.Pointer[catalog.Catalog], policies *policy.Store, sessions *upstream.Registry, register func(*catalog.Catalog), log zerolog.Logger) *Announcer {
-	return &Announcer{wake: make(chan struct{}, 1), catalog: cat, policies: policies, sessions: sessions, register: register, log: log}
+func NewAnnouncer(cat *atomic.Pointer[catalog.Catalog], policies *policy.Store, sessions *upstream.Registry, register func(*catalog.Catalog),
+	toolList func(*catalog.Catalog, catalog.Viewer) []byte, log zerolog.Logger) *Announcer {
+	return &Announcer{wake: make(chan struct{}, 1), catalog: cat, policies: policies, sessions: sessions, register: register,
+		toolList: toolList, log: log}
+}
+
+// Retell has every session told that its tools list changed: what decides
+// how lists are shown (the catalog mode) changed, which the announcer
+// cannot compare.
+func (a *Announcer) Retell() {
+	a.retell.Store(true)
+	a.Changed(nil)
 }
 
 // Changed has what is in force now told, calling then (if not nil) once it
@@ -86,7 +102,7 @@ func (a *Announcer) Run(ctx context.Context) {
 		if len(catalog.ChangedKinds(toldCat, cat)) > 0 {
 			a.register(cat)
 		}
-		a.tell(toldCat, cat, toldSet, set)
+		a.tell(toldCat, cat, toldSet, set, a.retell.Swap(false))
 		toldCat, toldSet = cat, set
 		for _, f := range then {
 			f()
@@ -103,8 +119,11 @@ func (a *Announcer) Run(ctx context.Context) {
 // (Viewer.AnyCaller) changed, which every caller's view is a part of, and
 // on every edit of its policy: some callers may be told of a change that
 // leaves their own list as it was, none misses one.
-func (a *Announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set) {
+func (a *Announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set, retell bool) {
 	kinds := catalog.ChangedKinds(prev, next)
+	if retell && !slices.Contains(kinds, catalog.KindTool) {
+		kinds = append(kinds, catalog.KindTool)
+	}
 	catalogChanged := len(kinds) > 0
 	edited := map[string]bool{}
 	if oldSet != newSet {
@@ -131,12 +150,15 @@ func (a *Announcer) tell(prev, next *catalog.Catalog, oldSet, newSet *policy.Set
 			op, np := oldSet.For(identity), newSet.For(identity)
 			byClaims := catalog.ReadsClaims(op) || catalog.ReadsClaims(np)
 			for _, k := range kinds {
-				if k == catalog.KindTool && byClaims && edited[identity] {
-					v.changed[k] = true // an edit of the policy
-					continue
+				ov, nv := catalog.Viewer{Policy: op, AnyCaller: byClaims}, catalog.Viewer{Policy: np, AnyCaller: byClaims}
+				switch {
+				case k == catalog.KindTool && (retell || byClaims && edited[identity]):
+					v.changed[k] = true // the catalog mode changed, or the policy's rules
+				case k == catalog.KindTool:
+					v.changed[k] = !bytes.Equal(a.toolList(prev, ov), a.toolList(next, nv))
+				default:
+					v.changed[k] = !bytes.Equal(prev.Encode(k, ov), next.List(k, nv))
 				}
-				v.changed[k] = !bytes.Equal(prev.Encode(k, catalog.Viewer{Policy: op, AnyCaller: byClaims}),
-					next.List(k, catalog.Viewer{Policy: np, AnyCaller: byClaims}))
 			}
 			views[identity] = v
 		}

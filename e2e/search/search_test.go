@@ -1,0 +1,152 @@
+package search
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	ts "github.com/mcpmux/mcpmux/internal/testsupport"
+)
+
+const (
+	findTools = "mcpmux__find_tools"
+	callTool  = "mcpmux__call_tool"
+)
+
+// found is what find_tools answered: the names of its structuredContent's
+// tools, each checked to carry an input schema, and checked to be what
+// its text says too.
+func found(t *testing.T, res *mcp.CallToolResult) []string {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("find_tools: %s", ts.Text(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text any
+	if err := json.Unmarshal([]byte(ts.Text(res)), &text); err != nil || !reflect.DeepEqual(text, res.StructuredContent) {
+		t.Errorf("find_tools' text %s is not its structuredContent %s (%v)", ts.Text(res), b, err)
+	}
+	var sc struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(b, &sc); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range sc.Tools {
+		if len(tool.InputSchema) == 0 {
+			t.Errorf("find_tools gave %s without its input schema", tool.Name)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func find(t *testing.T, m *ts.Mux, query string) []string {
+	t.Helper()
+	return found(t, m.MustCall(findTools, map[string]any{"query": query, "limit": 20}))
+}
+
+// Search mode lists mcpmux's two tools and the always ones; find_tools
+// finds what the caller may call, and call_tool calls it as a direct call
+// would, audited under the tool's own name; a direct call still works.
+func TestFindThenCall(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "", ts.Server{Alias: "docs", Hide: ts.LabHidden}, ts.Server{Alias: "tickets", Hide: ts.LabHidden})
+	lab.WritePolicy(t, "reader", "allow = [\"*\"]\ncatalog = \"search\"\nalways = [\"docs__echo\"]\n")
+	m := ts.StartMux(t, lab)
+	if names := sorted(m.ToolNames()); !slices.Equal(names, []string{"docs__echo", callTool, findTools}) {
+		t.Fatalf("search mode lists %v", names)
+	}
+	if names := find(t, m, "search"); !slices.Contains(names, "docs__search") || !slices.Contains(names, "tickets__search") {
+		t.Errorf("find_tools search found %v", names)
+	}
+	if names := found(t, m.MustCall(findTools, map[string]any{"query": "search", "server": "tickets"})); len(names) == 0 || hasPrefix(names, "docs__") {
+		t.Errorf("find_tools search in tickets found %v", names)
+	}
+
+	direct := m.MustCall("docs__search", map[string]any{"query": "public"})
+	through := m.MustCall(callTool, map[string]any{"name": "docs__search", "arguments": map[string]any{"query": "public"}})
+	if through.IsError || ts.Text(through) != ts.Text(direct) {
+		t.Errorf("call_tool answered %q (isError %v), a direct call %q", ts.Text(through), through.IsError, ts.Text(direct))
+	}
+	m.Log.WaitLines(t, "two audit lines of docs__search", 2, ts.Msg("call", "tool", "docs__search"))
+	if got := m.Log.Lines(ts.Msg("call", "tool", callTool)); len(got) != 0 {
+		t.Errorf("call_tool wrote audit lines of its own: %v", got)
+	}
+
+	// Refusals are a direct call's.
+	_, errDirect := m.Call("docs__nope", nil)
+	_, errThrough := m.Call(callTool, map[string]any{"name": "docs__nope"})
+	if errDirect == nil || errThrough == nil || errDirect.Error() != errThrough.Error() {
+		t.Errorf("an unknown tool: directly %v, through call_tool %v", errDirect, errThrough)
+	}
+	bad := map[string]any{"query": 7}
+	resDirect := m.MustCall("docs__search", bad)
+	resThrough := m.MustCall(callTool, map[string]any{"name": "docs__search", "arguments": bad})
+	if !resDirect.IsError || ts.Text(resDirect) != ts.Text(resThrough) {
+		t.Errorf("bad arguments: directly %q, through call_tool %q", ts.Text(resDirect), ts.Text(resThrough))
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		says string
+	}{
+		{findTools, map[string]any{}, "query is required"},
+		{findTools, map[string]any{"query": "x", "limit": 21}, "limit must be between 1 and 20"},
+		{callTool, map[string]any{}, "name is required"},
+		{callTool, map[string]any{"name": findTools}, "calls a tool of a server"},
+	} {
+		if res := m.MustCall(c.tool, c.args); !res.IsError || !strings.Contains(ts.Text(res), c.says) {
+			t.Errorf("%s %v: %q, want an error saying %q", c.tool, c.args, ts.Text(res), c.says)
+		}
+	}
+}
+
+// A restricted identity never finds what it cannot call, and an edit of
+// its policy changes what it finds at once; a change of what it may call
+// that leaves its list as it is sends no list_changed.
+func TestFindOnlyWhatThePolicyAllows(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "catalog = \"search\"", ts.Server{Alias: "docs", Hide: ts.LabHidden}, ts.Server{Alias: "tickets", Hide: ts.LabHidden})
+	lab.WritePolicy(t, "reader", `allow = ["docs__*"]`)
+	m := ts.StartMux(t, lab)
+	if names := find(t, m, "search"); !slices.Contains(names, "docs__search") || hasPrefix(names, "tickets__") {
+		t.Fatalf("find_tools under allow docs__* found %v", names)
+	}
+	m.DrainNotifications()
+	lab.WritePolicy(t, "reader", `allow = ["tickets__*"]`)
+	m.Log.WaitLine(t, "the policy reload", ts.Msg("policies reloaded"))
+	ts.WaitFor(t, "tickets' tools found", func() bool {
+		names := find(t, m, "search")
+		return slices.Contains(names, "tickets__search") && !hasPrefix(names, "docs__")
+	})
+	// Now a change that does show: one always tool.
+	lab.WritePolicy(t, "reader", "allow = [\"tickets__*\"]\nalways = [\"tickets__search\"]\n")
+	m.Notification(string(mcp.MethodNotificationToolsListChanged))
+	if names := sorted(m.ToolNames()); !slices.Equal(names, []string{callTool, findTools, "tickets__search"}) {
+		t.Errorf("with always tickets__search the list is %v", names)
+	}
+	if n := len(m.Pending(string(mcp.MethodNotificationToolsListChanged))); n != 0 {
+		t.Errorf("%d more tools list_changed: the edit before, which left the list as it was, sent one", n)
+	}
+	if _, err := m.Call(callTool, map[string]any{"name": "docs__search", "arguments": map[string]any{"query": "x"}}); err == nil {
+		t.Error("call_tool reached docs__search, which the policy no longer allows")
+	}
+}
+
+func sorted(names []string) []string { return slices.Sorted(slices.Values(names)) }
+
+func hasPrefix(names []string, prefix string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
+}

@@ -1,0 +1,86 @@
+package catalog
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/mcpmux/mcpmux/mux/toolsearch"
+)
+
+// searchIndex is a child catalog's tools as toolsearch reads them, built
+// on the first search after each read of the child's lists, so that a
+// multiplexer nobody searches never builds one.
+type searchIndex struct {
+	once sync.Once
+	ix   *toolsearch.Index
+}
+
+// SearchIndex is the index of cc's tools: doc i is cc.Tools()[i].
+func (cc *ChildCatalog) SearchIndex() *toolsearch.Index {
+	cc.search.once.Do(func() {
+		tools := cc.Tools()
+		docs := make([]toolsearch.Doc, len(tools))
+		for i, e := range tools {
+			docs[i] = searchDoc(e)
+		}
+		cc.search.ix = toolsearch.New(docs)
+	})
+	return cc.search.ix
+}
+
+// searchDoc is what the index reads of a tool's definition.
+func searchDoc(e *Entry) toolsearch.Doc {
+	var def struct {
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		InputSchema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		} `json:"inputSchema"`
+		Annotations struct {
+			Title string `json:"title"`
+		} `json:"annotations"`
+	}
+	_ = json.Unmarshal(e.Def, &def) // a definition the catalog took is an object; a part that is not is left out
+	d := toolsearch.Doc{Name: e.Name, Orig: e.Orig, Server: e.Server, Title: def.Title, Description: def.Description}
+	if d.Title == "" {
+		d.Title = def.Annotations.Title
+	}
+	for name, p := range def.InputSchema.Properties {
+		d.Params = append(d.Params, toolsearch.Param{Name: name, Description: p.Description})
+	}
+	return d
+}
+
+// Search returns the best limit tools of c for query that v sees (of
+// server alone, unless it is ""), best first.
+func (c *Catalog) Search(query string, limit int, server string, v Viewer) []*Entry {
+	indexes := make([]*toolsearch.Index, len(c.children))
+	for i, cc := range c.children {
+		indexes[i] = cc.SearchIndex()
+	}
+	var found []*Entry
+	hits := toolsearch.Search(query, limit, indexes, func(i, d int) bool {
+		e := c.exposed(c.children[i].Tools()[d])
+		return e != nil && (server == "" || e.Server == server) && v.Sees(e)
+	})
+	for _, h := range hits {
+		found = append(found, c.exposed(c.children[h.Index].Tools()[h.Doc]))
+	}
+	return found
+}
+
+// exposed is the entry c exposes for a child's tool e: e, its prefixed
+// form where another server took the bare name, or nil when c leaves it
+// out (taken by a server listed earlier, or held by pinning).
+func (c *Catalog) exposed(e *Entry) *Entry {
+	byName := c.Kinds[KindTool].ByName
+	if byName[e.Name] == e {
+		return e
+	}
+	if e.Prefixed != nil && byName[e.Prefixed.Name] == e.Prefixed {
+		return e.Prefixed
+	}
+	return nil
+}

@@ -239,6 +239,13 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 	} else {
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
 	}
+	if s.stopping.Err() != nil {
+		// Checked once more after the answer: the child may answer the
+		// stop itself (its stdin is closed right after stopping ends), and
+		// that answer can come before the cut above, which runs on a
+		// goroutine of its own, has been seen.
+		return nil, false, transport.NewError(errStopped)
+	}
 	if err != nil {
 		if !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
 			s.cancel(id, context.Cause(ctx))

@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	ts "github.com/mcpmux/mcpmux/internal/testsupport"
@@ -332,5 +334,189 @@ func TestServerListReplaceStopFirst(t *testing.T) {
 	}
 	if ts.Alive(oldPid) {
 		t.Errorf("the old child (pid %d) is still running next to the new one (%d)", oldPid, newPid)
+	}
+}
+
+// labRecord is one line of a labserver's records (LAB_RECORDS_DIR): a
+// probe or record call as the child itself saw it run.
+type labRecord struct {
+	Op     string `json:"op"`
+	Key    string `json:"key"`
+	Source string `json:"source"`
+	Pid    int    `json:"pid"`
+}
+
+// runsOf returns the pids of the children that ran the call keyed key,
+// from the records in dir, one entry per run.
+func runsOf(t *testing.T, dir, key string) []int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("reading the child's records: %v", err)
+		}
+		for l := range strings.Lines(string(b)) {
+			var r labRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("%s: %q: %v", f, l, err)
+			}
+			if r.Key == key {
+				pids = append(pids, r.Pid)
+			}
+		}
+	}
+	return pids
+}
+
+// recordedInFlight calls alias's tool (probe or record) keyed key for ms,
+// and returns once the child has recorded it; its result comes on the
+// channel.
+func recordedInFlight(t *testing.T, m *ts.Mux, records, alias, tool, key string, ms int) <-chan *mcp.CallToolResult {
+	t.Helper()
+	arg := map[string]string{"probe": "nonce", "record": "id"}[tool]
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := m.Call(alias+"__"+tool, map[string]any{arg: key, "ms": ms})
+		if err != nil {
+			t.Errorf("%s__%s in flight: %v", alias, tool, err)
+		}
+		done <- res
+	}()
+	ts.WaitFor(t, tool+" "+key+" to reach its child", func() bool { return len(runsOf(t, records, key)) > 0 })
+	return done
+}
+
+// A reload that lowers call_timeout and replaces a server start-first
+// drains the old child only for the new timeout: a call in flight there
+// under its older, longer timeout is cut when the old child stops. A
+// read-only call so cut is re-run on the new child and answered from
+// there; a write is not re-run, and its caller is told it may or may not
+// have taken effect. A read-only call cut on a server taken out of the
+// list has nowhere to be re-run: it gets that answer too, at once.
+func TestServerListReplaceCutsCalls(t *testing.T) {
+	t.Parallel()
+	records := t.TempDir()
+	env := func(version string) map[string]string {
+		return map[string]string{"LAB_RECORDS_DIR": records, "LAB_VERSION": version}
+	}
+	lab := ts.NewLab(t, `call_timeout = "30s"`, ts.Server{Alias: "moved", Env: env("1")}, ts.Server{Alias: "gone", Env: env("1")})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMux(t, lab)
+	oldPid, gonePid := ts.ChildPid(t, m, "moved"), ts.ChildPid(t, m, "gone")
+
+	read := recordedInFlight(t, m, records, "moved", "probe", "read", 4000)
+	write := recordedInFlight(t, m, records, "moved", "record", "write", 4000)
+	orphan := recordedInFlight(t, m, records, "gone", "probe", "orphan", 4000)
+	lab.Rewrite(t, `call_timeout = "1s"`, ts.Server{Alias: "moved", Env: env("2")})
+	line := m.Log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+	if got := anyStrings(line["replaced"]); !slices.Equal(got, []string{"moved"}) {
+		t.Fatalf("reload replaced %v, want [moved]", got)
+	}
+	if got := anyStrings(line["removed"]); !slices.Equal(got, []string{"gone"}) {
+		t.Fatalf("reload removed %v, want [gone]", got)
+	}
+	m.Log.WaitLine(t, "the old child's stop", ts.Msg("server stopped: taken out of the config", "server", "moved"))
+
+	res := <-orphan
+	if res == nil || !res.IsError || !strings.Contains(ts.Text(res), "may or may not have taken effect") ||
+		!strings.Contains(ts.Text(res), "taken out of the config") {
+		t.Errorf("the read-only call cut on the removed server: %+v, want the may-or-may-not answer naming the removal", res)
+	}
+	if got := runsOf(t, records, "orphan"); !slices.Equal(got, []int{gonePid}) {
+		t.Errorf("the call on the removed server ran on pids %v, want only on its child %d", got, gonePid)
+	}
+	newPid := ts.ChildPid(t, m, "moved")
+	if newPid == oldPid {
+		t.Fatalf("moved still answers from pid %d after the replace", oldPid)
+	}
+
+	res = <-write
+	if res == nil || !res.IsError || !strings.Contains(ts.Text(res), "may or may not have taken effect") {
+		t.Errorf("the write cut by the swap: %+v, want the may-or-may-not answer", res)
+	}
+	if got := runsOf(t, records, "write"); !slices.Equal(got, []int{oldPid}) {
+		t.Errorf("the write ran on pids %v, want only on the old child %d", got, oldPid)
+	}
+
+	res = <-read
+	var rec labRecord
+	if res == nil || res.IsError || json.Unmarshal([]byte(ts.Text(res)), &rec) != nil || rec.Pid != newPid {
+		t.Fatalf("the read-only call cut by the swap: %+v, want the answer of the new child %d", res, newPid)
+	}
+	if got := runsOf(t, records, "read"); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values([]int{oldPid, newPid}))) {
+		t.Errorf("the read-only call ran on pids %v, want once on the old child %d and once on the new %d", got, oldPid, newPid)
+	}
+	m.Log.WaitLine(t, "the audit of the re-run call", ts.Msg("call", "tool", "moved__probe", "outcome", "retried"))
+}
+
+// A reload that adds, replaces and removes other servers leaves an
+// unchanged one alone: its process, and the subscriptions sessions hold to
+// its resources, so that an update of a subscribed resource still reaches
+// the client, under the URI it subscribed with.
+func TestServerListKeepsSubscriptions(t *testing.T) {
+	t.Parallel()
+	const readme = "file:///lab/readme.txt"
+	exposed := "mcpmux://keep/" + readme
+	for _, over := range []string{"stdio", "http"} {
+		t.Run(over, func(t *testing.T) {
+			t.Parallel()
+			requests := filepath.Join(t.TempDir(), "requests.keep")
+			server := func(alias string, env map[string]string) ts.Server {
+				return ts.Server{Alias: alias, Env: env, Hide: ts.LabHidden, ReadOnly: []string{"search"}}
+			}
+			keep := server("keep", ts.FidelityEnv(requests))
+			before := []ts.Server{keep, server("moved", nil), server("gone", nil)}
+			after := []ts.Server{keep, server("moved", map[string]string{"LAB_VERSION": "2"}), server("added", nil)}
+
+			var lab *ts.Lab
+			var log *ts.LogTap
+			var c *client.Client
+			var note func(method string) mcp.JSONRPCNotification
+			var call func(name string, args map[string]any) *mcp.CallToolResult
+			if over == "stdio" {
+				lab = ts.NewLab(t, "", before...)
+				lab.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"keep\"]\n")
+				m := ts.StartMux(t, lab)
+				log, c, note = m.Log, m.Client, m.Notification
+				call = func(name string, args map[string]any) *mcp.CallToolResult { return m.MustCall(name, args) }
+			} else {
+				lab = ts.HTTPLab(t, "", `listen = "127.0.0.1:0"`, before...)
+				lab.WritePolicy(t, "reader", "allow = [\"*\"]\nallow_resources = [\"keep\"]\n")
+				h := ts.StartHTTPMux(t, lab, ts.HTTPStart{})
+				conn := ts.ConnectHTTP(t, h.URL(), ts.HTTPClient{Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Listen: true, Log: h.Log})
+				log, c, note = h.Log, conn.Client, conn.Notification
+				call = func(name string, args map[string]any) *mcp.CallToolResult { return conn.MustCall(name, args) }
+			}
+			pid := func() string { return ts.Text(call("keep__whoami", nil)) }
+			keepPid := pid()
+			ts.MustRPC(t, c, "resources/subscribe", map[string]any{"uri": exposed})
+
+			lab.Rewrite(t, "", after...)
+			line := log.WaitLine(t, "the reload", ts.Msg("config reloaded"))
+			for key, want := range map[string][]string{"added": {"added"}, "replaced": {"moved"}, "removed": {"gone"}} {
+				if got := anyStrings(line[key]); !slices.Equal(got, want) {
+					t.Errorf("reload %s %v, want %v", key, got, want)
+				}
+			}
+			log.WaitLines(t, "the stops of the replaced and the removed child", 2, ts.Msg("server stopped: taken out of the config"))
+
+			if got := ts.Text(call("keep__touch", map[string]any{"uri": readme})); got != "notified: "+readme {
+				t.Fatalf("keep__touch after the reload: %q, want the child still subscribed", got)
+			}
+			if n := note(string(mcp.MethodNotificationResourceUpdated)); n.Params.AdditionalFields["uri"] != exposed {
+				t.Errorf("resources/updated after the reload: %v, want uri %s", n.Params.AdditionalFields, exposed)
+			}
+			if got := pid(); got != keepPid {
+				t.Errorf("keep's pid went from %s to %s", keepPid, got)
+			}
+			if n := len(ts.ChildRequests(t, requests, "resources/subscribe")); n != 1 {
+				t.Errorf("keep received %d resources/subscribe, want the client's one", n)
+			}
+		})
 	}
 }

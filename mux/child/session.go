@@ -49,8 +49,12 @@ type Session struct {
 	limit   int64         // max_message_bytes
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
-	wg      sync.WaitGroup
-	ids     atomic.Uint64 // for mcpmux's own raw requests
+	// stopping ends when mcpmux begins to stop the session (stopSession):
+	// the calls still in flight are cut then.
+	stopping context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	ids      atomic.Uint64 // for mcpmux's own raw requests
 
 	// pending counts the requests sent and not answered yet; quiet gets a
 	// token whenever it drops to zero (Server.Drain).
@@ -82,7 +86,7 @@ func (s *Session) TellRootsChanged(ctx context.Context) error {
 }
 
 func newSession(limit int64) *Session {
-	return &Session{
+	s := &Session{
 		limit:   limit,
 		started: time.Now(),
 		lost:    make(chan struct{}),
@@ -90,6 +94,8 @@ func newSession(limit int64) *Session {
 		closing: make(chan struct{}),
 		quiet:   make(chan struct{}, 1),
 	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	return s
 }
 
 // markLost records that the session is gone, why and what kind of failure
@@ -221,11 +227,24 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		defer stop()
 	}
+	// A call still in flight when mcpmux stops the session has been given
+	// up on: it is cut at once, and what the child answers on its way out
+	// (most often that it was cancelled) is not its answer.
+	sendCtx, cut := context.WithCancelCause(sendCtx)
+	defer cut(nil)
+	defer context.AfterFunc(s.stopping, func() { cut(errStopped) })()
 	var result json.RawMessage
 	if tc != nil { // a task: its result comes from tasks/result (the root's tasks.go)
 		result, err = s.callTask(sendCtx, id, tc, callParams{params, meta})
 	} else {
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
+	}
+	if s.stopping.Err() != nil {
+		// Checked once more after the answer: the child may answer the
+		// stop itself (its stdin is closed right after stopping ends), and
+		// that answer can come before the cut above, which runs on a
+		// goroutine of its own, has been seen.
+		return nil, false, transport.NewError(errStopped)
 	}
 	if err != nil {
 		if !errors.Is(err, link.ErrMessageTooLarge) && ctx.Err() != nil {
@@ -297,6 +316,10 @@ func plainName(s string) bool {
 	}
 	return true
 }
+
+// errStopped is why a call in flight is cut when mcpmux stops its
+// child's session.
+var errStopped = errors.New("stopped by mcpmux")
 
 // ErrMalformedResult is wrapped by the error for a result a client could
 // not read, which is never relayed.
@@ -581,8 +604,12 @@ func (c *Server) abort(sess *Session) {
 	c.teardown(sess)
 }
 
-// stopSession ends a healthy session gracefully, as on shutdown.
+// stopSession ends a healthy session gracefully, as on shutdown. The
+// session is lost from the start, and the calls still in flight on it
+// are cut (CallTool): they fail as calls the child went away under.
 func (c *Server) stopSession(sess *Session) {
+	sess.markLost(link.ReasonError, errStopped.Error())
+	sess.stop()
 	if sess.proc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), childproc.StdinGrace+childproc.SigtermGrace+time.Second)
 		defer cancel()

@@ -32,6 +32,15 @@ func (s *Set) List() []*Server { return s.list }
 // one.
 func (s *Set) Get(alias string) *Server { return s.byAlias[alias] }
 
+// InForce returns the child in force under alias, or nil if the alias
+// was taken out of the list.
+func (s *Set) InForce(alias string) *Server {
+	if c := s.byAlias[alias]; c != nil && s.listed(c) {
+		return c
+	}
+	return nil
+}
+
 // Gone returns the children findable by alias that are not in force.
 func (s *Set) Gone() map[string]*Server {
 	gone := map[string]*Server{}

@@ -32,4 +32,7 @@ func TestSet(t *testing.T) {
 	if g := s.Gone(); len(g) != 1 || g["gone"] != gone {
 		t.Errorf("Gone = %v, want only gone", g)
 	}
+	if s.InForce("b") != b || s.InForce("gone") != nil || s.InForce("never") != nil {
+		t.Error("InForce is not the child in force under b, and nil for gone and never")
+	}
 }

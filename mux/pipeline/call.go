@@ -240,8 +240,11 @@ type Forwarder struct {
 	settings *atomic.Pointer[Settings]
 	admit    *admission
 	child    func(alias string) *child.Server
-	pinning  func() *publish.Pinning
-	observe  Observer
+	// inForce is the child in force for an alias, nil for one taken out
+	// of the server list: where a call cut with its child is re-run.
+	inForce func(alias string) *child.Server
+	pinning func() *publish.Pinning
+	observe Observer
 
 	inflight atomic.Int64  // calls being forwarded
 	idle     chan struct{} // gets a token when inflight drops to zero
@@ -343,15 +346,23 @@ func (f *Forwarder) send(ctx context.Context, up *child.Call, t *catalog.Tool, a
 			return ownEnded(f.ctxEnded(ctx, up, t, at))
 		}
 		if sess.Failed(ctx, err) {
-			if (t.ReadOnly || neverDelivered(err)) && !retried {
+			// The retry goes to the child in force for the alias now: the
+			// same one restarting, or the one that replaced it (whose
+			// Ready waits for its start); none for a server taken out.
+			next := f.inForce(t.Server)
+			if (t.ReadOnly || neverDelivered(err)) && !retried && next != nil {
 				retried, lostWhy = true, sess.LostWhy()
 				c.Log().Warn().Str("tool", t.Name).Str("why", sess.LostWhy()).Bool("read_only", t.ReadOnly).
-					Msg("server went away before answering; retrying once on its next session")
+					Bool("replaced", next != c).Msg("server went away before answering; retrying once on its next session")
+				c = next
 				continue
 			}
 			retry := "it was not retried"
-			if retried {
+			switch {
+			case retried:
 				retry = "it was retried once and interrupted again"
+			case next == nil:
+				retry = "it was not retried: the server was taken out of the config"
 			}
 			return own(mcp.NewToolResultError(fmt.Sprintf(
 				"server %s went away during the call to %s (%s); the call may or may not have taken effect, and %s",

@@ -96,7 +96,8 @@ func New(d Deps) *Pipeline {
 	p.rounds.settings = &p.settings
 	p.rounds.addCut = func(cut context.CancelCauseFunc) func() { return p.calls.cuts.add(p.calls.cut, cut) }
 	p.rounds.unknown = p.audit.unknownStateRefused
-	p.calls = Forwarder{settings: &p.settings, admit: &p.admit, child: p.child, pinning: d.Pub.Pinning,
+	p.calls = Forwarder{settings: &p.settings, admit: &p.admit, child: p.child,
+		inForce: func(alias string) *child.Server { return p.children.Load().InForce(alias) }, pinning: d.Pub.Pinning,
 		observe: p.observe, idle: make(chan struct{}, 1)}
 	p.calls.cut, p.calls.cutCalls = context.WithCancelCause(context.Background())
 	return p

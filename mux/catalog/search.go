@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"encoding/json"
 	"sync"
 
 	"github.com/mcpmux/mcpmux/mux/toolsearch"
@@ -21,36 +20,11 @@ func (cc *ChildCatalog) SearchIndex() *toolsearch.Index {
 		tools := cc.Tools()
 		docs := make([]toolsearch.Doc, len(tools))
 		for i, e := range tools {
-			docs[i] = searchDoc(e)
+			docs[i] = toolsearch.DocOf(e.Name, e.Orig, e.Server, e.Def)
 		}
 		cc.search.ix = toolsearch.New(docs)
 	})
 	return cc.search.ix
-}
-
-// searchDoc is what the index reads of a tool's definition.
-func searchDoc(e *Entry) toolsearch.Doc {
-	var def struct {
-		Title       string `json:"title"`
-		Description string `json:"description"`
-		InputSchema struct {
-			Properties map[string]struct {
-				Description string `json:"description"`
-			} `json:"properties"`
-		} `json:"inputSchema"`
-		Annotations struct {
-			Title string `json:"title"`
-		} `json:"annotations"`
-	}
-	_ = json.Unmarshal(e.Def, &def) // a definition the catalog took is an object; a part that is not is left out
-	d := toolsearch.Doc{Name: e.Name, Orig: e.Orig, Server: e.Server, Title: def.Title, Description: def.Description}
-	if d.Title == "" {
-		d.Title = def.Annotations.Title
-	}
-	for name, p := range def.InputSchema.Properties {
-		d.Params = append(d.Params, toolsearch.Param{Name: name, Description: p.Description})
-	}
-	return d
 }
 
 // Search returns the best limit tools of c for query that v sees (of

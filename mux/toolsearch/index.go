@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -18,6 +19,35 @@ type Doc struct {
 
 // Param is one parameter of a tool's input schema.
 type Param struct{ Name, Description string }
+
+// DocOf is the Doc of a tool exposed as name, of server, whose own name is
+// orig and whose definition (as tools/list has it) is def. A part of def
+// that is not what MCP says it is is left out.
+func DocOf(name, orig, server string, def []byte) Doc {
+	var d struct {
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		InputSchema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		} `json:"inputSchema"`
+		Annotations struct {
+			Title string `json:"title"`
+		} `json:"annotations"`
+	}
+	_ = json.Unmarshal(def, &d)
+	doc := Doc{Name: name, Orig: orig, Server: server, Title: d.Title, Description: d.Description}
+	if doc.Title == "" {
+		doc.Title = d.Annotations.Title
+	}
+	for p, s := range d.InputSchema.Properties {
+		doc.Params = append(doc.Params, Param{Name: p, Description: s.Description})
+	}
+	// Map order is random: the index is the same whatever it was.
+	slices.SortFunc(doc.Params, func(a, b Param) int { return strings.Compare(a.Name, b.Name) })
+	return doc
+}
 
 // How much a word counts in each field of a tool: its name and title say
 // what it does, its description says it in more words, its parameters

@@ -1,0 +1,2 @@
+// Package toolsearch ranks a catalog's tools for a query.
+package toolsearch

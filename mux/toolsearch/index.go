@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"container/heap"
 	"encoding/json"
 	"math"
 	"slices"
@@ -169,44 +170,73 @@ func Search(query string, limit int, indexes []*Index, keep func(index, doc int)
 			idf[t] = math.Log(1 + (float64(docs)-float64(df)+0.5)/(float64(df)+0.5))
 		}
 	}
-	var hits []Hit
+	// One score per doc of every index, doc d of index i at base[i]+d.
+	base := make([]int, len(indexes))
+	for i := 1; i < len(indexes); i++ {
+		base[i] = base[i-1] + indexes[i-1].Len()
+	}
+	scores := make([]float64, docs)
 	for i, ix := range indexes {
-		scores := map[int32]float64{}
+		at := scores[base[i]:]
 		for t, w := range words {
 			for _, p := range ix.postings[t] {
 				tf := float64(p.tf)
 				norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.lens[p.doc])/avg)
-				scores[p.doc] += w * idf[t] * tf * (bm25K1 + 1) / (tf + norm)
+				at[p.doc] += w * idf[t] * tf * (bm25K1 + 1) / (tf + norm)
 			}
 		}
 		for d := range ix.names {
 			// A name match counts even with no word in common
 			// ("get_file_info" for "get_file").
 			if ix.names[d] == q || ix.origs[d] == q {
-				scores[int32(d)] += bonusExactName
+				at[d] += bonusExactName
 			} else if strings.HasPrefix(ix.names[d], q) || strings.HasPrefix(ix.origs[d], q) {
-				scores[int32(d)] += bonusNamePrefix
-			}
-		}
-		for d, s := range scores {
-			if s > 0 && keep(i, int(d)) {
-				hits = append(hits, Hit{Index: i, Doc: int(d), Score: s})
+				at[d] += bonusNamePrefix
 			}
 		}
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		switch {
-		case a.Score != b.Score:
-			if a.Score > b.Score {
-				return -1
+	cands := make(ranked, 0, 256)
+	for i := range indexes {
+		for d, sc := range scores[base[i] : base[i]+indexes[i].Len()] {
+			if sc > 0 {
+				cands = append(cands, Hit{Index: i, Doc: d, Score: sc})
 			}
-			return 1
-		case a.Index != b.Index:
-			return a.Index - b.Index
 		}
-		return a.Doc - b.Doc
-	})
-	return hits[:min(limit, len(hits))]
+	}
+	// Best first, asking keep only of those that could be among them: a
+	// caller may see few of many.
+	heap.Init(&cands)
+	var hits []Hit
+	for len(hits) < limit && cands.Len() > 0 {
+		h := heap.Pop(&cands).(Hit)
+		if keep(h.Index, h.Doc) {
+			hits = append(hits, h)
+		}
+	}
+	return hits
+}
+
+// ranked is a heap of hits, best first; ties keep the indexes' order.
+type ranked []Hit
+
+func (r ranked) Len() int { return len(r) }
+func (r ranked) Less(i, j int) bool {
+	a, b := r[i], r[j]
+	switch {
+	case a.Score != b.Score:
+		return a.Score > b.Score
+	case a.Index != b.Index:
+		return a.Index < b.Index
+	}
+	return a.Doc < b.Doc
+}
+func (r ranked) Swap(i, j int) { r[i], r[j] = r[j], r[i] }
+func (r *ranked) Push(x any)   { *r = append(*r, x.(Hit)) }
+func (r *ranked) Pop() any {
+	old := *r
+	h := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return h
 }
 
 // queryWeights is each term of the query with its weight: its own words

@@ -74,7 +74,7 @@ func corpusQueries(tb testing.TB) []corpusQuery {
 // 5 with what came first instead.
 type quality struct {
 	success5, recall5, mrr float64
-	misses               []string
+	misses                 []string
 }
 
 func measure(tb testing.TB) quality {

@@ -38,6 +38,7 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -61,6 +62,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/relay"
+	"github.com/mcpmux/mcpmux/mux/searchmode"
 	"github.com/mcpmux/mcpmux/mux/tasks"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
@@ -272,6 +274,23 @@ func (m *Mux) Tools(ctx context.Context) []ToolInfo {
 		out = append(out, ToolInfo{Name: t.Name, Server: t.Server, ChildName: t.Orig, ReadOnly: t.ReadOnly, Def: t.Def})
 	}
 	return out
+}
+
+// ListSizes are the sizes of the tools/list a caller is sent, in bytes:
+// with every tool it may call listed (Full), and in search mode (Search,
+// mcpmux's two tools and its policy's always ones); Searching says which
+// one is in force for it.
+type ListSizes struct {
+	Full, Search int
+	Searching    bool
+}
+
+// ToolListSizes are the ListSizes of the caller of ctx.
+func (m *Mux) ToolListSizes(ctx context.Context) ListSizes {
+	cat, v := m.catalog.Load(), m.p.ViewerOf(ctx)
+	full := cat.List(catalog.KindTool, v)
+	search := searchmode.NewTools(m.cfg.Mux.Separator).List(cat.Listed(catalog.KindTool, v).Entries, v.Policy)
+	return ListSizes{Full: len(full), Search: len(search), Searching: bytes.Equal(m.p.ToolList(cat, v), search)}
 }
 
 // CallTool calls the tool exposed as name for identity with arguments, as

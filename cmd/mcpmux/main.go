@@ -326,6 +326,16 @@ func tools(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, tableField(t.ChildName), t.Server, mode)
 		}
 		_ = tw.Flush()
+		sizes := m.ToolListSizes(mux.WithCaller(context.Background(), *as, claims.m))
+		inForce := "full"
+		if sizes.Searching {
+			inForce = "search"
+		}
+		// About 4 bytes of JSON a token: what a model's tokenizer makes of
+		// tool definitions, within a fifth or so. After a blank line: the
+		// table is what comes before it.
+		fmt.Fprintf(stdout, "\ntools/list of %s's client, about: full %d tokens (%d bytes), search %d tokens (%d bytes); in force: %s\n",
+			*as, sizes.Full/4, sizes.Full, sizes.Search/4, sizes.Search, inForce)
 	}
 	// What the others offer is printed, but a catalog without a server is
 	// not the one serve would offer.

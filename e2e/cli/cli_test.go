@@ -307,7 +307,8 @@ func TestCLITools(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("tools: exit %d\nstderr:\n%s", r.Code, r.Stderr)
 	}
-	header, rows, _ := strings.Cut(r.Stdout, "\n")
+	table, _, _ := strings.Cut(r.Stdout, "\n\n") // the sizes of the list follow
+	header, rows, _ := strings.Cut(table, "\n")
 	if strings.Join(strings.Fields(header), " ") != "TOOL CHILD TOOL SERVER MODE" {
 		t.Errorf("tools header %q", header)
 	}
@@ -420,7 +421,8 @@ func TestCLIToolsChildNames(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("tools: exit %d\nstderr:\n%s", r.Code, r.Stderr)
 	}
-	_, rows, _ := strings.Cut(r.Stdout, "\n")
+	table, _, _ := strings.Cut(r.Stdout, "\n\n")
+	_, rows, _ := strings.Cut(table, "\n")
 	var got []string
 	for line := range strings.Lines(rows) {
 		got = append(got, strings.Join(strings.Fields(line), " "))

@@ -2,6 +2,7 @@ package search
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -149,4 +150,32 @@ func sorted(names []string) []string { return slices.Sorted(slices.Values(names)
 
 func hasPrefix(names []string, prefix string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
+}
+
+// mcpmux tools --as prints, below the table, how large what the
+// identity's client is sent is in either mode, and which is in force.
+func TestToolsCommandSizes(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "catalog = \"auto\"\nsearch_above = 3", ts.Server{Alias: "docs", Hide: ts.LabHidden}, ts.Server{Alias: "tickets", Hide: ts.LabHidden})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	lab.WritePolicy(t, "narrow", `allow = ["docs__echo"]`)
+	for _, c := range []struct{ as, mode string }{{"reader", "search"}, {"narrow", "full"}} {
+		r := ts.RunCLI(t, "tools", "--config", lab.Config, "--as", c.as)
+		var full, fullB, search, searchB int
+		var mode string
+		i := strings.Index(r.Stdout, "tools/list of ")
+		if r.Code != 0 || i < 0 {
+			t.Fatalf("tools --as %s exited %d:\n%s\n%s", c.as, r.Code, r.Stdout, r.Stderr)
+		}
+		if _, err := fmt.Sscanf(r.Stdout[i:], "tools/list of "+c.as+"'s client, about: full %d tokens (%d bytes), search %d tokens (%d bytes); in force: %s",
+			&full, &fullB, &search, &searchB, &mode); err != nil {
+			t.Fatalf("tools --as %s: %v in %q", c.as, err, r.Stdout[i:])
+		}
+		if mode != c.mode || full != fullB/4 || search != searchB/4 || fullB == 0 || searchB == 0 {
+			t.Errorf("tools --as %s: full %d (%d B), search %d (%d B), in force %s; want %s", c.as, full, fullB, search, searchB, mode, c.mode)
+		}
+		if c.as == "reader" && searchB >= fullB {
+			t.Errorf("search mode's list (%d B) is not smaller than the full one (%d B)", searchB, fullB)
+		}
+	}
 }

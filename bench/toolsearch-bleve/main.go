@@ -58,7 +58,8 @@ func main() {
 	check(err)
 	big := copies(corpus, 10000)
 
-	engines := []engine{ownEngine{}, bleveEngine{scorch: true}, bleveEngine{scorch: true, one: true}, bleveEngine{}}
+	engines := []engine{ownEngine{}, bleveEngine{scorch: true}, bleveEngine{scorch: true, one: true},
+		bleveEngine{scorch: true, one: true, syn: true}, bleveEngine{}}
 	var rows []row
 	for _, e := range engines {
 		r := row{name: e.name()}
@@ -217,10 +218,15 @@ func (ownEngine) close(any) {}
 // bleve's BM25 needs scorch's field statistics. With one, it is a single
 // scorch index of every child's tools, a child's change a batch that
 // indexes its tools anew under the same IDs (bleve's update in place).
-type bleveEngine struct{ scorch, one bool }
+// With syn, the index also holds mux/toolsearch's synonym table
+// (mux/toolsearch/terms.go) as a bleve synonym collection, which every
+// text field's match query expands by.
+type bleveEngine struct{ scorch, one, syn bool }
 
 func (e bleveEngine) name() string {
 	switch {
+	case e.syn:
+		return "bleve scorch, 1 idx, syn"
 	case e.one:
 		return "bleve scorch, 1 index"
 	case e.scorch:
@@ -308,7 +314,13 @@ func (e bleveEngine) mapping() mapping.IndexMapping {
 		fm.Analyzer = en.AnalyzerName
 		// Only searched: nothing stored, highlighted or sorted on.
 		fm.Store, fm.IncludeTermVectors, fm.IncludeInAll, fm.DocValues = false, false, false, false
+		if e.syn {
+			fm.SynonymSource = "synonyms"
+		}
 		dm.AddFieldMappingsAt(f.name, fm)
+	}
+	if e.syn {
+		check(m.AddSynonymSource("synonyms", map[string]any{"collection": "synonyms", "analyzer": en.AnalyzerName}))
 	}
 	km := bleve.NewKeywordFieldMapping()
 	km.Analyzer = keyword.Name
@@ -353,11 +365,44 @@ func (e bleveEngine) buildIndex(name string, children ...child) bleve.Index {
 	check(err)
 	ix.SetName(name)
 	batch := ix.NewBatch()
+	if e.syn {
+		for i, g := range synonymGroups {
+			check(batch.IndexSynonym(fmt.Sprintf("syn%d", i), "synonyms", &bleve.SynonymDefinition{Synonyms: g}))
+		}
+	}
 	for _, ch := range children {
 		e.addTo(batch, ch)
 	}
 	check(ix.Batch(batch))
 	return ix
+}
+
+// synonymGroups is mux/toolsearch's synonym table (terms.go), each group
+// words that mean one thing.
+var synonymGroups = [][]string{
+	{"delete", "remove", "erase", "drop", "destroy"},
+	{"create", "make", "add", "new", "insert"},
+	{"get", "fetch", "retrieve", "read", "show", "view", "open", "load"},
+	{"list", "enumerate", "all"},
+	{"search", "find", "lookup", "query", "look"},
+	{"update", "edit", "modify", "change", "set", "patch"},
+	{"run", "execute", "exec", "invoke", "start"},
+	{"send", "post", "message"},
+	{"write", "save", "store", "put"},
+	{"move", "rename"},
+	{"directory", "folder", "dir"},
+	{"file", "document"},
+	{"screenshot", "capture", "snapshot"},
+	{"navigate", "goto", "visit", "browse", "url"},
+	{"repository", "repo"},
+	{"pull", "pr", "merge"},
+	{"comment", "reply"},
+	{"issue", "ticket", "bug"},
+	{"user", "member", "person", "people"},
+	{"stop", "kill", "terminate", "cancel"},
+	{"log", "logs"},
+	{"click", "press", "tap"},
+	{"type", "fill", "enter"},
 }
 
 func (bleveEngine) addTo(batch *bleve.Batch, ch child) {

@@ -230,3 +230,76 @@ func TestSearchWithReferenceServers(t *testing.T) {
 		})
 	}
 }
+
+// restricted is reader's policy in TestSearchRestricted: the filesystem's
+// tools and memory's read_graph, with a rule that refuses reading a path
+// with "secret" in it.
+const restricted = `allow = ["fs__*", "memory__read_graph"]
+catalog = "search"
+
+[[rule]]
+tools = ["fs__read_text_file"]
+deny_if = 'args.path.contains("secret")'
+message = "no secrets through search"
+`
+
+// A restricted identity, at either protocol: find_tools never finds what
+// it may not call, whatever it asks for; call_tool of a tool outside its
+// policy is refused as a direct call is, and a call a rule refuses gets
+// the rule's message, as a direct call does, audited as a rule's refusal
+// under the tool's own name.
+func TestSearchRestricted(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ProtocolVersion20260728} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			lab, root := referenceLab(t, restricted)
+			if err := os.WriteFile(filepath.Join(root, "secret.txt"), []byte("the secret"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := ts.StartMuxClient(t, lab, version)
+			s := stdioSession(m)
+			allowed := func(name string) bool { return strings.HasPrefix(name, "fs__") || name == "memory__read_graph" }
+			var all []string
+			for _, q := range []string{"read a file", "echo a message", "create entities in the knowledge graph", "read the knowledge graph",
+				"sampling request", "long running operation", "add two numbers", "delete observations"} {
+				names := s.find(t, q, 20)
+				if i := slices.IndexFunc(names, func(n string) bool { return !allowed(n) }); i >= 0 {
+					t.Errorf("find_tools %q found %s, which reader may not call (all: %v)", q, names[i], names)
+				}
+				all = append(all, names...)
+			}
+			if !slices.Contains(all, "fs__read_text_file") || !slices.Contains(all, "memory__read_graph") {
+				t.Errorf("find_tools found %v, without what reader may call", all)
+			}
+
+			// Outside the policy: refused as a direct call is.
+			for _, c := range []struct {
+				tool string
+				args map[string]any
+			}{
+				{"everything__echo", map[string]any{"message": "hi"}},
+				{"memory__create_entities", map[string]any{"entities": []any{}}},
+			} {
+				_, errDirect := s.try(c.tool, c.args, "")
+				_, errThrough := s.try(callTool, map[string]any{"name": c.tool, "arguments": c.args}, "")
+				if errDirect == nil || errThrough == nil || errDirect.Error() != errThrough.Error() || !strings.Contains(errThrough.Error(), "'"+c.tool+"' not found") {
+					t.Errorf("%s: directly %v, through call_tool %v", c.tool, errDirect, errThrough)
+				}
+			}
+
+			// A rule's refusal: its message, and one audit line each under
+			// fs__read_text_file.
+			secret := map[string]any{"path": filepath.Join(root, "secret.txt")}
+			direct := s.call(t, "fs__read_text_file", secret, "")
+			through := s.through(t, "fs__read_text_file", secret, "")
+			if want := "fs__read_text_file: no secrets through search"; !through.IsError || ts.Text(through) != want || ts.Text(direct) != want {
+				t.Errorf("a rule's refusal through call_tool: %v %q; directly %v %q; want %q", through.IsError, ts.Text(through), direct.IsError, ts.Text(direct), want)
+			}
+			m.Log.WaitLines(t, "two refusals by the rule", 2, ts.Msg("call", "tool", "fs__read_text_file", "decision", "rule"))
+			if res := s.through(t, "fs__read_text_file", map[string]any{"path": filepath.Join(root, "hello.txt")}, ""); res.IsError || ts.Text(res) != "hello from a real file" {
+				t.Errorf("a call the rule lets through: %v %q", res.IsError, ts.Text(res))
+			}
+		})
+	}
+}

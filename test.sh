@@ -18,7 +18,7 @@ echo "== go vet"
 go vet ./...
 
 # The npm packages first: end-to-end tests run the reference servers
-# (server-everything, server-filesystem) as children, and must not skip them
+# (server-everything, server-filesystem, server-memory) as children, and must not skip them
 # here (MCPMUX_NEED_NODE makes a missing one a failure). (Run beside go vet,
 # npm ci took as long as both one after the other: both want the CPU.)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

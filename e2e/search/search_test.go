@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -176,6 +177,100 @@ func TestToolsCommandSizes(t *testing.T) {
 		}
 		if c.as == "reader" && searchB >= fullB {
 			t.Errorf("search mode's list (%d B) is not smaller than the full one (%d B)", searchB, fullB)
+		}
+	}
+}
+
+// A call through call_tool that the client cancels has the cancellation
+// passed on to the child, and one past call_timeout is answered as a
+// direct call is and cancelled at the child, each audited under the
+// tool's own name; at either protocol.
+func TestCallToolCancellationAndTimeout(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ProtocolVersion20260728} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			lab := ts.NewLab(t, "catalog = \"search\"\ncall_timeout = \"2s\"", ts.Server{Alias: "docs", Hide: ts.LabHidden})
+			lab.WritePolicy(t, "reader", `allow = ["*"]`)
+			m := ts.StartMuxClient(t, lab, version)
+			slow := func(ms int, tag string) map[string]any {
+				return map[string]any{"name": "docs__slow", "arguments": map[string]any{"ms": ms, "tag": tag}}
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				req := mcp.CallToolRequest{}
+				req.Params.Name = callTool
+				req.Params.Arguments = slow(60000, "gaveup")
+				_, err := m.Client.CallTool(ctx, req)
+				errc <- err
+			}()
+			lab.WaitStarted(t, "gaveup")
+			cancel()
+			if err := <-errc; err == nil {
+				t.Fatal("a cancelled call_tool returned a result")
+			}
+			m.Log.WaitLine(t, "child cancelled", ts.Msg("server stderr", "server", "docs", "stderr", "labserver docs slow gaveup cancelled"))
+			m.Log.WaitLine(t, "cancelled audit", ts.Msg("call", "tool", "docs__slow", "outcome", "cancelled"))
+
+			res := m.MustCall(callTool, slow(60000, "late"))
+			if !res.IsError || !strings.Contains(ts.Text(res), "timed out after 2s") {
+				t.Errorf("call_tool past call_timeout: %v %q", res.IsError, ts.Text(res))
+			}
+			m.Log.WaitLine(t, "timeout audit", ts.Msg("call", "tool", "docs__slow", "outcome", "timeout"))
+			m.Log.WaitLine(t, "child cancelled at the timeout", ts.Msg("server stderr", "server", "docs", "stderr", "labserver docs slow late cancelled"))
+		})
+	}
+}
+
+// At 2026-07-28 a round begun through call_tool is resumed by the client's
+// retry of the same call_tool request with the requestState and its
+// answers, as a direct call's round is by the direct retry: a retry naming
+// another tool is refused without using the state, the right one gets the
+// child's answer, and the used state is refused after.
+func TestCallToolRoundRetry(t *testing.T) {
+	t.Parallel()
+	lab := ts.NewLab(t, "catalog = \"search\"", ts.Server{Alias: "traffic", Command: ts.TrafficBinary(t)})
+	lab.WritePolicy(t, "reader", `allow = ["*"]`)
+	m := ts.StartMuxModern(t, lab)
+	meta := ts.ModernMeta(map[string]any{"sampling": map[string]any{}})
+	answer := json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"sampled for the round"},"model":"m"}`)
+	outcomes := map[string][]ts.InputRequired{}
+	for _, via := range []string{"direct", "call_tool"} {
+		params := func(tool string, retry map[string]any) map[string]any {
+			args := map[string]any{"what": "sampling"}
+			p := map[string]any{"name": tool, "arguments": args, "_meta": meta}
+			if via == "call_tool" {
+				p["name"], p["arguments"] = callTool, map[string]any{"name": tool, "arguments": args}
+			}
+			for k, v := range retry {
+				p[k] = v
+			}
+			return p
+		}
+		first := ts.ReadInputRequired(t, ts.ModernRPC(t, m.Client, "tools/call", params("traffic__ask", nil)))
+		if first.ResultType != "input_required" || len(first.InputRequests) != 1 || first.RequestState == "" {
+			t.Fatalf("%s: the first answer is %+v, not one input request", via, first)
+		}
+		responses := map[string]any{}
+		for k := range first.InputRequests {
+			responses[k] = answer
+		}
+		retry := map[string]any{"requestState": first.RequestState, "inputResponses": responses}
+		for _, tool := range []string{"traffic__asks", "traffic__ask", "traffic__ask"} {
+			outcomes[via] = append(outcomes[via], ts.ReadInputRequired(t, ts.ModernRPC(t, m.Client, "tools/call", params(tool, retry))))
+		}
+	}
+	unknown := "requestState is unknown or expired; call the tool again without it"
+	for i, want := range []string{unknown, "sampled for the round", unknown} {
+		for via, got := range outcomes {
+			if r := got[i]; r.ResultType != "complete" || !strings.Contains(r.Text(), want) || r.IsError != (want == unknown) {
+				t.Errorf("%s retry %d: %+v, want %q", via, i+1, r, want)
+			}
+		}
+		if !reflect.DeepEqual(outcomes["direct"][i], outcomes["call_tool"][i]) {
+			t.Errorf("retry %d: directly %+v, through call_tool %+v", i+1, outcomes["direct"][i], outcomes["call_tool"][i])
 		}
 	}
 }

@@ -53,3 +53,11 @@ func FilesystemServer(t testing.TB, alias string, dirs ...string) Server {
 	node, entry := NPMServer(t, "server-filesystem", "mcp-server-filesystem")
 	return Server{Alias: alias, Command: node, Args: append([]string{entry}, dirs...), Extra: `startup_timeout = "30s"`}
 }
+
+// MemoryServer returns a Server table for server-memory under alias,
+// keeping its knowledge graph in file.
+func MemoryServer(t testing.TB, alias, file string) Server {
+	t.Helper()
+	node, entry := NPMServer(t, "server-memory", "mcp-server-memory")
+	return Server{Alias: alias, Command: node, Args: []string{entry}, Env: map[string]string{"MEMORY_FILE_PATH": file}, Extra: `startup_timeout = "30s"`}
+}

@@ -398,11 +398,14 @@ func startMux(t testing.TB, lab *Lab, version string, prep func(*exec.Cmd), args
 		opts = append(opts, client.WithProtocolVersion(version))
 	}
 	c := client.NewClient(tr, opts...)
-	ctx, cancel := context.WithTimeout(context.Background(), Wait)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	// Start's context is the one mcp-go answers mcpmux's requests under
+	// (sampling/createMessage, elicitation/create, roots/list): it must
+	// outlive this function, or each is answered "context canceled".
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		select {
 		case m.notes <- n:

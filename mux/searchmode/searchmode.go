@@ -51,7 +51,7 @@ func NewTools(sep string) *Tools {
 		fmt.Sprintf(`{"type":"object","properties":{"query":{"type":"string","description":"What you want done, in a few words, for example \"create an issue\" or \"read a file\""},`+
 			`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools to return; %d when not given"},`+
 			`"server":{"type":"string","description":"Only this server's tools: its alias, the start of its tools' names"}},"required":["query"]}`, MaxLimit, DefaultLimit),
-		`{"type":"object","properties":{"tools":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"inputSchema":{"type":"object"},"outputSchema":{"type":"object"},"annotations":{"type":"object"}},"required":["name","inputSchema"]}}},"required":["tools"]}`)
+		`{"type":"object","properties":{"tools":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"inputSchema":{"type":"object"},"outputSchema":{"type":"object"},"annotations":{"type":"object"},"execution":{"type":"object"}},"required":["name","inputSchema"]}}},"required":["tools"]}`)
 	call := fmt.Sprintf(`{"name":%q,"title":"Call a tool","description":%q,"inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as %s gave it"},"arguments":{"type":"object","description":"The tool's arguments, as its input schema says"}},"required":["name"]}}`,
 		t.Call, "Call a tool that "+t.Find+" found, by its name, with arguments as its input schema says. "+
 			"It does exactly what calling the tool directly does.", t.Find)
@@ -141,7 +141,7 @@ func summary(def json.RawMessage) json.RawMessage {
 		return def
 	}
 	keep := map[string]json.RawMessage{}
-	for _, k := range []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"} {
+	for _, k := range []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations", "execution"} {
 		if v, ok := all[k]; ok {
 			keep[k] = v
 		}

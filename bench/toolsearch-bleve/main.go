@@ -366,7 +366,7 @@ func (e bleveEngine) buildIndex(name string, children ...child) bleve.Index {
 	ix.SetName(name)
 	batch := ix.NewBatch()
 	if e.syn {
-		for i, g := range synonymGroups {
+		for i, g := range toolsearch.SynonymGroups() {
 			check(batch.IndexSynonym(fmt.Sprintf("syn%d", i), "synonyms", &bleve.SynonymDefinition{Synonyms: g}))
 		}
 	}
@@ -377,33 +377,6 @@ func (e bleveEngine) buildIndex(name string, children ...child) bleve.Index {
 	return ix
 }
 
-// synonymGroups is mux/toolsearch's synonym table (terms.go), each group
-// words that mean one thing.
-var synonymGroups = [][]string{
-	{"delete", "remove", "erase", "drop", "destroy"},
-	{"create", "make", "add", "new", "insert"},
-	{"get", "fetch", "retrieve", "read", "show", "view", "open", "load"},
-	{"list", "enumerate", "all"},
-	{"search", "find", "lookup", "query", "look"},
-	{"update", "edit", "modify", "change", "set", "patch"},
-	{"run", "execute", "exec", "invoke", "start"},
-	{"send", "post", "message"},
-	{"write", "save", "store", "put"},
-	{"move", "rename"},
-	{"directory", "folder", "dir"},
-	{"file", "document"},
-	{"screenshot", "capture", "snapshot"},
-	{"navigate", "goto", "visit", "browse", "url"},
-	{"repository", "repo"},
-	{"pull", "pr", "merge"},
-	{"comment", "reply"},
-	{"issue", "ticket", "bug"},
-	{"user", "member", "person", "people"},
-	{"stop", "kill", "terminate", "cancel"},
-	{"log", "logs"},
-	{"click", "press", "tap"},
-	{"type", "fill", "enter"},
-}
 
 func (bleveEngine) addTo(batch *bleve.Batch, ch child) {
 	for i, def := range ch.defs {

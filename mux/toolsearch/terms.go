@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -94,33 +95,8 @@ var stopwords = func() map[string]bool {
 // stem: the verbs of tool names, and a few nouns. A query's word brings
 // its synonyms in at a lower weight.
 var synonyms = func() map[string][]string {
-	groups := [][]string{
-		{"delete", "remove", "erase", "drop", "destroy"},
-		{"create", "make", "add", "new", "insert"},
-		{"get", "fetch", "retrieve", "read", "show", "view", "open", "load"},
-		{"list", "enumerate", "all"},
-		{"search", "find", "lookup", "query", "look"},
-		{"update", "edit", "modify", "change", "set", "patch"},
-		{"run", "execute", "exec", "invoke", "start"},
-		{"send", "post", "message"},
-		{"write", "save", "store", "put"},
-		{"move", "rename"},
-		{"directory", "folder", "dir"},
-		{"file", "document"},
-		{"screenshot", "capture", "snapshot"},
-		{"navigate", "goto", "visit", "browse", "url"},
-		{"repository", "repo"},
-		{"pull", "pr", "merge"},
-		{"comment", "reply"},
-		{"issue", "ticket", "bug"},
-		{"user", "member", "person", "people"},
-		{"stop", "kill", "terminate", "cancel"},
-		{"log", "logs"},
-		{"click", "press", "tap"},
-		{"type", "fill", "enter"},
-	}
 	m := map[string][]string{}
-	for _, g := range groups {
+	for _, g := range synonymGroups {
 		var stems []string
 		for _, w := range g {
 			stems = append(stems, stem(w))
@@ -135,3 +111,39 @@ var synonyms = func() map[string][]string {
 	}
 	return m
 }()
+
+// SynonymGroups are the synonyms' groups as written, each words that mean
+// one thing, for an engine measured beside this one.
+func SynonymGroups() [][]string {
+	out := make([][]string, len(synonymGroups))
+	for i, g := range synonymGroups {
+		out[i] = slices.Clone(g)
+	}
+	return out
+}
+
+var synonymGroups = [][]string{
+	{"delete", "remove", "erase", "drop", "destroy"},
+	{"create", "make", "add", "new", "insert"},
+	{"get", "fetch", "retrieve", "read", "show", "view", "open", "load"},
+	{"list", "enumerate", "all"},
+	{"search", "find", "lookup", "query", "look"},
+	{"update", "edit", "modify", "change", "set", "patch"},
+	{"run", "execute", "exec", "invoke", "start"},
+	{"send", "post", "message"},
+	{"write", "save", "store", "put"},
+	{"move", "rename"},
+	{"directory", "folder", "dir"},
+	{"file", "document"},
+	{"screenshot", "capture", "snapshot"},
+	{"navigate", "goto", "visit", "browse", "url"},
+	{"repository", "repo"},
+	{"pull", "pr", "merge"},
+	{"comment", "reply"},
+	{"issue", "ticket", "bug"},
+	{"user", "member", "person", "people"},
+	{"stop", "kill", "terminate", "cancel"},
+	{"log", "logs"},
+	{"click", "press", "tap"},
+	{"type", "fill", "enter"},
+}

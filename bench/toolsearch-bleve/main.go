@@ -377,7 +377,6 @@ func (e bleveEngine) buildIndex(name string, children ...child) bleve.Index {
 	return ix
 }
 
-
 func (bleveEngine) addTo(batch *bleve.Batch, ch child) {
 	for i, def := range ch.defs {
 		d := toolsearch.DocOf(ch.alias+"__"+ch.origs[i], ch.origs[i], ch.alias, def)

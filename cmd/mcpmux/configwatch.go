@@ -210,7 +210,7 @@ func (w *configWatch) refuse(err error) {
 var liveKeys = map[string]bool{
 	"mux.call_timeout": true, "mux.page_size": true, "mux.log_level": true, "mux.log_format": true,
 	"limits.rate_limit": true, "limits.rate_burst": true,
-	"mux.policy_dir": true, "mux.pin_file": true, "mux.pin_new": true, "mux.pinning": true,
+	"mux.policy_dir": true, "mux.pin_file": true, "mux.pin_new": true, // and mux.pinning, see live
 	"mux.catalog": true, "mux.search_above": true,
 	// Each server's entry holds these defaults: a change re-exposes it.
 	"limits.max_in_flight": true, "limits.max_queued": true,

@@ -40,12 +40,12 @@ go test -race -count=1 -timeout 10m -parallel 4 $ordered
 
 # Every fuzz target in the module, each fuzzed briefly (their seed corpora,
 # testdata/fuzz/FuzzXxx, already ran as tests above). MCPMUX_FUZZTIME sets
-# the time per target: 6.25 s for the 26 targets there are now fuzzes as
-# long in all as the 8 s each of the 20 before the redesign (162.5 s against
-# 160 s), and keeps .ci/run under 10 minutes. Minimizing each new input would take up to 60 s of
+# the time per target: 5 s for the 26 targets there are now (130 s in all,
+# against 160 s for the 20 before the redesign) keeps .ci/run under 10
+# minutes with the search-mode tests and the Inspector added. Minimizing each new input would take up to 60 s of
 # a short run, so it gets 1 s. A crash is saved under the package's
 # testdata/fuzz/FuzzXxx/ and replays with: go test -run 'FuzzXxx/NAME' ./pkg
-fuzztime=${MCPMUX_FUZZTIME:-6.25s}
+fuzztime=${MCPMUX_FUZZTIME:-5s}
 echo "== fuzz ($fuzztime per target)"
 fuzz_start=$SECONDS
 # The targets are read from the test files (go test -list would build and

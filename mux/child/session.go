@@ -43,10 +43,12 @@ type Session struct {
 	limit   int64         // max_message_bytes
 	eof     chan struct{} // stdio: the child's stdout ended
 	closing chan struct{} // closed by teardown, to stop the session's goroutines
-	// stopping ends when mcpmux begins to stop the session (stopSession):
-	// the calls still in flight are cut then.
-	stopping context.Context
-	stop     context.CancelFunc
+	// stopping is set when mcpmux begins to stop the session (stop), and
+	// the tool calls in flight (cuts: *context.CancelCauseFunc) are cut
+	// then. Each call is one entry of the map, not a hook on a context all
+	// the child's calls would share, whose lock every call would take.
+	stopping atomic.Bool
+	cuts     sync.Map
 	wg       sync.WaitGroup
 	ids      atomic.Uint64 // for mcpmux's own raw requests
 
@@ -88,8 +90,16 @@ func newSession(limit int64) *Session {
 		closing: make(chan struct{}),
 		quiet:   make(chan struct{}, 1),
 	}
-	s.stopping, s.stop = context.WithCancel(context.Background())
 	return s
+}
+
+// stop cuts every tool call in flight, and each one sent from now on.
+func (s *Session) stop() {
+	s.stopping.Store(true)
+	s.cuts.Range(func(k, _ any) bool {
+		(*k.(*context.CancelCauseFunc))(errStopped)
+		return true
+	})
 }
 
 // markLost records that the session is gone, why and what kind of failure
@@ -226,16 +236,20 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 	// (most often that it was cancelled) is not its answer.
 	sendCtx, cut := context.WithCancelCause(sendCtx)
 	defer cut(nil)
-	defer context.AfterFunc(s.stopping, func() { cut(errStopped) })()
+	s.cuts.Store(&cut, struct{}{})
+	defer s.cuts.Delete(&cut)
+	if s.stopping.Load() {
+		cut(errStopped) // stop's Range may have run before the Store
+	}
 	var result json.RawMessage
 	if tc != nil { // a task: its result comes from tasks/result (the root's tasks.go)
 		result, err = s.callTask(sendCtx, id, tc, callParams{params, meta})
 	} else {
 		result, err = s.send(sendCtx, id, string(mcp.MethodToolsCall), callParams{params, meta})
 	}
-	if s.stopping.Err() != nil {
+	if s.stopping.Load() {
 		// Checked once more after the answer: the child may answer the
-		// stop itself (its stdin is closed right after stopping ends), and
+		// stop itself (its stdin is closed right after stopping is set), and
 		// that answer can come before the cut above, which runs on a
 		// goroutine of its own, has been seen.
 		return nil, false, transport.NewError(errStopped)

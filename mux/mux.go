@@ -38,7 +38,6 @@
 package mux
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -289,8 +288,8 @@ type ListSizes struct {
 func (m *Mux) ToolListSizes(ctx context.Context) ListSizes {
 	cat, v := m.catalog.Load(), m.p.ViewerOf(ctx)
 	full := cat.List(catalog.KindTool, v)
-	search := searchmode.NewTools(m.cfg.Mux.Separator).List(cat.Listed(catalog.KindTool, v).Entries, v.Policy)
-	return ListSizes{Full: len(full), Search: len(search), Searching: bytes.Equal(m.p.ToolList(cat, v), search)}
+	search := searchmode.For(m.cfg.Mux.Separator).List(cat.Listed(catalog.KindTool, v).Entries, v.Policy)
+	return ListSizes{Full: len(full), Search: len(search), Searching: pipeline.Searching(m.p.Settings(), cat, v)}
 }
 
 // CallTool calls the tool exposed as name for identity with arguments, as

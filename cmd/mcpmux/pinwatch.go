@@ -25,8 +25,13 @@ type pinWatch struct {
 	wg    sync.WaitGroup     // the watch goroutine
 }
 
-func newPinWatch(log zerolog.Logger, store *pins.Store) *pinWatch {
-	return &pinWatch{log: log, store: store}
+// newPinWatch opens the pin file of cfg (none when pinning is off); one
+// that does not parse is an error with its lines.
+func newPinWatch(log zerolog.Logger, cfg config.Mux) (*pinWatch, error) {
+	w := &pinWatch{log: log}
+	store, err := w.open(cfg)
+	w.store = store
+	return w, err
 }
 
 // open opens the pin file cfg names, as serve does at its start; nil

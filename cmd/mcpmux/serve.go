@@ -94,13 +94,12 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts := muxOptions(l.log)
 	opts.Observer = metrics
 	opts.Spawner = spawner
-	pinWatch := newPinWatch(l.log, nil)
-	pinStore, perr := pinWatch.open(cfg.Mux)
+	pinWatch, perr := newPinWatch(l.log, cfg.Mux)
 	if perr != nil {
 		report(stderr, perr)
 		return exitBadConfig
 	}
-	pinWatch.store, opts.Pins = pinStore, pinStore
+	opts.Pins = pinWatch.Current()
 	m := mux.New(cfg, l.policies, opts)
 	metrics.Pins(m.PinStatus)
 	var (
@@ -130,7 +129,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if authn != nil {
 		sources.Keys = authn.KeysStatus
 	}
-	if pinStore != nil {
+	if opts.Pins != nil {
 		sources.Pins = m.PinStatus
 	}
 	adminHandler := admin.Handler(sources)

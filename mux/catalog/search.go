@@ -34,14 +34,17 @@ func (c *Catalog) Search(query string, limit int, server string, v Viewer) []*En
 	for i, cc := range c.children {
 		indexes[i] = cc.SearchIndex()
 	}
+	// keep is asked best first and its yes are the hits: what it keeps is
+	// the answer.
 	var found []*Entry
-	hits := toolsearch.Search(query, limit, indexes, func(i, d int) bool {
+	toolsearch.Search(query, limit, indexes, func(i, d int) bool {
 		e := c.exposed(c.children[i].Tools()[d])
-		return e != nil && (server == "" || e.Server == server) && v.Sees(e)
+		ok := e != nil && (server == "" || e.Server == server) && v.Sees(e)
+		if ok {
+			found = append(found, e)
+		}
+		return ok
 	})
-	for _, h := range hits {
-		found = append(found, c.exposed(c.children[h.Index].Tools()[h.Doc]))
-	}
 	return found
 }
 

@@ -79,7 +79,7 @@ func New(d Deps) *Pipeline {
 		children: d.Children,
 		catalog:  d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
 		decoration: decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: d.Version}}},
-		own:        searchmode.NewTools(d.Config.Mux.Separator),
+		own:        searchmode.For(d.Config.Mux.Separator),
 	}
 	if p.observe == nil {
 		p.observe = NopObserver{}

@@ -50,7 +50,7 @@ func (m *Pipeline) serve(ctx context.Context, r *upstream.Request) (a answer) {
 	_ = m.WaitReady(ctx)
 	switch mcp.MCPMethod(r.Method) {
 	case mcp.MethodToolsCall:
-		if m.own.Own(r.Params.Name) && searching(m.settings.Load(), m.catalog.Load(), m.ViewerOf(ctx)) {
+		if m.own.Own(r.Params.Name) && Searching(m.settings.Load(), m.catalog.Load(), m.ViewerOf(ctx)) {
 			return m.serveOwn(ctx, r)
 		}
 		return m.serveCall(ctx, r)
@@ -432,7 +432,7 @@ func (m *Pipeline) serveList(ctx context.Context, r *upstream.Request) answer {
 	cat, v := m.catalog.Load(), m.ViewerOf(ctx)
 	member := catalog.KindWire[k].Member
 	size := m.settings.Load().PageSize
-	if k == catalog.KindTool && searching(m.settings.Load(), cat, v) {
+	if k == catalog.KindTool && Searching(m.settings.Load(), cat, v) {
 		// Two tools and the always ones: never more than a page.
 		return answer{Result: append(append([]byte(`{"tools":`), m.ToolList(cat, v)...), '}')}
 	}

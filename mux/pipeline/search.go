@@ -12,16 +12,16 @@ import (
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
-// searching reports whether v sees cat through find_tools and call_tool
+// Searching reports whether v sees cat through find_tools and call_tool
 // (searchmode) under s.
-func searching(s *Settings, cat *catalog.Catalog, v catalog.Viewer) bool {
+func Searching(s *Settings, cat *catalog.Catalog, v catalog.Viewer) bool {
 	return searchmode.Searching(s.Catalog, s.SearchAbove, v.Policy, func() int { return len(cat.Listed(catalog.KindTool, v).Entries) })
 }
 
 // ToolList is the tools array of v's tools/list of cat in one page, in
 // either catalog mode: what the announcer compares to tell a change.
 func (m *Pipeline) ToolList(cat *catalog.Catalog, v catalog.Viewer) []byte {
-	if searching(m.settings.Load(), cat, v) {
+	if Searching(m.settings.Load(), cat, v) {
 		return m.own.List(cat.Listed(catalog.KindTool, v).Entries, v.Policy)
 	}
 	return cat.List(catalog.KindTool, v)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/mux/catalog"
@@ -41,6 +42,20 @@ type Tools struct {
 	Find, Call string // exposed names: mcpmux__find_tools, mcpmux__call_tool
 	defs       []byte // both definitions, a JSON array's members
 }
+
+// For returns the own tools named with sep, "_" or "__" (config's
+// separator): built once for each.
+func For(sep string) *Tools {
+	if sep == "_" {
+		return single()
+	}
+	return double()
+}
+
+var (
+	single = sync.OnceValue(func() *Tools { return NewTools("_") })
+	double = sync.OnceValue(func() *Tools { return NewTools("__") })
+)
 
 // NewTools returns the own tools named with sep.
 func NewTools(sep string) *Tools {

@@ -142,7 +142,8 @@ type Hit struct {
 // of those keep accepts, best first; ties keep the indexes' order. A tool
 // whose name is the query comes first, then those whose name it begins,
 // then the rest by BM25 over their words; a tool that shares no word with
-// the query is not found.
+// the query is not found. keep is asked in that order, once a tool, until
+// limit are kept.
 func Search(query string, limit int, indexes []*Index, keep func(index, doc int) bool) []Hit {
 	q := strings.ToLower(strings.TrimSpace(query))
 	if limit <= 0 || q == "" {

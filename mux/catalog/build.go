@@ -58,7 +58,11 @@ type Builder struct {
 	maxNameLength int
 	limits        config.Limits
 	Pinned        bool // pinning is on: tools and prompts get their digests
-	log           zerolog.Logger
+	// searched: the config shows tools through find_tools to some callers
+	// by default, so each build also builds its search index, off the
+	// call path of the first find_tools after a change.
+	searched bool
+	log      zerolog.Logger
 
 	// leftOut remembers which items were reported as left out, and why.
 	leftOut map[string]string
@@ -77,6 +81,7 @@ func NewBuilder(cfg *config.Config, srv config.Server, pinned bool, log zerolog.
 		maxNameLength: cfg.Mux.MaxNameLength,
 		limits:        cfg.Limits,
 		Pinned:        pinned,
+		searched:      cfg.Mux.Catalog != config.CatalogFull,
 		log:           log,
 		leftOut:       map[string]string{},
 	}
@@ -224,6 +229,9 @@ func (b *Builder) Build(raw [NumKinds][]json.RawMessage, caps mcp.ServerCapabili
 				_ = e.Prefixed.rename()
 			}
 		}
+	}
+	if b.searched {
+		cat.SearchIndex()
 	}
 	return cat
 }

@@ -93,3 +93,21 @@ prefix = false
 		t.Errorf("docs' builder remembers %d definitions, want its one listed tool", b[0].Remembered())
 	}
 }
+
+// A child's search index is built with its catalog exactly when the
+// config's default mode may show tools through find_tools; otherwise it
+// waits for the first search.
+func TestSearchIndexBuiltWithTheCatalog(t *testing.T) {
+	for _, mode := range []string{"full", "search", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			b := builders(t, "[mux]\ncatalog = \""+mode+"\"\n\n[servers.docs]\ncommand = \"docs\"\n")
+			cc := b[0].Build(tools("search_docs", "fetch_page"), mcp.ServerCapabilities{})
+			if got, want := cc.search.ix != nil, mode != "full"; got != want {
+				t.Fatalf("index built with the catalog: %v, want %v", got, want)
+			}
+			if ix := cc.SearchIndex(); ix == nil || cc.search.ix != ix {
+				t.Fatal("SearchIndex did not build or keep the index")
+			}
+		})
+	}
+}

@@ -6,9 +6,10 @@ import (
 	"github.com/mcpmux/mcpmux/mux/toolsearch"
 )
 
-// searchIndex is a child catalog's tools as toolsearch reads them, built
-// on the first search after each read of the child's lists, so that a
-// multiplexer nobody searches never builds one.
+// searchIndex is a child catalog's tools as toolsearch reads them. It is
+// built with the catalog where the config's default mode may search, and
+// otherwise on the first search (a policy's own catalog = "search"), so
+// that a multiplexer nobody searches never builds one.
 type searchIndex struct {
 	once sync.Once
 	ix   *toolsearch.Index

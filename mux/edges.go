@@ -8,6 +8,9 @@ import (
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/pipeline"
+	"github.com/mcpmux/mcpmux/mux/searchmode"
+	"github.com/mcpmux/mcpmux/mux/tasks"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -51,3 +54,14 @@ func (b edgeBackend) TaskResult(u *upstream.Session, f *frame.Frame) func(contex
 }
 
 func (b edgeBackend) Catalog() *catalog.Catalog { return b.m.catalog.Load() }
+
+func (b edgeBackend) TaskCall(ctx context.Context, f *frame.Frame, p frame.Params) ([]byte, bool) {
+	cat := b.m.catalog.Load()
+	searching := func() bool { return pipeline.Searching(b.m.p.Settings(), cat, b.m.p.ViewerOf(ctx)) }
+	tool, args, ok := tasks.Route(cat, searchmode.For(b.m.cfg.Mux.Separator), searching, p.Name, p.Arguments)
+	if !ok || tool == p.Name {
+		return nil, ok
+	}
+	hand, err := tasks.DirectCall(f.Raw, tool, args)
+	return hand, err == nil
+}

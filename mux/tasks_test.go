@@ -339,3 +339,63 @@ func TestTaskModernEraRunsPlain(t *testing.T) {
 		t.Fatalf("the child got %d tasks", n)
 	}
 }
+
+// In search mode, a task-augmented call_tool of a tool whose tasks are
+// optional runs at the child as a task of that tool, as a direct
+// task-augmented call of it does; without a task it is a plain call of
+// it. call_tool is listed as optional for tasks, find_tools without
+// tasks. Its status notification reaches the session that owns the task.
+func TestTaskThroughCallToolOptional(t *testing.T) {
+	tc := newTaskChild()
+	spec := tc.spec()
+	spec.muxLines = `catalog = "search"`
+	m := startLab(t, spec)
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
+	a := connectTasks(t, url)
+	awaitGETStream(t, m, a)
+	defs := map[string]string{}
+	for _, raw := range testsupport.ListAll(t, a.Client, "tools/list", "tools") {
+		var w struct{ Name string }
+		_ = json.Unmarshal(raw, &w)
+		defs[w.Name] = string(raw)
+	}
+	if !strings.Contains(defs["mcpmux__call_tool"], `"execution":{"taskSupport":"optional"}`) || strings.Contains(defs["mcpmux__find_tools"], `"execution":{"taskSupport"`) {
+		t.Fatalf("search mode lists %v", defs)
+	}
+	through := func(task bool) map[string]any {
+		p := map[string]any{"name": "mcpmux__call_tool", "arguments": map[string]any{"name": "lab__quick"}}
+		if task {
+			p["task"] = map[string]any{"ttl": 60000}
+		}
+		return p
+	}
+	var ct struct {
+		Task mcp.Task `json:"task"`
+	}
+	raw := testsupport.MustRPC(t, a.Client, "tools/call", through(true))
+	if err := json.Unmarshal(raw, &ct); err != nil || ct.Task.TaskId == "" {
+		t.Fatalf("a task-augmented call_tool of lab__quick answered %s (%v), not a task", raw, err)
+	}
+	waitStatus(t, a, ct.Task.TaskId, mcp.TaskStatusCompleted)
+	res := testsupport.MustRPC(t, a.Client, "tasks/result", taskRef(ct.Task.TaskId))
+	if !strings.Contains(string(res), `"text":"quick"`) || !strings.Contains(string(res), ct.Task.TaskId) {
+		t.Fatalf("tasks/result %s", res)
+	}
+	if n := a.Notification(mcp.MethodNotificationTasksStatus); n.Params.AdditionalFields["taskId"] != ct.Task.TaskId {
+		t.Fatalf("status notification %+v", n.Params.AdditionalFields)
+	}
+	if got := len(tc.childTasks()); got != 1 {
+		t.Fatalf("the child ran %d tasks; want the one of call_tool", got)
+	}
+	plain := testsupport.MustRPC(t, a.Client, "tools/call", through(false))
+	if strings.Contains(string(plain), `"task"`) || !strings.Contains(string(plain), `"text":"quick"`) {
+		t.Fatalf("call_tool of lab__quick without a task answered %s", plain)
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	// The task's run does not count as plain: its handler runs once per
+	// call either way, so count the calls: the task's and the plain one.
+	if tc.plain != 2 || len(tc.created) != 1 {
+		t.Fatalf("the child saw %d runs of quick and tasks %v; want 2 runs, 1 task", tc.plain, tc.created)
+	}
+}

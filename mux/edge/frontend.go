@@ -36,37 +36,36 @@ func mayTake(method string) bool {
 
 // takes reports whether mcpmux answers f, a request, itself; params are
 // its params as read, with its _meta, or the error to answer it with.
-// The _meta is read through cache, if not nil. cat is the catalog a
-// task-augmented call's tool is looked up in: one of a tool that does not
-// run as a task runs as a plain call, as mcp-go would run it.
-func takes(f *frame.Frame, cache *metaCache, cat *catalog.Catalog) (params frame.Params, meta frame.Meta, err *frame.Error, ok bool) {
+// The _meta is read through cache, if not nil. A task-augmented call goes
+// to mcp-go's task store if b.TaskCall, asked in ctx (the caller's), says
+// so: as hand if that is not nil (call_tool's, as the direct call it
+// stands for); any other is mcpmux's, as without a task.
+func takes(ctx context.Context, f *frame.Frame, cache *metaCache, b Backend) (params frame.Params, meta frame.Meta, err *frame.Error, ok bool, hand []byte) {
 	switch mcp.MCPMethod(f.Method) {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
 		mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList,
 		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
 	default:
-		return params, meta, nil, false
+		return params, meta, nil, false, nil
 	}
 	params, err = frame.ReadParams(f.Method, f.Params)
 	if err != nil {
 		meta, _ = frame.ReadMeta(params.Meta) // for the transport's checks
-		return params, meta, err, true
+		return params, meta, err, true, nil
 	}
 	if cache != nil {
 		meta, err = cache.read(params.Meta)
 	} else {
 		meta, err = frame.ReadMeta(params.Meta)
 	}
-	task := params.Task != nil
-	if task {
-		e, known := cat.Lookup(catalog.KindTool, params.Name)
-		task = known && e.Task != ""
+	task := false
+	if params.Task != nil && !meta.Protocol.Modern {
+		hand, task = b.TaskCall(ctx, f, params)
 	}
-	if !owned(f.Method, task, meta.Protocol.Modern) {
-		// A task-augmented call: mcp-go's task store takes it.
-		return params, meta, nil, false
+	if owned(f.Method, task, meta.Protocol.Modern) {
+		return params, meta, err, true, nil
 	}
-	return params, meta, err, true
+	return params, meta, nil, false, hand
 }
 
 // metaCache keeps the last _meta a session's requests carried, as read: a
@@ -129,6 +128,10 @@ type Backend interface {
 	TaskResult(u *upstream.Session, f *frame.Frame) func(ctx context.Context, out upstream.Out) []byte
 	// Catalog is the catalog published last.
 	Catalog() *catalog.Catalog
+	// TaskCall reports whether f, a 2025-11-25 task-augmented tools/call
+	// with params p by the caller of ctx, runs as a task in mcp-go's store
+	// (tasks.Route), as hand if that is not nil, instead of f.
+	TaskCall(ctx context.Context, f *frame.Frame, p frame.Params) (hand []byte, ok bool)
 }
 
 // Env is what both edges are given: the backend of the requests the front

@@ -145,11 +145,15 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		msg = b.joined()
-		if f := frame.Read(msg); f.Refused != nil {
+		f := frame.Read(msg)
+		if f.Refused != nil {
 			h.refuseID(w, r, []byte("null"), f.Refused.Message)
 			return
-		} else if h.front(w, r, &f) {
+		}
+		if answered, hand := h.front(w, r, &f); answered {
 			return
+		} else if hand != nil {
+			msg = hand
 		}
 		switch id = readMsgID(msg); id.kind {
 		case idBadType:

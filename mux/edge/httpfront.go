@@ -22,25 +22,26 @@ import (
 // front does what the front end does with f, the message a POST carries,
 // and reports whether it answered the POST: a request mcpmux answers
 // itself, the client's answer to one of mcpmux's requests, a cancellation
-// of a request mcpmux answers. Anything else goes on to mcp-go.
-func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Frame) bool {
+// of a request mcpmux answers. Anything else goes on to mcp-go, as hand
+// if that is not nil (takes).
+func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Frame) (answered bool, hand []byte) {
 	switch {
 	case f.Kind == frame.Response:
 		u := h.sessionOf(r)
 		if u == nil || !u.Asks.Answered(f) {
-			return false
+			return false, nil
 		}
 		w.WriteHeader(http.StatusAccepted)
-		return true
+		return true, nil
 	case isCancellation(f):
-		return h.cancelled(w, r, f)
+		return h.cancelled(w, r, f), nil
 	case f.Kind != frame.Request:
-		return false
+		return false, nil
 	}
 	if u := h.sessionOf(r); u != nil {
 		if serve := h.b.TaskResult(u, f); serve != nil {
 			h.serveTaskResult(w, r, u, serve)
-			return true
+			return true, nil
 		}
 	}
 	seen := h.lastMeta.Load()
@@ -48,16 +49,16 @@ func (h *HTTPUpstream) front(w http.ResponseWriter, r *http.Request, f *frame.Fr
 	if seen != nil {
 		cache = *seen
 	}
-	p, meta, perr, ok := takes(f, &cache, h.b.Catalog())
+	p, meta, perr, ok, hand := takes(r.Context(), f, &cache, h.b)
 	if cache.raw != nil && (seen == nil || &cache.raw[0] != &seen.raw[0]) {
 		kept := cache // what this request read, for the next
 		h.lastMeta.Store(&kept)
 	}
 	if !ok {
-		return false
+		return false, hand
 	}
 	h.serveOwned(w, r, f, p, meta, perr)
-	return true
+	return true, nil
 }
 
 // serveTaskResult answers r, a tasks/result of session u's for its task t.

@@ -337,17 +337,20 @@ func (rr *requestReader) admit(line []byte) []byte {
 	initialize := false
 	if rr.front != nil {
 		var handled bool
-		if handled, initialize = rr.frontAdmit(line); handled {
+		var hand []byte
+		if handled, initialize, hand = rr.frontAdmit(line); handled {
 			return nil
+		} else if hand != nil {
+			line = hand
 		}
 	}
 	return rr.handOn(line, initialize)
 }
 
 // frontAdmit does what the front end does with line; handled is false
-// for a line that goes on to mcp-go, initialize true if it is the
-// client's initialize.
-func (rr *requestReader) frontAdmit(line []byte) (handled, initialize bool) {
+// for a line that goes on to mcp-go, as hand if that is not nil (takes),
+// initialize true if it is the client's initialize.
+func (rr *requestReader) frontAdmit(line []byte) (handled, initialize bool, hand []byte) {
 	h, front := rr.h, rr.front
 	// A call outlives the reader's buffer and reads its own copy: a line
 	// of common size is copied first and read once; a longer one is read
@@ -362,26 +365,26 @@ func (rr *requestReader) frontAdmit(line []byte) (handled, initialize bool) {
 		if f.Kind != frame.Notification {
 			h.refuse([]byte("null"), f.Refused.Message)
 		}
-		return true, false
+		return true, false, nil
 	case f.Kind == frame.Response:
-		return front.u.Asks.Answered(&f), false
+		return front.u.Asks.Answered(&f), false, nil
 	case f.Kind != frame.Request || !mayTake(f.Method):
-		return false, f.Kind == frame.Request && f.Method == string(mcp.MethodInitialize)
+		return false, f.Kind == frame.Request && f.Method == string(mcp.MethodInitialize), nil
 	}
 	if !copied {
 		f = frame.Read(bytes.Clone(line))
 	}
-	serve := front.serving(&f)
+	serve, hand := front.serving(&f)
 	if serve == nil {
-		return false, false
+		return false, false, hand
 	}
 	dup, _ := idDupKey(f.ID)
 	if !h.expect(dup, dup, nil) {
 		h.refuse(f.ID, DupIDText)
-		return true, false
+		return true, false, nil
 	}
 	front.run(dup, serve)
-	return true, false
+	return true, false, nil
 }
 
 // readCopied is the longest line frontAdmit copies before reading it.

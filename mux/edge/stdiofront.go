@@ -78,14 +78,15 @@ func (f *stdioFront) worker(job func()) {
 }
 
 // serving returns how the front end answers fr, a request, if mcpmux
-// answers it itself; nil for a request that goes on to mcp-go.
-func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
+// answers it itself; nil for a request that goes on to mcp-go, which is
+// then given hand instead of fr if hand is not nil (takes).
+func (f *stdioFront) serving(fr *frame.Frame) (serve func(context.Context) []byte, hand []byte) {
 	if serve := f.b.TaskResult(f.u, fr); serve != nil {
-		return func(ctx context.Context) []byte { return serve(ctx, stdioOut{f}) }
+		return func(ctx context.Context) []byte { return serve(ctx, stdioOut{f}) }, nil
 	}
-	params, meta, perr, ok := takes(fr, &f.meta, f.b.Catalog())
+	params, meta, perr, ok, hand := takes(f.base, fr, &f.meta, f.b)
 	if !ok {
-		return nil
+		return nil, hand
 	}
 	r := request(fr, params, meta, f.u, stdioOut{f})
 	return func(ctx context.Context) []byte {
@@ -94,7 +95,7 @@ func (f *stdioFront) serving(fr *frame.Frame) func(context.Context) []byte {
 		}
 		line, _ := f.b.Serve(ctx, r)
 		return line
-	}
+	}, nil
 }
 
 // run answers the request under key with what serve makes of it, on a

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -41,6 +42,9 @@ func Searching(mode string, above int, p *policy.Policy, visible func() int) boo
 type Tools struct {
 	Find, Call string // exposed names: mcpmux__find_tools, mcpmux__call_tool
 	defs       []byte // both definitions, a JSON array's members
+	// tasks is defs with call_tool's execution.taskSupport "optional": the
+	// list of a caller who may call a tool that runs as a task.
+	tasks []byte
 }
 
 // For returns the own tools named with sep, "_" or "__" (config's
@@ -67,10 +71,11 @@ func NewTools(sep string) *Tools {
 			`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools to return; %d when not given"},`+
 			`"server":{"type":"string","description":"Only this server's tools: its alias, the start of its tools' names"}},"required":["query"]}`, MaxLimit, DefaultLimit),
 		`{"type":"object","properties":{"tools":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"inputSchema":{"type":"object"},"outputSchema":{"type":"object"},"annotations":{"type":"object"},"execution":{"type":"object"}},"required":["name","inputSchema"]}}},"required":["tools"]}`)
-	call := fmt.Sprintf(`{"name":%q,"title":"Call a tool","description":%q,"inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as %s gave it"},"arguments":{"type":"object","description":"The tool's arguments, as its input schema says"}},"required":["name"]}}`,
+	call := fmt.Sprintf(`{"name":%q,"title":"Call a tool","description":%q,"inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as %s gave it"},"arguments":{"type":"object","description":"The tool's arguments, as its input schema says"}},"required":["name"]}`,
 		t.Call, "Call a tool that "+t.Find+" found, by its name, with arguments as its input schema says. "+
 			"It does exactly what calling the tool directly does.", t.Find)
-	t.defs = []byte(find + "," + call)
+	t.defs = []byte(find + "," + call + "}")
+	t.tasks = []byte(find + "," + call + `,"execution":{"taskSupport":"optional"}}`)
 	return t
 }
 
@@ -79,8 +84,16 @@ func (t *Tools) Own(name string) bool { return name == t.Find || name == t.Call 
 
 // List is the tools array of a tools/list in search mode: the two tools,
 // then those of listed (what the caller may call) that p lists always.
+// call_tool's execution.taskSupport is "optional" when a tool of listed
+// may run as a task (a task-augmented call_tool of it is that tool's
+// task-augmented call, tasks.Route; one of another tool is answered as a
+// direct task-augmented call of it is), and absent otherwise.
 func (t *Tools) List(listed []*catalog.Entry, p *policy.Policy) []byte {
-	out := append([]byte{'['}, t.defs...)
+	defs := t.defs
+	if slices.ContainsFunc(listed, func(e *catalog.Entry) bool { return e.Task != "" }) {
+		defs = t.tasks
+	}
+	out := append([]byte{'['}, defs...)
 	for _, e := range Always(listed, p) {
 		out = append(out, ',')
 		out = append(out, e.Def...)

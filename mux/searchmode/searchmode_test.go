@@ -79,3 +79,40 @@ func TestList(t *testing.T) {
 		t.Errorf("List = %v", names)
 	}
 }
+
+// call_tool says it may run as a task only when a tool the caller may
+// call does.
+func TestListTaskSupport(t *testing.T) {
+	p, err := policy.Parse("policies/a.toml", []byte(`allow = ["*"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := NewTools("__")
+	plain := &catalog.Entry{Name: "fs__read", Def: json.RawMessage(`{"name":"fs__read","inputSchema":{"type":"object"}}`)}
+	task := &catalog.Entry{Name: "jobs__run", Task: "required", Def: json.RawMessage(`{"name":"jobs__run","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}`)}
+	for _, c := range []struct {
+		listed []*catalog.Entry
+		want   string
+	}{
+		{[]*catalog.Entry{plain}, ""},
+		{[]*catalog.Entry{plain, task}, `{"taskSupport":"optional"}`},
+		{nil, ""},
+	} {
+		var tools []struct {
+			Name      string          `json:"name"`
+			Execution json.RawMessage `json:"execution"`
+		}
+		if err := json.Unmarshal(own.List(c.listed, p), &tools); err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tools {
+			want := ""
+			if tool.Name == own.Call {
+				want = c.want
+			}
+			if string(tool.Execution) != want {
+				t.Errorf("with %d listed, %s's execution is %s; want %q", len(c.listed), tool.Name, tool.Execution, want)
+			}
+		}
+	}
+}

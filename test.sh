@@ -32,6 +32,21 @@ export MCPMUX_NEED_NODE=1
 # first, so that go test starts them first rather than last. Their tests
 # mostly wait (children starting, restarting, timing out), so up to 4 of a
 # package's parallel tests run at once, not GOMAXPROCS (2 on CI).
+# Jaeger, the trace backend of e2e/jaeger, built once from its own tool
+# module (tools/jaeger, so that mcpmux's go.mod stays lean) into a cache
+# folder keyed by its version, and reused. A cold build takes minutes.
+jaeger_version=$(sed -n 's#^\tgithub.com/jaegertracing/jaeger v\([^ ]*\).*$#v\1#p' tools/jaeger/go.mod | head -1)
+jaeger_dir="${XDG_CACHE_HOME:-$HOME/.cache}/mcpmux/jaeger-$jaeger_version"
+export MCPMUX_JAEGER="$jaeger_dir/jaeger"
+if [ ! -x "$MCPMUX_JAEGER" ]; then
+  echo "== build Jaeger $jaeger_version (once, into $jaeger_dir)"
+  jaeger_start=$SECONDS
+  mkdir -p "$jaeger_dir"
+  (cd tools/jaeger && go build -o "$MCPMUX_JAEGER.tmp" github.com/jaegertracing/jaeger/cmd/jaeger)
+  mv "$MCPMUX_JAEGER.tmp" "$MCPMUX_JAEGER"
+  echo "Jaeger $jaeger_version built in $((SECONDS - jaeger_start)) s"
+fi
+
 echo "== go test -race"
 pkgs=$(go list ./... | grep -v '/soak$')
 ordered=$(for first in '/e2e/wire$' '/mux$' '/e2e/' '/internal/childproc$' ''; do grep -E "$first" <<< "$pkgs" || true; done | awk '!seen[$0]++')

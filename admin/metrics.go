@@ -80,6 +80,7 @@ type Metrics struct {
 	reloadErrors prometheus.Counter
 	generation   prometheus.Gauge
 	sessions     *sessionCollector
+	ops          *operationMetrics // operations.go
 	// servers holds each server's series by alias, replaced whole when the
 	// server list gains one (Servers), so that calls read it without a lock.
 	servers       atomic.Pointer[map[string]*serverMetrics]
@@ -190,6 +191,7 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 		}, []string{"result"}),
 	}
 	m.servers.Store(&map[string]*serverMetrics{})
+	m.ops = newOperationMetrics()
 	m.sessions = &sessionCollector{
 		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "sessions"),
 			"Open upstream sessions, by identity (\"other\": no policy file, \"none\": no identity).",
@@ -208,7 +210,7 @@ func NewMetrics(cfg *config.Config, identities func() []string) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.calls, m.rateLimited, m.childSeconds, m.overheadSecs, m.inFlight, m.restarts,
-		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions, m.configReloads,
+		m.up, m.state, m.reloads, m.reloadErrors, m.generation, m.sessions, m.configReloads, m.ops.server, m.ops.client,
 	)
 	return m
 }

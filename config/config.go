@@ -101,7 +101,9 @@ type Config struct {
 	Mux      Mux
 	Upstream Upstream
 	Limits   Limits
-	Servers  []Server // in the order they appear in the file
+	// Telemetry is the [telemetry] table (telemetry.go).
+	Telemetry Telemetry
+	Servers   []Server // in the order they appear in the file
 }
 
 // Mux is the [mux] table: how mcpmux itself behaves.

@@ -46,6 +46,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 	d.mux(root.table("mux"), &cfg.Mux)
 	d.upstream(root.table("upstream"), &cfg.Upstream)
 	d.limits(root.table("limits"), &cfg.Limits)
+	d.telemetry(root.table("telemetry"), &cfg.Telemetry)
 	cfg.Servers = d.servers(root, cfg.Limits)
 	root.finish()
 	d.checkNameRoom(cfg)

@@ -44,8 +44,14 @@ func benchClient(b *testing.B, tr transport.Interface) *client.Client {
 // tools synthetic tools, and returns a client on its stdio upstream.
 func benchMux(b *testing.B, tools int) *client.Client {
 	b.Helper()
+	return benchMuxWith(b, tools, Options{})
+}
+
+// benchMuxWith is benchMux with opts.
+func benchMuxWith(b *testing.B, tools int, opts Options) *client.Client {
+	b.Helper()
 	bin := testsupport.EchoChildBinary(b)
-	m := runMux(b, map[string]string{"bench": `allow = ["*"]`}, nil, func(policies string) string {
+	m := runMuxWith(b, map[string]string{"bench": `allow = ["*"]`}, nil, opts, func(policies string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.echo]\ncommand = %q\nargs = [\"-tools\", \"%d\"]\n",
 			policies, bin, tools)
 	})

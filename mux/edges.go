@@ -35,6 +35,7 @@ func (m *Mux) edgeEnv() edge.Env {
 		Log:             m.log,
 		Drain:           func() time.Duration { return m.p.Settings().CallTimeout + m.maxStartupTimeout() },
 		MaxMessageBytes: m.cfg.Limits.MaxMessageBytes,
+		Tracing:         m.tracing,
 	}
 }
 

@@ -90,6 +90,12 @@ func serveChild(tb testing.TB, child *server.MCPServer) *httptest.Server {
 // closes when tb ends, before whatever was registered earlier.
 func runMux(tb testing.TB, policies map[string]string, log io.Writer, src func(policyDir string) string) *Mux {
 	tb.Helper()
+	return runMuxWith(tb, policies, log, Options{}, src)
+}
+
+// runMuxWith is runMux with opts (its Log set from log).
+func runMuxWith(tb testing.TB, policies map[string]string, log io.Writer, opts Options, src func(policyDir string) string) *Mux {
+	tb.Helper()
 	root := tb.TempDir()
 	dir := filepath.Join(root, "policies")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -112,7 +118,8 @@ func runMux(tb testing.TB, policies map[string]string, log io.Writer, src func(p
 	if log != nil {
 		l = zerolog.New(log)
 	}
-	m := New(cfg, store, Options{Log: l})
+	opts.Log = l
+	m := New(cfg, store, opts)
 	m.Start(context.Background())
 	tb.Cleanup(m.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), testsupport.Wait)

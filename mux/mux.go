@@ -63,6 +63,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/relay"
 	"github.com/mcpmux/mcpmux/mux/searchmode"
 	"github.com/mcpmux/mcpmux/mux/tasks"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/pins"
 	"github.com/mcpmux/mcpmux/policy"
@@ -79,6 +80,7 @@ type Mux struct {
 	environ    []string
 	supervisor string
 	observe    pipeline.Observer
+	tracing    *telemetry.Tracing // nil: off
 
 	fleet    *fleet.Fleet // the children in force
 	spawner  *childproc.Spawner
@@ -128,6 +130,9 @@ type Options struct {
 	// pinned on first sight and none logged: for mcpmux pins diff and
 	// approve, which serve nothing and print what they found.
 	ComparePins bool
+	// Tracing starts a span for every request mcpmux answers; nil traces
+	// nothing.
+	Tracing *telemetry.Tracing
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -140,6 +145,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		supervisor: opts.Supervisor,
 		spawner:    opts.Spawner,
 		observe:    opts.Observer,
+		tracing:    opts.Tracing,
 		environ:    os.Environ(),
 		initial:    make(chan struct{}),
 		memory:     memory.NewReturner(memory.Return, memory.ReturnEvery),
@@ -164,7 +170,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		func(cat *catalog.Catalog) { publish.RegisterTaskTools(m.srv, cat, m.tasks.Handle) },
 		func(cat *catalog.Catalog, v catalog.Viewer) []byte { return m.p.ToolList(cat, v) }, log)
 	m.pub = publish.New(m.fleet.Set(), pinning, &m.catalog, announcer, log)
-	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe,
+	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Tracing: m.tracing,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
 	m.tasks = tasks.New(&m.sessions, m.p, log)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/policy"
 )
 
@@ -100,6 +101,24 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitBadConfig
 	}
 	opts.Pins = pinWatch.Current()
+	tracing, terr := telemetry.Start(context.Background(), cfg.Telemetry, os.LookupEnv, mux.Version)
+	if terr != nil {
+		fmt.Fprintf(stderr, "[telemetry]: %v\n", terr)
+		return exitBadConfig
+	}
+	if tracing != nil {
+		l.log.Info().Str("endpoint", tracing.Endpoint).Str("protocol", tracing.Protocol).Msg("tracing on: spans go by OTLP")
+		// Deferred before m.Close, so run after it: the last calls' spans
+		// are ended, then flushed.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(ctx); err != nil {
+				l.log.Warn().Err(err).Msg("spans not flushed")
+			}
+		}()
+	}
+	opts.Tracing = tracing
 	m := mux.New(cfg, l.policies, opts)
 	metrics.Pins(m.PinStatus)
 	var (

@@ -19,6 +19,7 @@
 // Environment:
 //
 //	LAB_SOURCE         label used in answers (default "docs")
+//	LAB_META_TOOL=1    offer the tool meta, which answers with its call's _meta
 //	LAB_NOTES          file that append_note appends to
 //	LAB_STARTED_DIR    directory where slow drops a file named after its tag
 //	LAB_RECORDS_DIR    directory for probe's and record's records (the tools
@@ -329,6 +330,10 @@ func register(s *server.MCPServer, source string) {
 		), nil
 	})
 
+	if os.Getenv("LAB_META_TOOL") != "" {
+		addMetaTool(s)
+	}
+
 	pick := mcp.NewToolWithRawSchema("pick", "Pick an item by id or by name.", json.RawMessage(pickSchema))
 	pick.Annotations = annotations(true, false)
 	s.AddTool(pick, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -457,4 +462,19 @@ func registerRecorded(s *server.MCPServer, source string, pid int, dir string) e
 		mcp.WithToolAnnotation(annotations(false, false)),
 	), handle("record", "id"))
 	return nil
+}
+
+// addMetaTool adds "meta", which answers with the params._meta its call
+// came with, as JSON text: what one hop of a trace carried (LAB_META_TOOL).
+func addMetaTool(s *server.MCPServer) {
+	s.AddTool(mcp.NewTool("meta",
+		mcp.WithDescription("Answer with the params._meta the call came with, as JSON text (what a trace's hop carried)."),
+		mcp.WithToolAnnotation(annotations(true, false)),
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b, err := json.Marshal(req.Params.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("meta: %w", err)
+		}
+		return mcp.NewToolResultText(string(b)), nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child/link"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
 // childProtocolVersion is what mcpmux speaks to children. The 2026-07-28
@@ -208,14 +209,17 @@ func (c *Server) session(ctx context.Context) (*Session, error) {
 func (c *Server) Ready(ctx context.Context) (*State, error) {
 	timer := time.NewTimer(c.cfg.StartupTimeout)
 	defer timer.Stop()
+	var wait telemetry.ChildWait
 	for {
 		st := c.state.Load()
 		if st.Session != nil && !st.Session.Lost() {
+			wait.Done(ctx, c.alias)
 			return st, nil
 		}
 		if st.Phase == PhaseStopped {
 			return nil, c.Unavailable(st)
 		}
+		wait.Begin(string(st.Phase))
 		select {
 		case <-st.changed:
 		case <-timer.C:

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
 // missedPings in a row mark a remote child's session lost.
@@ -170,7 +171,7 @@ func (s *Session) Request(ctx context.Context, up *Call, method string, params m
 	call, ctx := s.inflight.add(ctx, up, id)
 	defer s.inflight.remove(call)
 	if call != nil {
-		if meta := childMeta(up, id); meta != nil {
+		if meta := childMeta(ctx, up, id); meta != nil {
 			params["_meta"] = meta
 		}
 	}
@@ -182,14 +183,12 @@ func (s *Session) Request(ctx context.Context, up *Call, method string, params m
 }
 
 // childMeta is the _meta of the request sent under id to the child for
-// up: the client's own members but the protocol's, and, if the client
-// asked for progress, id as the progress token; nil when nothing is left.
-func childMeta(up *Call, id mcp.RequestId) json.RawMessage {
+// up: the client's own members but the protocol's, ctx's trace context
+// (telemetry.MetaFor) and, if the client asked for progress, id as the
+// progress token; nil when nothing is left.
+func childMeta(ctx context.Context, up *Call, id mcp.RequestId) json.RawMessage {
 	key, _ := idJSON(id)
-	if meta := up.Meta.ForChild([]byte(key)); meta != nil {
-		return meta
-	}
-	return nil
+	return telemetry.MetaFor(ctx, up.Meta.ForChild([]byte(key)), key)
 }
 
 // nextID returns an id for a request of mcpmux's own. String ids keep them
@@ -218,7 +217,7 @@ func (s *Session) CallTool(ctx context.Context, up *Call, name string, args json
 	params := mcp.CallToolParams{Name: name, Arguments: args, Task: tc.taskParams()}
 	var meta json.RawMessage
 	if call != nil {
-		meta = childMeta(up, id)
+		meta = childMeta(ctx, up, id)
 	}
 	sendCtx := ctx
 	if s.sse {

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/childproc"
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
 // start opens a new session on the child: it starts the process or
@@ -171,6 +172,7 @@ func (c *Server) connect() (*Session, error) {
 			transport.WithResponseTimeout(2*c.callTimeout+time.Minute))
 	default:
 		sess.tr, err = transport.NewStreamableHTTP(c.cfg.URL, transport.WithHTTPHeaders(c.cfg.Headers), transport.WithHTTPBasicClient(hc),
+			transport.WithHTTPHeaderFunc(telemetry.Headers), // a request's trace context
 			transport.WithHTTPLogger(liblog.Slog(c.log)),
 			// The standalone stream carries what the server says outside a
 			// request, such as tools/list_changed.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -148,4 +149,6 @@ type Env struct {
 	Drain func() time.Duration
 	// MaxMessageBytes bounds a stdio client's line.
 	MaxMessageBytes int64
+	// Tracing reads the trace context of HTTP requests' headers; nil: off.
+	Tracing *telemetry.Tracing
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -60,6 +61,7 @@ type HTTPUpstream struct {
 	log      zerolog.Logger
 	idle     time.Duration
 	limits   config.Limits
+	tracing  *telemetry.Tracing // reads the requests' trace context
 
 	standIns atomic.Int64 // stand-in ids handed out (requestids.go)
 	// lastMeta is the last _meta a 2026-07-28 request carried, as read
@@ -87,6 +89,7 @@ func NewHTTPUpstream(env Env, o HTTPOptions) *HTTPUpstream {
 		log:      log,
 		idle:     o.SessionIdleTimeout,
 		limits:   o.Limits,
+		tracing:  env.Tracing,
 		stop:     make(chan struct{}),
 	}
 	// No WithSessionIdleTTL: expiry is the registry's, and reaches mcp-go

@@ -123,7 +123,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 		}
 		defer func() { u.Finish(time.Now().UnixNano()) }()
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(h.tracing.ExtractHTTP(r.Context(), r.Header))
 	defer cancel()
 	if u != nil {
 		// A 2026-07-28 request has no session, and so no ids in flight

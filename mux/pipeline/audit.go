@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/publish"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -29,38 +30,43 @@ func (m *Pipeline) Audit() *Auditor { return &m.audit }
 
 // ruleRefused records a call a rule refused and answers it with answer
 // (nil: as an unknown name).
-func (a *Auditor) ruleRefused(rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
+func (a *Auditor) ruleRefused(ctx context.Context, rec CallRecord, ref *policy.Refusal, answer *mcp.CallToolResult, begun time.Time) Result {
 	rec.Decision, rec.Outcome, rec.Rule = DecisionRule, OutcomeRefused, ref.Rule
-	a.done(rec, begun)
+	a.done(ctx, rec, begun)
 	return Result{Decision: DecisionRule, Outcome: OutcomeRefused, Tool: answer, Rule: ref}
 }
 
 // refused records a call whose name is not in the catalog and says why:
 // unknown, or hidden by the config.
-func (a *Auditor) refused(identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
+func (a *Auditor) refused(ctx context.Context, identity, name string, cat *catalog.Catalog, begun time.Time) Decision {
 	rec := CallRecord{Identity: identity, Decision: DecisionUnknown, Outcome: OutcomeRefused}
 	if alias, hidden := cat.Hidden[name]; hidden {
 		rec.Decision, rec.Server = DecisionHidden, alias
 	} else if alias, held := a.pinning().HeldBy(catalog.KindTool, name); held {
 		rec.Decision, rec.Server = DecisionHeld, alias
 	}
-	a.auditLine(rec, name, time.Since(begun))
+	a.auditLine(ctx, rec, name, time.Since(begun))
 	a.observe.CallDone(rec)
 	return rec.Decision
 }
 
 // done records a call on a tool of the catalog.
-func (a *Auditor) done(rec CallRecord, begun time.Time) {
+func (a *Auditor) done(ctx context.Context, rec CallRecord, begun time.Time) {
 	rec.Total = time.Since(begun)
-	a.auditLine(rec, rec.Tool, rec.Total)
+	a.auditLine(ctx, rec, rec.Tool, rec.Total)
 	a.observe.CallDone(rec)
 }
 
 // auditLine writes the one line every call leaves, naming the tool as the
 // caller did, and the rule that refused it by its index and line. Argument
 // values never appear in it.
-func (a *Auditor) auditLine(rec CallRecord, name string, took time.Duration) {
-	e := a.log.Info().
+func (a *Auditor) auditLine(ctx context.Context, rec CallRecord, name string, took time.Duration) {
+	d := telemetry.Decision{Server: rec.Server, Decision: string(rec.Decision), Outcome: string(rec.Outcome)}
+	if rec.Rule != nil {
+		d.Rule, d.RuleLine, d.HasRule = rec.Rule.Index, rec.Rule.Line, true
+	}
+	telemetry.Decided(ctx, d)
+	e := telemetry.Log(ctx, a.log.Info()).
 		Str("identity", rec.Identity).
 		Str("tool", name).
 		Str("server", rec.Server).
@@ -100,7 +106,8 @@ func (a *Auditor) auditAccess(ctx context.Context, what, name, alias string, d D
 	case err != nil:
 		outcome = OutcomeToolError
 	}
-	a.log.Info().
+	telemetry.Decided(ctx, telemetry.Decision{Server: alias, Decision: string(d), Outcome: string(outcome)})
+	telemetry.Log(ctx, a.log.Info()).
 		Str("identity", upstream.IdentityFrom(ctx)).
 		Str(what, name).
 		Str("server", alias).
@@ -120,10 +127,10 @@ func (a *Auditor) ClassifyRefusal(ctx context.Context, name string) {
 				rec.Decision, rec.Rule = DecisionRule, ref.Rule
 			}
 		}
-		a.done(rec, time.Now())
+		a.done(ctx, rec, time.Now())
 		return
 	}
-	a.refused(identity, name, cat, time.Now())
+	a.refused(ctx, identity, name, cat, time.Now())
 }
 
 // unknownStateRefused writes the audit line of a retry (method, for the
@@ -136,7 +143,7 @@ func (a *Auditor) unknownStateRefused(ctx context.Context, method mcp.MCPMethod,
 	case mcp.MethodToolsCall:
 		// name is in the catalog (the policy allows it), so refused calls
 		// it unknown, not hidden.
-		a.refused(upstream.IdentityFrom(ctx), name, a.catalog.Load(), now)
+		a.refused(ctx, upstream.IdentityFrom(ctx), name, a.catalog.Load(), now)
 	case mcp.MethodPromptsGet:
 		a.auditAccess(ctx, "prompt", name, "", DecisionUnknown, nil, now)
 	case mcp.MethodResourcesRead:

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child/link"
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/ratelimit"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 
@@ -124,25 +125,25 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 	cat := m.catalog.Load()
 	t, ok := cat.Lookup(catalog.KindTool, name)
 	if !ok {
-		return Result{Decision: m.audit.refused(identity, name, cat, begun), Outcome: OutcomeRefused}
+		return Result{Decision: m.audit.refused(ctx, identity, name, cat, begun), Outcome: OutcomeRefused}
 	}
 	rec := CallRecord{Identity: identity, Tool: t.Name, Server: t.Server, Decision: DecisionAllowed}
 	v := catalog.Viewer{Policy: m.policies.Current().For(identity)}
 	if !v.Policy.Allows(t.Item()) {
 		rec.Decision, rec.Outcome = DecisionDenied, OutcomeRefused
-		m.audit.done(rec, begun)
+		m.audit.done(ctx, rec, begun)
 		return Result{Decision: DecisionDenied, Outcome: OutcomeRefused}
 	}
 	rules := len(v.Policy.Rules()) > 0
 	if rules {
 		v.Claims = upstream.ClaimsFrom(ctx)
 		if ref := v.Refusal(t, catalog.Seeing, nil); ref != nil {
-			return m.audit.ruleRefused(rec, ref, nil, begun)
+			return m.audit.ruleRefused(ctx, rec, ref, nil, begun)
 		}
 	}
 	if lim := m.settings.Load(); lim.RateLimit > 0 && !m.admit.limiters.Allow(identity, lim.RateLimit, lim.RateBurst) {
 		rec.Outcome = OutcomeRateLimited
-		m.audit.done(rec, begun)
+		m.audit.done(ctx, rec, begun)
 		return Result{Decision: DecisionAllowed, Outcome: OutcomeRateLimited,
 			Tool: mcp.NewToolResultError(ratelimit.Message(identity, lim.RateLimit, lim.RateBurst))}
 	}
@@ -150,15 +151,16 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 	if err == nil {
 		err = t.Args.Check(argMap, levels)
 	}
+	telemetry.ArgumentsChecked(ctx, err == nil)
 	if err != nil {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
-		m.audit.done(rec, begun)
+		m.audit.done(ctx, rec, begun)
 		return Result{Decision: DecisionInvalid, Outcome: OutcomeRefused,
 			Tool: mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))}
 	}
 	if rules {
 		if ref := v.Refusal(t, catalog.Calling, argMap); ref != nil {
-			return m.audit.ruleRefused(rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
+			return m.audit.ruleRefused(ctx, rec, ref, mcp.NewToolResultError(name+": "+ref.Error()), begun)
 		}
 	}
 	res, outcome, childTime := m.calls.forward(ctx, up, t, raw)
@@ -173,7 +175,7 @@ func (m *Pipeline) Call(ctx context.Context, up *child.Call, name string, argume
 	}
 	rec.Child = childTime
 	rec.Outcome = outcome
-	m.audit.done(rec, begun)
+	m.audit.done(ctx, rec, begun)
 	return result
 }
 
@@ -217,6 +219,7 @@ func (f *Forwarder) forward(ctx context.Context, up *child.Call, t *catalog.Tool
 	ctx, cancel := context.WithTimeout(ctx, taskTimeout(f.settings.Load().CallTimeout, up))
 	defer cancel()
 	g := f.admit.gate(f.child(t.Server))
+	queued := time.Now()
 	if err := g.acquire(ctx); err != nil {
 		if errors.Is(err, errBusy) {
 			return own(mcp.NewToolResultError(g.busyMessage(t.Server))), OutcomeBusy, 0
@@ -225,6 +228,7 @@ func (f *Forwarder) forward(ctx context.Context, up *child.Call, t *catalog.Tool
 		return own(res), outcome, 0
 	}
 	defer g.release()
+	telemetry.AdmissionWaited(ctx, time.Since(queued))
 	f.observe.CallStarted(t.Server)
 	defer f.observe.CallFinished(t.Server)
 	sent := time.Now()
@@ -245,6 +249,7 @@ type Forwarder struct {
 	inForce func(alias string) *child.Server
 	pinning func() *publish.Pinning
 	observe Observer
+	tracing *telemetry.Tracing
 
 	inflight atomic.Int64  // calls being forwarded
 	idle     chan struct{} // gets a token when inflight drops to zero
@@ -324,7 +329,7 @@ func (f *Forwarder) send(ctx context.Context, up *child.Call, t *catalog.Tool, a
 			return ownEnded(f.ctxEnded(ctx, up, t, at))
 		}
 		at, sess := stageSent, st.Session
-		raw, isError, err := sess.CallTool(ctx, up, t.Orig, args)
+		raw, isError, err := f.callChild(ctx, c, sess, up, t, args)
 		if errors.Is(err, link.ErrMessageTooLarge) {
 			// The child did callAnswer; the caller is told what became of it.
 			return own(mcp.NewToolResultError(fmt.Sprintf(
@@ -352,7 +357,8 @@ func (f *Forwarder) send(ctx context.Context, up *child.Call, t *catalog.Tool, a
 			next := f.inForce(t.Server)
 			if (t.ReadOnly || neverDelivered(err)) && !retried && next != nil {
 				retried, lostWhy = true, sess.LostWhy()
-				c.Log().Warn().Str("tool", t.Name).Str("why", sess.LostWhy()).Bool("read_only", t.ReadOnly).
+				telemetry.Retried(ctx, next.Alias(), lostWhy)
+				telemetry.Log(ctx, c.Log().Warn()).Str("tool", t.Name).Str("why", sess.LostWhy()).Bool("read_only", t.ReadOnly).
 					Bool("replaced", next != c).Msg("server went away before answering; retrying once on its next session")
 				c = next
 				continue
@@ -371,6 +377,19 @@ func (f *Forwarder) send(ctx context.Context, up *child.Call, t *catalog.Tool, a
 		// The child answered with a JSON-RPC error: tell the model what it said.
 		return own(mcp.NewToolResultError(fmt.Sprintf("server %s refused the call to %s: %v", t.Server, t.Name, err))), OutcomeToolError
 	}
+}
+
+// callChild is sess.CallTool, one request to c, in a client span of its
+// own, and counted as a client operation.
+func (f *Forwarder) callChild(ctx context.Context, c *child.Server, sess *child.Session, up *child.Call, t *catalog.Tool,
+	args json.RawMessage) (json.RawMessage, bool, error) {
+	begun := time.Now()
+	cctx, span := f.tracing.Client(ctx, string(mcp.MethodToolsCall), t.Orig, t.Server, childTransport(c))
+	raw, isError, err := sess.CallTool(cctx, up, t.Orig, args)
+	et := clientErrorType(err, isError)
+	telemetry.EndClient(span, et, err)
+	f.observe.Operation(Operation{Client: true, Method: string(mcp.MethodToolsCall), Server: t.Server, ErrorType: et, Took: time.Since(begun)})
+	return raw, isError, err
 }
 
 func ownEnded(r *mcp.CallToolResult, o Outcome) (callAnswer, Outcome) { return own(r), o }

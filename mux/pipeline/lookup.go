@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -41,7 +43,12 @@ func (m *Pipeline) requestPinned(ctx context.Context, up *child.Call, c *child.S
 		return nil, errHeldSince
 	}
 	sess := st.Session
-	raw, err := sess.Request(ctx, up, method, params)
+	begun := time.Now()
+	cctx, span := m.tracing.Client(ctx, method, telemetry.ClientTarget(params), c.Alias(), childTransport(c))
+	raw, err := sess.Request(cctx, up, method, params)
+	et := clientErrorType(err, false)
+	telemetry.EndClient(span, et, err)
+	m.observe.Operation(Operation{Client: true, Method: method, Server: c.Alias(), ErrorType: et, Took: time.Since(begun)})
 	if err != nil {
 		// Ended by its own context (the client gave up, its round ended,
 		// the call timeout): the child, told to cancel, is not gone.

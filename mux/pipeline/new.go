@@ -28,6 +28,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/publish"
 	"github.com/mcpmux/mcpmux/mux/searchmode"
 	"github.com/mcpmux/mcpmux/mux/subscriptions"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -39,6 +40,7 @@ type Pipeline struct {
 	policies *policy.Store
 	log      zerolog.Logger
 	observe  Observer
+	tracing  *telemetry.Tracing // nil: off
 
 	children *atomic.Pointer[child.Set] // the server list in force
 	catalog  *atomic.Pointer[catalog.Catalog]
@@ -61,6 +63,8 @@ type Deps struct {
 	Policies *policy.Store
 	Log      zerolog.Logger
 	Observer Observer // nil observes nothing
+	// Tracing starts the spans of every request; nil traces nothing.
+	Tracing  *telemetry.Tracing
 	Children *atomic.Pointer[child.Set]
 	Catalog  *atomic.Pointer[catalog.Catalog]
 	Pub      *publish.Publisher
@@ -75,7 +79,7 @@ type Deps struct {
 // New returns the pipeline of d.
 func New(d Deps) *Pipeline {
 	p := &Pipeline{
-		cfg: d.Config, policies: d.Policies, log: d.Log, observe: d.Observer,
+		cfg: d.Config, policies: d.Policies, log: d.Log, observe: d.Observer, tracing: d.Tracing,
 		children: d.Children,
 		catalog:  d.Catalog, pub: d.Pub, sessions: d.Sessions, ready: d.Ready,
 		decoration: decorator{frame.Decoration{Server: mcp.Implementation{Name: "mcpmux", Version: d.Version}}},
@@ -98,7 +102,7 @@ func New(d Deps) *Pipeline {
 	p.rounds.unknown = p.audit.unknownStateRefused
 	p.calls = Forwarder{settings: &p.settings, admit: &p.admit, child: p.child,
 		inForce: func(alias string) *child.Server { return p.children.Load().InForce(alias) }, pinning: d.Pub.Pinning,
-		observe: p.observe, idle: make(chan struct{}, 1)}
+		observe: p.observe, tracing: d.Tracing, idle: make(chan struct{}, 1)}
 	p.calls.cut, p.calls.cutCalls = context.WithCancelCause(context.Background())
 	return p
 }

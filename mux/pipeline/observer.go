@@ -25,6 +25,23 @@ type Observer interface {
 	ChildRestarted(alias string)
 	// Session reports an upstream session opening (+1) or closing (-1).
 	Session(identity string, delta int)
+	// Operation reports a request mcpmux answered, or one it sent a
+	// child, when it ends.
+	Operation(Operation)
+}
+
+// Operation is one request, as mcp.server.operation.duration (an upstream
+// request mcpmux answered) and mcp.client.operation.duration (a request
+// to a child) count it.
+type Operation struct {
+	Client bool
+	Method string
+	// Server is the child's alias, for a request to a child.
+	Server string
+	// ErrorType is error.type: "" for success, "tool_error" for a result
+	// with isError, or the JSON-RPC error code; it is one of a bounded set.
+	ErrorType string
+	Took      time.Duration
 }
 
 // CallRecord is one call as the audit log sees it, with its timings.
@@ -49,3 +66,4 @@ func (NopObserver) CallDone(CallRecord)            {}
 func (NopObserver) ChildPhase(string, child.Phase) {}
 func (NopObserver) ChildRestarted(string)          {}
 func (NopObserver) Session(string, int)            {}
+func (NopObserver) Operation(Operation)            {}

@@ -23,10 +23,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/naming"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -35,7 +37,20 @@ import (
 // one. ctx carries its caller (upstream.WithIdentity) and ends when the
 // request does (the client cancels it, its session ends).
 func (m *Pipeline) Serve(ctx context.Context, r *upstream.Request) ([]byte, *frame.Error) {
+	begun := time.Now()
+	var span trace.Span
+	if m.tracing != nil {
+		ctx, span = m.tracing.Server(ctx, traceRequest(ctx, r))
+	}
 	a := m.serve(ctx, r)
+	op := Operation{Method: r.Method, Took: time.Since(begun)}
+	code, message := 0, ""
+	if a.Err != nil {
+		code, message = a.Err.Code, a.Err.Message
+	}
+	op.ErrorType = telemetry.OperationErrorType(code, a.isError())
+	telemetry.EndServer(span, code, message, a.isError())
+	m.observe.Operation(op)
 	return m.decoration.encode(r, a), a.Err
 }
 
@@ -83,7 +98,7 @@ func (m *Pipeline) serveCall(ctx context.Context, r *upstream.Request) answer {
 		// A 2026-07-28 client has no tasks, and a 2025-11-25 one that asks
 		// for one goes to mcp-go's task store.
 		rec := CallRecord{Identity: upstream.IdentityFrom(ctx), Tool: t.Name, Server: t.Server, Decision: DecisionInvalid, Outcome: OutcomeRefused}
-		m.audit.done(rec, time.Now())
+		m.audit.done(ctx, rec, time.Now())
 		return answer{Err: frame.Errorf(mcp.METHOD_NOT_FOUND, "tool '%s' requires task augmentation", name)}
 	}
 	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: r.Attachment(ctx), Meta: r.Meta}
@@ -122,7 +137,7 @@ func toolNotFound(name string) *frame.Error {
 func toolAnswer(res Result, name string) answer {
 	switch {
 	case res.Raw != nil:
-		return answer{Result: res.Raw}
+		return answer{Result: res.Raw, ToolError: res.Outcome == OutcomeToolError}
 	case res.Tool == nil:
 		// Refused as an unknown name: the catalog or the policy changed
 		// since the tool was looked up.

@@ -20,6 +20,16 @@ type answer struct {
 	Result json.RawMessage
 	Own    mcp.ResultMetadata
 	Err    *frame.Error
+	// ToolError is set for a child's result (Result) that has isError.
+	ToolError bool
+}
+
+// isError reports whether a is a result that has isError.
+func (a answer) isError() bool {
+	if r, ok := a.Own.(*mcp.CallToolResult); ok && r.IsError {
+		return true
+	}
+	return a.Result != nil && a.ToolError
 }
 
 // errorAnswer is the answer to a request that failed with err: the

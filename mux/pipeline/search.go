@@ -37,7 +37,7 @@ func (m *Pipeline) serveOwn(ctx context.Context, r *upstream.Request) answer {
 		Decision: DecisionAllowed, Outcome: OutcomeOK}
 	refuse := func(err error) answer {
 		rec.Decision, rec.Outcome = DecisionInvalid, OutcomeRefused
-		m.audit.done(rec, begun)
+		m.audit.done(ctx, rec, begun)
 		return ownResult(mcp.NewToolResultError(err.Error()))
 	}
 	if r.Params.Name == m.own.Call {
@@ -54,6 +54,6 @@ func (m *Pipeline) serveOwn(ctx context.Context, r *upstream.Request) answer {
 		return refuse(err)
 	}
 	found := m.catalog.Load().Search(q.Query, q.Limit, q.Server, m.ViewerOf(ctx))
-	m.audit.done(rec, begun)
+	m.audit.done(ctx, rec, begun)
 	return answer{Result: searchmode.Found(found)}
 }

@@ -54,15 +54,16 @@ func DocOf(name, orig, server string, def []byte) Doc {
 // what it does, its description says it in more words, its parameters
 // tell what it works on.
 const (
-	weightName       = 3
-	weightTitle      = 2
-	weightServer     = 1.5
-	weightParamName  = 1
-	weightDesc       = 1
-	weightParamDesc  = 0.5
-	weightSynonym    = 0.6 // a query word's synonym, against the word itself
-	bm25K1           = 1.2
-	bm25B            = 0.75
+	weightName, weightTitle, weightServer, weightParamName, weightDesc, weightParamDesc = 2, 2, 1.5, 1, 1, 0.5
+	weightSynonym                                                                       = 0.6 // a query word's synonym, against the word itself
+	// nameBoost is what a query word in the tool's own name or title adds,
+	// times its idf, besides the BM25 of every field: BM25's saturation
+	// makes one more mention in a long description count almost as much.
+	nameBoost     = 0.5
+	bm25K1, bm25B = 1.5, 0.75
+)
+
+const (
 	bonusExactName   = 1e6 // the query is the tool's name
 	bonusNamePrefix  = 1e3 // the query begins the tool's name
 	maxDescribedRune = 4096
@@ -80,42 +81,86 @@ type Index struct {
 }
 
 type posting struct {
-	doc int32
-	tf  float32 // weighted
+	at uint32  // the doc, and inName if the term is in its own name or title
+	tf float32 // weighted
 }
+
+// inName marks a posting's term as one of its doc's name or title: a bit
+// of at rather than a field of its own, which would make every posting
+// half as large again.
+const inName = 1 << 31
+
+func (p posting) doc() int32 { return int32(p.at &^ inName) }
+func (p posting) name() bool { return p.at&inName != 0 }
 
 // New indexes docs; doc i of the index is docs[i].
 func New(docs []Doc) *Index {
 	ix := &Index{names: make([]string, len(docs)), origs: make([]string, len(docs)), lens: make([]float32, len(docs)),
 		postings: map[string][]posting{}}
 	tf := map[string]float32{}
+	named := map[string]bool{}
+	st := stems{}
 	for i, d := range docs {
 		clear(tf)
-		add := func(text string, w float32) {
-			for _, t := range Terms(text) {
-				tf[t] += w
+		clear(named)
+		var n float32 // summed in field order, so that it is the same each time
+		add := func(t string, w float32) {
+			tf[t] += w
+			n += w
+		}
+		addAll := func(text string, w float32) {
+			for _, t := range st.terms(text) {
+				add(t, w)
 			}
 		}
-		add(d.Name, weightName)
-		if d.Orig != d.Name {
-			add(d.Orig, weightName)
+		// The tool's own name and its title say what it does; what the
+		// exposed name adds to the own name is the server's prefix.
+		own := d.Orig
+		if own == "" {
+			own = d.Name
 		}
-		add(d.Title, weightTitle)
-		add(d.Server, weightServer)
-		add(truncate(d.Description), weightDesc)
+		for _, t := range st.terms(own) {
+			add(t, weightName)
+			named[t] = true
+		}
+		for _, t := range st.terms(d.Name) {
+			if !named[t] {
+				add(t, weightServer)
+			}
+		}
+		for _, t := range st.terms(d.Title) {
+			add(t, weightTitle)
+			named[t] = true
+		}
+		addAll(d.Server, weightServer)
+		addAll(truncate(d.Description), weightDesc)
 		for _, p := range d.Params {
-			add(p.Name, weightParamName)
-			add(truncate(p.Description), weightParamDesc)
+			addAll(p.Name, weightParamName)
+			addAll(truncate(p.Description), weightParamDesc)
 		}
-		var n float32
 		for t, f := range tf {
-			ix.postings[t] = append(ix.postings[t], posting{doc: int32(i), tf: f})
-			n += f
+			p := posting{at: uint32(i), tf: f}
+			if named[t] {
+				p.at |= inName
+			}
+			ix.postings[t] = append(ix.postings[t], p)
 		}
 		ix.lens[i] = n
 		ix.totalLen += float64(n)
 		ix.names[i] = strings.ToLower(d.Name)
 		ix.origs[i] = strings.ToLower(d.Orig)
+	}
+	// The lists grew by appending, up to twice what they hold: they are
+	// copied into one array of the size they are, what the index keeps.
+	total := 0
+	for _, ps := range ix.postings {
+		total += len(ps)
+	}
+	all := make([]posting, 0, total)
+	for t, ps := range ix.postings {
+		at := len(all)
+		all = append(all, ps...)
+		ix.postings[t] = all[at:len(all):len(all)]
 	}
 	return ix
 }
@@ -149,7 +194,7 @@ func Search(query string, limit int, indexes []*Index, keep func(index, doc int)
 	if limit <= 0 || q == "" {
 		return nil
 	}
-	words := queryWeights(q)
+	words := queryTerms(q)
 	// The statistics of the whole set: each index is one child's.
 	var docs int
 	var total float64
@@ -161,14 +206,14 @@ func Search(query string, limit int, indexes []*Index, keep func(index, doc int)
 		return nil
 	}
 	avg := total / float64(docs)
-	idf := make(map[string]float64, len(words))
-	for t := range words {
+	idf := make([]float64, len(words))
+	for k, w := range words {
 		df := 0
 		for _, ix := range indexes {
-			df += len(ix.postings[t])
+			df += len(ix.postings[w.term])
 		}
 		if df > 0 {
-			idf[t] = math.Log(1 + (float64(docs)-float64(df)+0.5)/(float64(df)+0.5))
+			idf[k] = math.Log(1 + (float64(docs)-float64(df)+0.5)/(float64(df)+0.5))
 		}
 	}
 	// One score per doc of every index, doc d of index i at base[i]+d.
@@ -179,11 +224,14 @@ func Search(query string, limit int, indexes []*Index, keep func(index, doc int)
 	scores := make([]float64, docs)
 	for i, ix := range indexes {
 		at := scores[base[i]:]
-		for t, w := range words {
-			for _, p := range ix.postings[t] {
+		for k, w := range words {
+			for _, p := range ix.postings[w.term] {
 				tf := float64(p.tf)
-				norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.lens[p.doc])/avg)
-				at[p.doc] += w * idf[t] * tf * (bm25K1 + 1) / (tf + norm)
+				norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.lens[p.doc()])/avg)
+				at[p.doc()] += w.weight * idf[k] * tf * (bm25K1 + 1) / (tf + norm)
+				if p.name() {
+					at[p.doc()] += nameBoost * w.weight * idf[k]
+				}
 			}
 		}
 		for d := range ix.names {
@@ -238,24 +286,4 @@ func (r *ranked) Pop() any {
 	h := old[len(old)-1]
 	*r = old[:len(old)-1]
 	return h
-}
-
-// queryWeights is each term of the query with its weight: its own words
-// at 1, their synonyms at weightSynonym each.
-func queryWeights(q string) map[string]float64 {
-	w := map[string]float64{}
-	terms := Terms(q)
-	for _, t := range terms {
-		w[t] = 1
-	}
-	// Two words of the query that mean one thing ("ticket", "bug") count
-	// it more, never more than the thing named.
-	for _, t := range terms {
-		for _, s := range synonyms[t] {
-			if w[s] < 1 {
-				w[s] = min(1, w[s]+weightSynonym)
-			}
-		}
-	}
-	return w
 }

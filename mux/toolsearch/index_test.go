@@ -11,12 +11,20 @@ func TestTerms(t *testing.T) {
 		want []string
 	}{
 		{"getFileInfo", []string{"get", "file", "info"}},
-		{"list_directory", []string{"list", "directory"}},
+		{"list_directory", []string{"list", "directori"}},
 		{"HTTPServer", []string{"http", "server"}},
-		{"Creates a new issue in the repository", []string{"creat", "new", "issu", "repository"}},
+		{"Creates a new issue in the repository", []string{"creat", "new", "issu", "repositori"}},
 		{"created creating creates create", []string{"creat", "creat", "creat", "creat"}},
-		{"running files queries", []string{"run", "file", "query"}},
+		{"running files queries", []string{"run", "file", "queri"}},
 		{"k8s-pods", []string{"k8s", "pod"}},
+		{"search READMEs and URLs", []string{"search", "readm", "url"}},
+		{"URLServer", []string{"url", "server"}},
+		{"IDs, PRs", []string{"id", "prs"}},
+		{"what's in someone else's folder", []string{"someon", "folder"}},
+		{"directories directory", []string{"directori", "directori"}},
+		{"aggregation aggregate", []string{"aggreg", "aggreg"}},
+		{"how many rows, every one", []string{"row", "one"}},
+		{"mkdir -p x 2", []string{"mkdir", "2"}},
 	} {
 		if got := Terms(c.in); !slices.Equal(got, c.want) {
 			t.Errorf("Terms(%q) = %q, want %q", c.in, got, c.want)
@@ -63,5 +71,38 @@ func TestSearch(t *testing.T) {
 	}
 	if hits := Search("zebra", 5, []*Index{fs, gh}, all); len(hits) != 0 {
 		t.Errorf("a word no tool has found %v", hits)
+	}
+}
+
+func TestQueryWords(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		// A web address is "url" and its host's name; its path is left out.
+		{"get https://example.com/blog/post as markdown", []string{"get", "url", "exampl", "markdown"}},
+		{"build it, the design is at figma.com/file/abc", []string{"build", "design", "url", "figma"}},
+		// Another scheme names what it connects to.
+		{"connect to mongodb://localhost:27017", []string{"connect", "mongodb", "localhost"}},
+		// A file name adds "file"; "Next.js" is no file.
+		{"read config.yaml", []string{"read", "file", "config", "yaml"}},
+		{"docs for Next.js", []string{"doc", "next", "js"}},
+		// Two words written apart meet one written as one.
+		{"backed up", []string{"back"}},
+	} {
+		var joined []string
+		if got := queryWords(c.in, &joined); !slices.Equal(got, c.want) {
+			t.Errorf("queryWords(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	var joined []string
+	queryWords("when was it backed up", &joined)
+	if !slices.Contains(joined, "backup") {
+		t.Errorf("queryWords(backed up) joined %q, want backup among them", joined)
+	}
+	joined = nil
+	queryWords("mouse over the menu", &joined)
+	if !slices.Contains(joined, "mouseov") {
+		t.Errorf("queryWords(mouse over) joined %q, want mouseov among them", joined)
 	}
 }

@@ -76,7 +76,10 @@ Q = [
 ("search the web with exa for startups building humanoid robots", ["exa/web_search_exa"]),
 ("using brave, look up reviews of the framework laptop", ["brave/brave_web_search"]),
 ("with tavily, pull the page content from these three URLs", ["tavily/tavily_extract"]),
-("how did people fix ECONNRESET with node fetch? search github issues and READMEs", ["firecrawl/firecrawl_developer_search", "github/search_issues"]),
+# label change (quality pass): firecrawl_research_search_github is the same
+# search under its deprecated name (its description sends callers to
+# firecrawl_developer_search "for GitHub issues, pull requests, and READMEs").
+("how did people fix ECONNRESET with node fetch? search github issues and READMEs", ["firecrawl/firecrawl_developer_search", "github/search_issues", "firecrawl/firecrawl_research_search_github"]),
 # docs
 ("get up-to-date docs for the Next.js app router", ["context7/query-docs", "context7/resolve-library-id"]),
 ("find the context7 library id for tanstack query", ["context7/resolve-library-id"]),
@@ -185,7 +188,9 @@ Q = [
 ("drain node worker-3 before maintenance", ["k8s/node_management"]),
 ("forward localhost:8080 to the grafana service", ["k8s/port_forward"]),
 ("run ls /app inside the pod", ["k8s/exec_in_pod"]),
-("why is pod api-7d9 stuck in Pending? show its events", ["k8s/kubectl_describe"]),
+# label change (quality pass): kubectl_get lists events (its resourceType
+# names "events", and sortBy sorts events), which is `kubectl get events`.
+("why is pod api-7d9 stuck in Pending? show its events", ["k8s/kubectl_describe", "k8s/kubectl_get"]),
 ("delete the old cronjob from the cluster", ["k8s/kubectl_delete"]),
 ("scale up the service to handle more traffic", ["k8s/kubectl_scale", "heroku/ps_scale"]),
 ("application logs", ["k8s/kubectl_logs", "heroku/get_app_logs", "supabase/query_logs", "sentry/search_events"]),

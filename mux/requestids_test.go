@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/edge/reqid"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -48,11 +49,11 @@ var idCases = []struct {
 	name, id string
 	refused  string // the whole answer, for a refused id
 }{
-	{"object", `{"a":1}`, refusalOf("null", edge.BadIDText)},
-	{"array", `[1]`, refusalOf("null", edge.BadIDText)},
-	{"true", `true`, refusalOf("null", edge.BadIDText)},
-	{"false", `false`, refusalOf("null", edge.BadIDText)},
-	{"null", `null`, refusalOf("null", edge.NullIDText)},
+	{"object", `{"a":1}`, refusalOf("null", reqid.BadIDText)},
+	{"array", `[1]`, refusalOf("null", reqid.BadIDText)},
+	{"true", `true`, refusalOf("null", reqid.BadIDText)},
+	{"false", `false`, refusalOf("null", reqid.BadIDText)},
+	{"null", `null`, refusalOf("null", reqid.NullIDText)},
 	{"30 digits", `123456789012345678901234567890`, ""},
 	{"past float64's integers", `9007199254740993`, ""},
 	{"negative", `-5`, ""},
@@ -185,8 +186,8 @@ func TestStdioDuplicateIDInFlight(t *testing.T) {
 				if got := <-l.started; got != tag {
 					t.Fatalf("started %q", got)
 				}
-				if got := s.answerTo(t, searchLine(c.again), c.again); strings.TrimSpace(got) != refusalOf(c.again, edge.DupIDText) {
-					t.Errorf("id %s while %s is in flight: %s, want %s", c.again, c.first, got, refusalOf(c.again, edge.DupIDText))
+				if got := s.answerTo(t, searchLine(c.again), c.again); strings.TrimSpace(got) != refusalOf(c.again, reqid.DupIDText) {
+					t.Errorf("id %s while %s is in flight: %s, want %s", c.again, c.first, got, refusalOf(c.again, reqid.DupIDText))
 				}
 				close(l.releaseCh(tag))
 				if msg := rpcMessage(t, s.awaitID(t, c.first)); !strings.Contains(string(msg["result"]), "released "+tag) {
@@ -266,7 +267,7 @@ func TestHTTPRequestIDs(t *testing.T) {
 	if got := <-l.started; got != "http-dup" {
 		t.Fatalf("started %q", got)
 	}
-	if code, text, _ := h.send(t, http.MethodPost, "reader", sid, searchLine("7.0")); code != http.StatusBadRequest || strings.TrimSpace(text) != refusalOf("7.0", edge.DupIDText) {
+	if code, text, _ := h.send(t, http.MethodPost, "reader", sid, searchLine("7.0")); code != http.StatusBadRequest || strings.TrimSpace(text) != refusalOf("7.0", reqid.DupIDText) {
 		t.Errorf("id 7.0 while 7 is in flight: %d %s", code, text)
 	}
 	// Another session may use the id.

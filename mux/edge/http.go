@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/liblog"
+	"github.com/mcpmux/mcpmux/mux/edge/reqid"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
@@ -63,7 +64,7 @@ type HTTPUpstream struct {
 	limits   config.Limits
 	tracing  *telemetry.Tracing // reads the requests' trace context
 
-	standIns atomic.Int64 // stand-in ids handed out (requestids.go)
+	standIns atomic.Int64 // stand-in ids handed out (package reqid)
 	// lastMeta is the last _meta a 2026-07-28 request carried, as read
 	// (frontend.go), for every request of every caller: a client sends
 	// the same _meta on each request, which is then decoded once. An
@@ -140,8 +141,8 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind := otherMessage
-	var msg []byte // a POST's body
-	var id msgID   // its id, as the edge reads it (requestids.go)
+	var msg []byte  // a POST's body
+	var id reqid.ID // its id, as the edge reads it (package reqid)
 	if r.Method == http.MethodPost {
 		b, ok := h.readBody(w, r)
 		if !ok {
@@ -158,12 +159,12 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else if hand != nil {
 			msg = hand
 		}
-		switch id = readMsgID(msg); id.kind {
-		case idBadType:
-			h.refuseID(w, r, []byte("null"), BadIDText)
+		switch id = reqid.Read(msg); id.Kind {
+		case reqid.BadType:
+			h.refuseID(w, r, []byte("null"), reqid.BadIDText)
 			return
-		case idNull:
-			h.refuseID(w, r, []byte("null"), NullIDText)
+		case reqid.Null:
+			h.refuseID(w, r, []byte("null"), reqid.NullIDText)
 			return
 		}
 		kind = classify(r.Header, body{msg})
@@ -207,23 +208,23 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer func() { u.Finish(time.Now().UnixNano()) }()
-		if id.kind == idRequest {
+		if id.Kind == reqid.Request {
 			var stand []byte
-			if id.carried {
-				stand = standIn(h.standIns.Add(1))
+			if id.Carried {
+				stand = reqid.StandIn(h.standIns.Add(1))
 			}
-			dup := id.dupOf(msg)
+			dup := id.DupOf(msg)
 			if !u.ClaimID(dup, stand) {
-				h.refuseID(w, r, msg[id.at.Start:id.at.End], DupIDText)
+				h.refuseID(w, r, msg[id.At.Start:id.At.End], reqid.DupIDText)
 				return
 			}
 			defer u.ReleaseID(dup)
 			if stand != nil {
-				rec.carry(msg[id.at.Start:id.at.End], stand)
-				msg = jsonwire.WithValue(msg, id.at, stand)
+				rec.carry(msg[id.At.Start:id.At.End], stand)
+				msg = jsonwire.WithValue(msg, id.At, stand)
 			}
-		} else if at, ok := cancelTarget(msg); ok {
-			dup, _ := idDupKey(msg[at.Start:at.End])
+		} else if at, ok := reqid.CancelTarget(msg); ok {
+			dup, _ := reqid.DupKey(msg[at.Start:at.End])
 			if stand := u.StandInFor(dup); stand != nil {
 				msg = jsonwire.WithValue(msg, at, stand) // names the request as mcp-go holds it
 			}
@@ -254,15 +255,15 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost {
-		if id.kind == idRequest && id.carried && rec.standIn == nil && kind != listenMessage {
+		if id.Kind == reqid.Request && id.Carried && rec.standIn == nil && kind != listenMessage {
 			// Outside a session (an initialize, a 2026-07-28 request): no
 			// id of it can be in flight, but mcp-go is still handed a
 			// stand-in, so that the answer carries the id as written. Not
 			// a listen stream's: mcp-go tags every notification of the
 			// stream with it.
-			stand := standIn(h.standIns.Add(1))
-			rec.carry(msg[id.at.Start:id.at.End], stand)
-			msg = jsonwire.WithValue(msg, id.at, stand)
+			stand := reqid.StandIn(h.standIns.Add(1))
+			rec.carry(msg[id.At.Start:id.At.End], stand)
+			msg = jsonwire.WithValue(msg, id.At, stand)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(msg))
 	}
@@ -277,7 +278,7 @@ func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byt
 	h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(idRefusal(id, text))
+	_, _ = w.Write(reqid.Refusal(id, text))
 }
 
 // giveBack hands mcp-go a notification a GET stream of u could not write;

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/edge/reqid"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -128,9 +129,9 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 	if u != nil {
 		// A 2026-07-28 request has no session, and so no ids in flight
 		// beside it: it ends when its connection does.
-		dup, _ := idDupKey(f.ID)
+		dup, _ := reqid.DupKey(f.ID)
 		if !u.Calls.Claim(dup, cancel) {
-			h.refuseID(w, r, f.ID, DupIDText)
+			h.refuseID(w, r, f.ID, reqid.DupIDText)
 			return
 		}
 		defer u.Calls.Release(dup)
@@ -225,7 +226,7 @@ func (h *HTTPUpstream) cancelled(w http.ResponseWriter, r *http.Request, f *fram
 	if !ok || named == nil || u == nil {
 		return false
 	}
-	dup, _ := idDupKey(f.Params[named.Start:named.End])
+	dup, _ := reqid.DupKey(f.Params[named.Start:named.End])
 	if !u.Calls.Cancel(dup) {
 		return false
 	}

@@ -37,7 +37,7 @@ type recorder struct {
 	// to mcpmux's own notifications once mcp-go begins it.
 	stream *upstream.Stream
 	// standIn is the id mcp-go was handed for the request's own, clientID
-	// (requestids.go); nil when mcp-go has the client's id.
+	// (package reqid); nil when mcp-go has the client's id.
 	standIn, clientID []byte
 
 	// mu serialises mcp-go's writes (from its forwarder and its handler)

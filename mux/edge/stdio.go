@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/groupwrite"
 	"github.com/mcpmux/mcpmux/internal/liblog"
+	"github.com/mcpmux/mcpmux/mux/edge/reqid"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/upstream"
@@ -85,7 +85,7 @@ type halfClose struct {
 	// live holds, by its id's dup form (msgID.dup), each request waiting
 	// for its answer that the edge checked, with the key of the id mcp-go
 	// answers it under; carried, the client's id of each request mcp-go was
-	// handed under a stand-in (requestids.go), by the stand-in's key.
+	// handed under a stand-in (package reqid), by the stand-in's key.
 	live     map[string]string
 	carried  map[string]carriedID
 	standIns int64 // stand-ins handed out
@@ -161,7 +161,7 @@ func (h *halfClose) nextStandIn() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.standIns++
-	return standIn(h.standIns)
+	return reqid.StandIn(h.standIns)
 }
 
 // clientID returns the client's id of the request mcp-go answers under id,
@@ -179,7 +179,7 @@ func (h *halfClose) clientID(id string) []byte {
 // under, given the id it names as written, and the stand-in to name instead
 // if there is one.
 func (h *halfClose) cancelKey(named []byte) (key string, standIn []byte) {
-	dup, _ := idDupKey(named)
+	dup, _ := reqid.DupKey(named)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	key, ok := h.live[dup]
@@ -197,7 +197,7 @@ func (h *halfClose) cancelKey(named []byte) (key string, standIn []byte) {
 func (h *halfClose) refuse(id []byte, text string) {
 	h.log.Warn().RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("client request refused for its id")
 	if h.out != nil {
-		h.out.writeOwn(idRefusal(id, text))
+		h.out.writeOwn(reqid.Refusal(id, text))
 	}
 }
 
@@ -331,7 +331,7 @@ func (rr *requestReader) Read(p []byte) (int, error) {
 // refuses (it is answered here), a request mcpmux answers itself (the
 // front end takes it) or a client's answer to one of mcpmux's requests;
 // the line with a stand-in id for a request mcp-go answers whose id it
-// would not write back as it came (requestids.go); the line itself for
+// would not write back as it came (package reqid); the line itself for
 // anything else. Requests are counted, whoever answers them.
 func (rr *requestReader) admit(line []byte) []byte {
 	initialize := false
@@ -378,9 +378,9 @@ func (rr *requestReader) frontAdmit(line []byte) (handled, initialize bool, hand
 	if serve == nil {
 		return false, false, hand
 	}
-	dup, _ := idDupKey(f.ID)
+	dup, _ := reqid.DupKey(f.ID)
 	if !h.expect(dup, dup, nil) {
-		h.refuse(f.ID, DupIDText)
+		h.refuse(f.ID, reqid.DupIDText)
 		return true, false, nil
 	}
 	front.run(dup, serve)
@@ -395,47 +395,47 @@ const readCopied = 4 << 10
 // mcpmux's notifications as it is written (answerWriter.AfterAnswer).
 func (rr *requestReader) handOn(line []byte, initialize bool) []byte {
 	h := rr.h
-	v := readMsgID(line)
-	switch v.kind {
-	case idBadType:
-		h.refuse([]byte("null"), BadIDText)
+	v := reqid.Read(line)
+	switch v.Kind {
+	case reqid.BadType:
+		h.refuse([]byte("null"), reqid.BadIDText)
 		return nil
-	case idNull:
-		h.refuse([]byte("null"), NullIDText)
+	case reqid.Null:
+		h.refuse([]byte("null"), reqid.NullIDText)
 		return nil
 	}
 	var written, orig []byte // the id as the client wrote it; and again, if carried
 	handed := line
-	if v.kind == idRequest || v.carried {
-		written = line[v.at.Start:v.at.End]
-		if v.carried {
+	if v.Kind == reqid.Request || v.Carried {
+		written = line[v.At.Start:v.At.End]
+		if v.Carried {
 			orig = bytes.Clone(written)
-			handed = jsonwire.WithValue(line, v.at, h.nextStandIn())
+			handed = jsonwire.WithValue(line, v.At, h.nextStandIn())
 		}
 	}
 	var id string
 	var ok bool
 	if orig == nil {
-		id, ok = v.requestID(line) // the one reading of the line
+		id, ok = v.RequestID(line) // the one reading of the line
 	} else {
-		id, ok = requestID(handed)
+		id, ok = reqid.RequestID(handed)
 	}
 	if !ok && orig != nil {
 		// mcp-go does not answer it under its id (a subscriptions/listen
 		// stream, say): it gets the line as written.
 		handed, orig = line, nil
-		id, ok = requestID(line)
+		id, ok = reqid.RequestID(line)
 	}
 	if ok {
 		dup := ""
-		if v.kind == idRequest {
-			dup = v.dup
-			if !v.carried {
+		if v.Kind == reqid.Request {
+			dup = v.Dup
+			if !v.Carried {
 				dup = id // the id as written, what jsonwire.AnswerIDKey makes of it
 			}
 		}
 		if !h.expect(id, dup, orig) {
-			h.refuse(written, DupIDText)
+			h.refuse(written, reqid.DupIDText)
 			return nil
 		}
 		if initialize {
@@ -448,7 +448,7 @@ func (rr *requestReader) handOn(line []byte, initialize bool) []byte {
 		}
 		return handed
 	}
-	if at, ok := cancelTarget(line); ok {
+	if at, ok := reqid.CancelTarget(line); ok {
 		key, standIn := h.cancelKey(line[at.Start:at.End])
 		if standIn != nil {
 			line = jsonwire.WithValue(line, at, standIn)
@@ -528,88 +528,4 @@ func leadingID(head []byte) json.RawMessage {
 		return id
 	}
 	return json.RawMessage("null")
-}
-
-// requestID returns the id, in canonical form, of a message mcp-go answers
-// under its id, as HandleMessage decides: one it can decode into its types
-// (a numeric jsonrpc or an id out of float64's range cannot be) with a
-// non-null id, that is in another JSON-RPC version (refused under its id,
-// method or not) or has no result (an error response from the client gets
-// "method not found"; one with a result is taken for an answer to mcp-go).
-// Notifications are not waited for, nor a subscriptions/listen stream,
-// which stays open until the session ends. The fields are matched as mcp-go
-// matches them (encoding/json: any case, as bytes.EqualFold, the last of
-// duplicates), by one scan of the top level: only the id is decoded into a
-// value, the rest is checked (strings for jsonrpc and method, numbers that
-// fit a float64 in id and result).
-func requestID(line []byte) (string, bool) {
-	if !jsonwire.Valid(line) {
-		return "", false
-	}
-	top, ok := jsonwire.Members(line)
-	if !ok {
-		return "", false // null decodes without an id; anything else fails
-	}
-	return requestIDIn(line, top)
-}
-
-// requestIDIn is requestID of line, valid JSON, whose top level is top.
-func requestIDIn(line []byte, top jsonwire.Object) (string, bool) {
-	var jsonrpc, method, id []byte
-	var ok bool
-	result := false
-	for _, m := range top.Members {
-		v := line[m.Start:m.End]
-		switch {
-		case strings.EqualFold(m.Key, "jsonrpc"):
-			if jsonrpc, ok = wireString(v); !ok {
-				return "", false
-			}
-		case strings.EqualFold(m.Key, "method"):
-			if method, ok = wireString(v); !ok {
-				return "", false
-			}
-		case strings.EqualFold(m.Key, "id"):
-			if !jsonwire.NumbersFit(v) {
-				return "", false
-			}
-			id = v
-		case strings.EqualFold(m.Key, "result"):
-			if !jsonwire.NumbersFit(v) {
-				return "", false
-			}
-			result = string(v) != "null"
-		}
-	}
-	if string(jsonrpc) == mcp.JSONRPC_VERSION && (result || string(method) == string(mcp.MethodSubscriptionsListen)) {
-		return "", false
-	}
-	return jsonwire.AnswerIDKey(id)
-}
-
-// maxWireString is the longest raw JSON string that can still decode to
-// "subscriptions/listen" (every character escaped as \uXXXX); a longer one
-// is no name requestID compares with, and is not decoded.
-const maxWireString = 6*len(mcp.MethodSubscriptionsListen) + 2
-
-// wireString reads v, a valid JSON value, as encoding/json decodes it into
-// mcp-go's string fields: a string or null (empty for null and for strings
-// too long to matter); ok is false for anything else, which fails the whole
-// message. A string without escapes comes back as v's own bytes.
-func wireString(v []byte) (s []byte, ok bool) {
-	switch {
-	case string(v) == "null":
-		return nil, true
-	case v[0] != '"':
-		return nil, false
-	case len(v) > maxWireString:
-		return nil, true
-	case bytes.IndexByte(v, '\\') < 0:
-		return v[1 : len(v)-1], true
-	}
-	var d string
-	if json.Unmarshal(v, &d) != nil {
-		return nil, false
-	}
-	return []byte(d), true
 }

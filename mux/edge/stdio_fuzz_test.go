@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/edge/reqid"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 )
 
@@ -48,17 +49,17 @@ func FuzzFraming(f *testing.F) {
 		live := map[string]bool{}  // every request counted, by testsupport.RefKey
 		stood := map[string]bool{} // those handed on under a stand-in
 		for _, line := range testsupport.Lines(data) {
-			id, ok := requestID(line)
+			id, ok := reqid.RequestID(line)
 			if refID, refOK := testsupport.RefRequestID(line); id != refID || ok != refOK {
-				t.Fatalf("requestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
+				t.Fatalf("RequestID(%q) = %s, %v; decoded as mcp-go does: %s, %v", line, id, ok, refID, refOK)
 			}
 			ref, ok := testsupport.RefEdge(line, false)
 			if !ok {
 				return // an id the reference cannot compare
 			}
-			if v := readMsgID(line); (v.kind == idBadType || v.kind == idNull) != ref.Refused || (v.kind == idRequest) != ref.Request ||
-				v.kind == idRequest && v.carried != ref.Carried {
-				t.Fatalf("readMsgID(%q) = %+v; the reference reads %+v", line, v, ref)
+			if v := reqid.Read(line); (v.Kind == reqid.BadType || v.Kind == reqid.Null) != ref.Refused || (v.Kind == reqid.Request) != ref.Request ||
+				v.Kind == reqid.Request && v.Carried != ref.Carried {
+				t.Fatalf("Read(%q) = %+v; the reference reads %+v", line, v, ref)
 			}
 			if ref.Refused || ref.Request && live[ref.Key] {
 				continue // dropped
@@ -73,12 +74,12 @@ func FuzzFraming(f *testing.F) {
 				want = append(bytes.Clone(want), '\n')
 			}
 			if !bytes.Equal(o, want) {
-				v, w := readMsgID(line), readMsgID(o)
-				carriedID := ref.Carried && w.at.End > 0 && o[w.at.Start] == '-' &&
-					bytes.Equal(jsonwire.WithValue(want, v.at, o[w.at.Start:w.at.End]), o)
+				v, w := reqid.Read(line), reqid.Read(o)
+				carriedID := ref.Carried && w.At.End > 0 && o[w.At.Start] == '-' &&
+					bytes.Equal(jsonwire.WithValue(want, v.At, o[w.At.Start:w.At.End]), o)
 				// A cancellation of a carried request names its stand-in.
-				at, isCancel := cancelTarget(line)
-				oat, _ := cancelTarget(o)
+				at, isCancel := reqid.CancelTarget(line)
+				oat, _ := reqid.CancelTarget(o)
 				named, known := "", false
 				if isCancel {
 					named, known = testsupport.RefKey(line[at.Start:at.End])
@@ -89,7 +90,7 @@ func FuzzFraming(f *testing.F) {
 					t.Fatalf("requestReader changed %q to %q", line, o)
 				}
 			}
-			if _, ok := requestID(o); ok && ref.Request {
+			if _, ok := reqid.RequestID(o); ok && ref.Request {
 				live[ref.Key] = true
 				stood[ref.Key] = ref.Carried
 			}
@@ -101,7 +102,7 @@ func FuzzFraming(f *testing.F) {
 		var answers [][]byte
 		want := int64(0)
 		for _, line := range handed {
-			if _, ok := requestID(line); !ok {
+			if _, ok := reqid.RequestID(line); !ok {
 				continue
 			}
 			want++

@@ -101,6 +101,7 @@ type Config struct {
 	Mux      Mux
 	Upstream Upstream
 	Limits   Limits
+	Replicas Replicas // [replicas]: off unless the table is there
 	Servers  []Server // in the order they appear in the file
 }
 

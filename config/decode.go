@@ -46,7 +46,9 @@ func (d *decoder) config(doc map[string]any) *Config {
 	d.mux(root.table("mux"), &cfg.Mux)
 	d.upstream(root.table("upstream"), &cfg.Upstream)
 	d.limits(root.table("limits"), &cfg.Limits)
+	d.replicas(root, &cfg.Replicas)
 	cfg.Servers = d.servers(root, cfg.Limits)
+	d.checkReplicas(root, cfg)
 	root.finish()
 	d.checkNameRoom(cfg)
 	return cfg

@@ -61,24 +61,23 @@ func (d *decoder) replicas(root *table, r *Replicas) {
 	} else {
 		required("key_file", "the file holding the key the replicas share (a Kubernetes Secret mount)", r.KeyFile == "" && t.m["key_file"] == "")
 	}
-	if !t.address("listen", &r.Listen) || r.Listen == "" {
-		required("listen", `the peer listener's address, such as ":7310"`, t.m["listen"] == "")
-	}
-	var adv string
-	if t.str("advertise", &adv) {
-		v, errs := expand(adv, d.getenv)
-		for _, err := range errs {
-			t.errorf("advertise", "%v", err)
-		}
-		if len(errs) == 0 {
-			if msg := peerAddressProblem(v); msg != "" {
-				t.errorf("advertise", "%s", msg)
-			} else {
-				r.Advertise = v
-			}
+	if v, ok := d.expanded(t, "listen"); ok {
+		if msgs := addressProblems(v); len(msgs) > 0 {
+			t.errorf("listen", "%s", msgs[0])
+		} else {
+			r.Listen = v
 		}
 	} else {
-		required("advertise", `how the other replicas reach this one's listen, such as "${POD_IP}:7310"`, false)
+		required("listen", `the peer listener's address, such as ":7310"`, t.m["listen"] == "")
+	}
+	if v, ok := d.expanded(t, "advertise"); ok {
+		if msg := peerAddressProblem(v); msg != "" {
+			t.errorf("advertise", "%s", msg)
+		} else {
+			r.Advertise = v
+		}
+	} else {
+		required("advertise", `how the other replicas reach this one's listen, such as "${POD_IP}:7310"`, t.m["advertise"] == "")
 	}
 	if t.strs("peers", &r.Peers) {
 		for i, p := range r.Peers {
@@ -98,6 +97,20 @@ func (d *decoder) replicas(root *table, r *Replicas) {
 	}
 	t.duration("dial_timeout", &r.DialTimeout)
 	t.finish()
+}
+
+// expanded is the string at key with ${VAR} expanded; false when it is
+// missing, empty or in error (reported).
+func (d *decoder) expanded(t *table, key string) (string, bool) {
+	var s string
+	if !t.str(key, &s) || s == "" {
+		return "", false
+	}
+	v, errs := expand(s, d.getenv)
+	for _, err := range errs {
+		t.errorf(key, "%v", err)
+	}
+	return v, len(errs) == 0 && v != ""
 }
 
 // peerAddressProblem says what is wrong with a peer's address, or "": it

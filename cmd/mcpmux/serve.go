@@ -100,6 +100,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitBadConfig
 	}
 	opts.Pins = pinWatch.Current()
+	node, nerr := newReplicaNode(cfg, l.log, &opts)
+	if nerr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", shown(cfg.File), nerr)
+		return exitBadConfig
+	}
 	m := mux.New(cfg, l.policies, opts)
 	metrics.Pins(m.PinStatus)
 	var (
@@ -165,7 +170,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 		cw.sessionLimits = upstream.SetSessionLimits
 		root := http.NewServeMux()
-		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))
+		var public http.Handler = upstream
+		if node != nil {
+			public = node.Public(upstream)
+		}
+		root.Handle(cfg.Upstream.Path, authn.Middleware(public, mux.WithCaller))
 		if path, h := authn.MetadataHandler(); h != nil {
 			root.Handle(path, h)
 		}
@@ -183,6 +192,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			upstream.Shutdown(context.Background())
 			fmt.Fprintf(stderr, "listen: %v\n", err)
 			return 1
+		}
+		if node != nil {
+			if err := addServer(cfg.Replicas.Listen, peerHandler(node, cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))); err != nil {
+				closeListeners()
+				upstream.Shutdown(context.Background())
+				fmt.Fprintf(stderr, "[replicas] listen: %v\n", err)
+				return 1
+			}
 		}
 	}
 	if cfg.Upstream.AdminListen != "" {
@@ -250,6 +267,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	})
 	pinWatch.Start(watchCtx, m)
+	if node != nil {
+		bg.Go(func() { node.Run(watchCtx, nil) })
+	}
 	if authn != nil {
 		bg.Go(func() {
 			if err := authn.Watch(watchCtx); err != nil {

@@ -46,7 +46,7 @@ func (n *Node) sign(out *http.Request) {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	nonce := rand.Text()
 	sum := n.ring.MAC(proofMessage(ts, nonce, out))
-	out.Header.Set(PeerHeader, "v1 "+ts+" "+nonce+" "+base64.RawURLEncoding.EncodeToString(sum))
+	out.Header.Set(PeerHeader, "v1 "+ts+" "+nonce+" "+encode(sum))
 }
 
 // checkPeer checks r's PeerHeader against the ring's current and previous
@@ -73,3 +73,5 @@ func (n *Node) checkPeer(r *http.Request) error {
 	}
 	return nil
 }
+
+func encode(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

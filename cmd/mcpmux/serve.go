@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -137,6 +138,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if opts.Pins != nil {
 		sources.Pins = m.PinStatus
 	}
+	var draining atomic.Bool // /readyz says 503 from the first signal on
+	sources.Draining = draining.Load
 	adminHandler := admin.Handler(sources)
 
 	// stdio is served until stdioCtx ends, after the drain.
@@ -147,6 +150,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		servers   []*http.Server
 		listeners []net.Listener
 		upstream  *edge.HTTPUpstream
+		adminSrv  *http.Server // closed last: /readyz tells of the drain
 	)
 	addServer := func(addr string, h http.Handler) error {
 		ln, err := net.Listen("tcp", addr)
@@ -205,7 +209,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Upstream.AdminListen != "" {
 		root := http.NewServeMux()
 		mountAdmin(root, adminHandler, admin.HealthPath, admin.ReadyPath, admin.MetricsPath)
-		if err := addServer(cfg.Upstream.AdminListen, root); err != nil {
+		err := addServer(cfg.Upstream.AdminListen, root)
+		if err == nil {
+			adminSrv = servers[len(servers)-1]
+		}
+		if err != nil {
 			closeListeners()
 			if upstream != nil {
 				upstream.Shutdown(context.Background())
@@ -313,7 +321,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			l.log.Info().Msg("stdin closed; stopping")
 		}
 	}
-	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers)
+	draining.Store(true)
+	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers, adminSrv)
 	endStdio()
 	return status
 }
@@ -345,8 +354,10 @@ func startsProcesses(cfg *config.Config) bool {
 
 // drain stops mcpmux's upstreams: no new HTTP connections or requests are
 // taken, calls in flight may finish within timeout, those still running
-// then are cut off (and answered so), and the HTTP servers close.
-func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpstream, servers []*http.Server) {
+// then are cut off (and answered so), and the HTTP servers close, the
+// admin server (last, if not nil) only then, so that /readyz answers 503
+// throughout.
+func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpstream, servers []*http.Server, last *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if upstream != nil {
@@ -354,7 +365,9 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpst
 	}
 	var shut sync.WaitGroup
 	for _, srv := range servers {
-		shut.Go(func() { _ = srv.Shutdown(ctx) })
+		if srv != last {
+			shut.Go(func() { _ = srv.Shutdown(ctx) })
+		}
 	}
 	if err := m.WaitIdle(ctx); err != nil {
 		l.log.Warn().Dur("drain_timeout", timeout).Msg("calls still running at the drain deadline are cut off")

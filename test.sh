@@ -28,6 +28,16 @@ echo "== npm ci (interop)"
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 export MCPMUX_NEED_NODE=1
 
+# HAProxy (the Debian package) is the load balancer in front of the
+# replicas of e2e/replicas; MCPMUX_NEED_HAPROXY makes its absence a failure
+# rather than a skip.
+if ! command -v haproxy >/dev/null; then
+  echo "== apt-get install haproxy"
+  if [ "$(id -u)" = 0 ]; then apt_get=(apt-get); else apt_get=(sudo apt-get); fi
+  "${apt_get[@]}" install -y -q haproxy >/dev/null || { "${apt_get[@]}" update -q >/dev/null && "${apt_get[@]}" install -y -q haproxy >/dev/null; }
+fi
+export MCPMUX_NEED_HAPROXY=1
+
 # The end-to-end packages, and the multiplexer's, take longest: they go
 # first, so that go test starts them first rather than last. Their tests
 # mostly wait (children starting, restarting, timing out), so up to 4 of a

@@ -31,10 +31,12 @@ const stateUnknown = "unknown"
 // which may carry a remote body.
 type Readiness struct {
 	// Ready is true when every required server is ready and, with JWT
-	// configured, a usable key set is loaded.
-	Ready   bool           `json:"ready"`
-	Servers []ServerStatus `json:"servers"`
-	Policy  PolicyStatus   `json:"policy"`
+	// configured, a usable key set is loaded, and mcpmux is not draining.
+	Ready bool `json:"ready"`
+	// Draining is true once mcpmux is stopping.
+	Draining bool           `json:"draining,omitempty"`
+	Servers  []ServerStatus `json:"servers"`
+	Policy   PolicyStatus   `json:"policy"`
 	// Config is there when Sources.Config is.
 	Config *ConfigStatus `json:"config,omitempty"`
 	// Auth is there when Sources.Keys is.
@@ -113,6 +115,10 @@ type Sources struct {
 	Keys func() (ok bool, detail string)
 	// Pins is (*mux.Mux).PinStatus.
 	Pins func() publish.PinCounts
+	// Draining reports whether mcpmux is stopping (SIGTERM): it is then
+	// not ready, so that a load balancer or the kubelet sends it nothing
+	// new while its calls in flight finish.
+	Draining func() bool
 }
 
 // Required returns, for Handler, whether each server of cfg is required.
@@ -218,6 +224,9 @@ func readiness(src Sources) Readiness {
 		if !ok {
 			body.Ready = false
 		}
+	}
+	if src.Draining != nil && src.Draining() {
+		body.Ready, body.Draining = false, true
 	}
 	if src.Pins != nil {
 		c := src.Pins()

@@ -103,6 +103,7 @@ type Config struct {
 	Limits   Limits
 	// Telemetry is the [telemetry] table (telemetry.go).
 	Telemetry Telemetry
+	Replicas  Replicas // [replicas]: off unless the table is there
 	Servers   []Server // in the order they appear in the file
 }
 

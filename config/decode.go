@@ -47,7 +47,9 @@ func (d *decoder) config(doc map[string]any) *Config {
 	d.upstream(root.table("upstream"), &cfg.Upstream)
 	d.limits(root.table("limits"), &cfg.Limits)
 	d.telemetry(root.table("telemetry"), &cfg.Telemetry)
+	d.replicas(root, &cfg.Replicas)
 	cfg.Servers = d.servers(root, cfg.Limits)
+	d.checkReplicas(root, cfg)
 	root.finish()
 	d.checkNameRoom(cfg)
 	return cfg

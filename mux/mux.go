@@ -133,6 +133,11 @@ type Options struct {
 	// Tracing starts a span for every request mcpmux answers; nil traces
 	// nothing.
 	Tracing *telemetry.Tracing
+	// SealSessionID and SealRequestState, when not nil, turn each new HTTP
+	// session id and each round's requestState into the one handed out:
+	// with several replicas (package replicas), sealed to name this one as
+	// the owner. nil hands out the random ids as they are.
+	SealSessionID, SealRequestState func(local string) string
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -171,7 +176,9 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		func(cat *catalog.Catalog, v catalog.Viewer) []byte { return m.p.ToolList(cat, v) }, log)
 	m.pub = publish.New(m.fleet.Set(), pinning, &m.catalog, announcer, log)
 	m.p = pipeline.New(pipeline.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Tracing: m.tracing,
-		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version})
+		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version,
+		SealState: opts.SealRequestState})
+	m.sessions.SealID = opts.SealSessionID
 	m.tasks = tasks.New(&m.sessions, m.p, log)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -119,6 +120,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	}
 	opts.Tracing = tracing
+	node, nerr := newReplicaNode(cfg, l.log, &opts)
+	if nerr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", shown(cfg.File), nerr)
+		return exitBadConfig
+	}
 	m := mux.New(cfg, l.policies, opts)
 	metrics.Pins(m.PinStatus)
 	var (
@@ -151,6 +157,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if opts.Pins != nil {
 		sources.Pins = m.PinStatus
 	}
+	var draining atomic.Bool // /readyz says 503 from the first signal on
+	sources.Draining = draining.Load
 	adminHandler := admin.Handler(sources)
 
 	// stdio is served until stdioCtx ends, after the drain.
@@ -161,6 +169,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		servers   []*http.Server
 		listeners []net.Listener
 		upstream  *edge.HTTPUpstream
+		adminSrv  *http.Server // closed last: /readyz tells of the drain
 	)
 	addServer := func(addr string, h http.Handler) error {
 		ln, err := net.Listen("tcp", addr)
@@ -184,7 +193,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 		cw.sessionLimits = upstream.SetSessionLimits
 		root := http.NewServeMux()
-		root.Handle(cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))
+		var public http.Handler = upstream
+		if node != nil {
+			public = node.Public(upstream)
+		}
+		root.Handle(cfg.Upstream.Path, authn.Middleware(public, mux.WithCaller))
 		if path, h := authn.MetadataHandler(); h != nil {
 			root.Handle(path, h)
 		}
@@ -203,11 +216,23 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "listen: %v\n", err)
 			return 1
 		}
+		if node != nil {
+			if err := addServer(cfg.Replicas.Listen, peerHandler(node, cfg.Upstream.Path, authn.Middleware(upstream, mux.WithCaller))); err != nil {
+				closeListeners()
+				upstream.Shutdown(context.Background())
+				fmt.Fprintf(stderr, "[replicas] listen: %v\n", err)
+				return 1
+			}
+		}
 	}
 	if cfg.Upstream.AdminListen != "" {
 		root := http.NewServeMux()
 		mountAdmin(root, adminHandler, admin.HealthPath, admin.ReadyPath, admin.MetricsPath)
-		if err := addServer(cfg.Upstream.AdminListen, root); err != nil {
+		err := addServer(cfg.Upstream.AdminListen, root)
+		if err == nil {
+			adminSrv = servers[len(servers)-1]
+		}
+		if err != nil {
 			closeListeners()
 			if upstream != nil {
 				upstream.Shutdown(context.Background())
@@ -269,6 +294,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	})
 	pinWatch.Start(watchCtx, m)
+	if node != nil {
+		bg.Go(func() { node.Run(watchCtx, nil) })
+	}
 	if authn != nil {
 		bg.Go(func() {
 			if err := authn.Watch(watchCtx); err != nil {
@@ -312,7 +340,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			l.log.Info().Msg("stdin closed; stopping")
 		}
 	}
-	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers)
+	draining.Store(true)
+	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers, adminSrv)
 	endStdio()
 	return status
 }
@@ -344,8 +373,10 @@ func startsProcesses(cfg *config.Config) bool {
 
 // drain stops mcpmux's upstreams: no new HTTP connections or requests are
 // taken, calls in flight may finish within timeout, those still running
-// then are cut off (and answered so), and the HTTP servers close.
-func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpstream, servers []*http.Server) {
+// then are cut off (and answered so), and the HTTP servers close, the
+// admin server (last, if not nil) only then, so that /readyz answers 503
+// throughout.
+func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpstream, servers []*http.Server, last *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if upstream != nil {
@@ -353,7 +384,9 @@ func drain(l *loaded, timeout time.Duration, m *mux.Mux, upstream *edge.HTTPUpst
 	}
 	var shut sync.WaitGroup
 	for _, srv := range servers {
-		shut.Go(func() { _ = srv.Shutdown(ctx) })
+		if srv != last {
+			shut.Go(func() { _ = srv.Shutdown(ctx) })
+		}
 	}
 	if err := m.WaitIdle(ctx); err != nil {
 		l.log.Warn().Dur("drain_timeout", timeout).Msg("calls still running at the drain deadline are cut off")

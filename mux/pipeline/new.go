@@ -74,6 +74,9 @@ type Deps struct {
 	Ready <-chan struct{}
 	// Version is mcpmux's, named in every 2026-07-28 result.
 	Version string
+	// SealState, when not nil, turns each round's random requestState into
+	// the one handed out (Options.SealRequestState of package mux).
+	SealState func(local string) string
 }
 
 // New returns the pipeline of d.
@@ -96,6 +99,7 @@ func New(d Deps) *Pipeline {
 	}, p.child, d.Sessions, d.Log)
 	p.rounds.idle = make(chan struct{}, 1)
 	p.rounds.log = d.Log
+	p.rounds.seal = d.SealState
 	p.settings.Store(SettingsOf(d.Config))
 	p.rounds.settings = &p.settings
 	p.rounds.addCut = func(cut context.CancelCauseFunc) func() { return p.calls.cuts.add(p.calls.cut, cut) }

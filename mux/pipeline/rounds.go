@@ -89,6 +89,9 @@ type roundTable struct {
 	idle    chan struct{} // cap 1: a token when running drops to zero
 	waiting atomic.Int64  // rounds that asked, of every identity
 	held    sync.Map      // identity + "\x00" + alias -> *atomic.Int64; -1 once dropped
+	// seal, when not nil, turns each requestState into the one handed out
+	// (sealed to name this replica as its owner, with several).
+	seal func(local string) string
 	// holdFor is resultHold; tests shorten it.
 	holdFor time.Duration
 	log     zerolog.Logger // tells of a child's request a bound refused
@@ -457,6 +460,9 @@ func (r *round) handOut() (json.RawMessage, bool) {
 	}
 	// 130 random bits: nobody guesses another's.
 	tok := rand.Text()
+	if r.rt.seal != nil {
+		tok = r.rt.seal(tok)
+	}
 	r.token = tok
 	r.mu.Unlock()
 	r.detach()

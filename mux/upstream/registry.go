@@ -37,6 +37,10 @@ type Registry struct {
 	maxTotal, maxPerIdentity int               // 0: no cap
 	forget                   func(id string)   // ends an id in mcp-go; set with HTTP
 	Observe                  func(string, int) // Observer.Session; set by newServer
+	// SealID, when not nil, turns each new HTTP session's random id into
+	// the id handed out (with several replicas, one sealed to name this
+	// replica as its owner); set before the first session.
+	SealID func(local string) string
 
 	mu          sync.Mutex // opening and closing; never calls
 	total       int        // HTTP sessions admitted, open or being opened
@@ -379,7 +383,12 @@ type IDManager struct{ s *Registry }
 // IDManager is s as mcp-go's session id manager.
 func (s *Registry) IDManager() IDManager { return IDManager{s} }
 
-func (IDManager) Generate() string { return sessionIDPrefix + rand.Text() }
+func (m IDManager) Generate() string {
+	if m.s.SealID != nil {
+		return sessionIDPrefix + m.s.SealID(rand.Text())
+	}
+	return sessionIDPrefix + rand.Text()
+}
 
 func (m IDManager) Validate(id string) (isTerminated bool, err error) {
 	if u := m.s.Lookup(id); u == nil || u.ended.Load() {

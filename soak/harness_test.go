@@ -100,12 +100,7 @@ var families = []struct {
 
 // record is a line of a labserver records file, and the answer of the call
 // that wrote it (internal/labserver Record).
-type record struct {
-	Op     string `json:"op"`
-	Key    string `json:"key"`
-	Source string `json:"source"`
-	Pid    int    `json:"pid"`
-}
+type record = ts.LabRecord
 
 // call is one call a caller made, and how it was answered.
 type call struct {
@@ -597,38 +592,7 @@ func (s *soak) logs() string {
 }
 
 // readRecords reads every child's records: which pids recorded each key.
-func (s *soak) readRecords() (map[string][]record, int, error) {
-	files, err := filepath.Glob(filepath.Join(s.records, "*.jsonl"))
-	if err != nil {
-		return nil, 0, err
-	}
-	byKey := map[string][]record{}
-	torn := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, 0, err
-		}
-		lines := strings.Split(string(b), "\n")
-		for i, line := range lines {
-			if line == "" {
-				continue
-			}
-			var r record
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				// Only a process killed in the middle of its last write can
-				// leave a torn line, and only at the end.
-				if i == len(lines)-1 {
-					torn++
-					continue
-				}
-				return nil, 0, fmt.Errorf("%s:%d: %v", f, i+1, err)
-			}
-			byKey[r.Key] = append(byKey[r.Key], r)
-		}
-	}
-	return byKey, torn, nil
-}
+func (s *soak) readRecords() (map[string][]record, int, error) { return ts.ReadLabRecords(s.records) }
 
 // judge checks every call against the children's records and prints the
 // figures of the run.

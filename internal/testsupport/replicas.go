@@ -87,25 +87,62 @@ func (r *Replicas) Kill(i int) {
 	<-r.Mux[i].Exited()
 }
 
+// Replace stops replica i with SIGTERM, as a rolling update does: it
+// drains (its /readyz answers 503, its calls in flight finish) and exits;
+// Replace waits for that, failing the test if it did not exit cleanly,
+// then starts it again on the same ports and waits until it is ready.
+func (r *Replicas) Replace(i int) {
+	r.t.Helper()
+	if err := r.Mux[i].Stop(); err != nil {
+		r.t.Errorf("replica %d after SIGTERM: %v", i, err)
+	}
+	r.Start(i)
+	r.WaitReady(i)
+}
+
+// WaitReady waits until replica i's /readyz answers 200 (its children
+// are up), as a load balancer's health check sees it.
+func (r *Replicas) WaitReady(i int) {
+	r.t.Helper()
+	c := &http.Client{Timeout: time.Second}
+	WaitFor(r.t, fmt.Sprintf("replica %d to be ready", i), func() bool {
+		resp, err := c.Get("http://" + r.Public[i] + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
 // OwnerOf returns the index of the replica a sealed id (a session id, or
 // a requestState) names as its owner, failing the test when none does.
 func (r *Replicas) OwnerOf(purpose, id string) int {
 	r.t.Helper()
-	keys, err := seal.ReadKeys(r.KeyFile)
+	i, err := r.OwnerOfErr(purpose, id)
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return i
+}
+
+// OwnerOfErr is OwnerOf returning what is wrong, for a goroutine other
+// than the test's.
+func (r *Replicas) OwnerOfErr(purpose, id string) (int, error) {
+	keys, err := seal.ReadKeys(r.KeyFile)
+	if err != nil {
+		return -1, err
+	}
 	owner, _, err := seal.NewRing(keys).Open(purpose, strings.TrimPrefix(id, "mcp-session-"))
 	if err != nil {
-		r.t.Fatalf("id %q: %v", id, err)
+		return -1, fmt.Errorf("id %q: %v", id, err)
 	}
 	for i, p := range r.Peer {
 		if p == owner {
-			return i
+			return i, nil
 		}
 	}
-	r.t.Fatalf("id %q names %q, which is no replica", id, owner)
-	return -1
+	return -1, fmt.Errorf("id %q names %q, which is no replica", id, owner)
 }
 
 // HAProxy is a running haproxy in front of some replicas.
@@ -128,6 +165,12 @@ func HAProxyBinary(t testing.TB) string {
 	return p
 }
 
+// HAProxyCheck is how haproxy checks its backends' health.
+type HAProxyCheck struct {
+	Path  string        // GET this; 2xx and 3xx are up
+	Inter time.Duration // this often; a single failure takes a server out
+}
+
 // StartHAProxy starts haproxy balancing HTTP requests round robin over
 // backends, each request on its own (no stickiness, no preference for the
 // last server), with health checks on /healthz so that a replica that is
@@ -135,6 +178,19 @@ func HAProxyBinary(t testing.TB) string {
 // another. It returns once a request through it is answered. haproxy is
 // stopped at cleanup.
 func StartHAProxy(t testing.TB, dir string, backends []string) *HAProxy {
+	t.Helper()
+	return StartHAProxyChecked(t, dir, backends, HAProxyCheck{Path: "/healthz", Inter: 200 * time.Millisecond})
+}
+
+// StartHAProxyChecked is StartHAProxy with the health check given: on
+// /readyz, which answers 503 while a replica drains or its children are
+// not up, haproxy sends a replica nothing new from then on. Each request
+// has a server connection of its own (http-server-close): one a replica
+// closes as it drains or dies is never reused for the next request, so
+// that a request haproxy could not deliver is one it could not connect
+// for, which it sends to another replica (retries, redispatch), and one
+// it delivered is never sent twice.
+func StartHAProxyChecked(t testing.TB, dir string, backends []string, check HAProxyCheck) *HAProxy {
 	t.Helper()
 	bin := HAProxyBinary(t)
 	h := &HAProxy{Addr: FreePort(t)}
@@ -149,15 +205,16 @@ defaults
   timeout tunnel 60s
   retries 3
   option redispatch 1
+  option http-server-close
 frontend mcp
   bind %s
   default_backend replicas
 backend replicas
   balance roundrobin
-  option httpchk GET /healthz
-`, h.Addr)
+  option httpchk GET %s
+`, h.Addr, check.Path)
 	for i, a := range backends {
-		fmt.Fprintf(&b, "  server r%d %s check inter 200ms fall 1 rise 1\n", i, a)
+		fmt.Fprintf(&b, "  server r%d %s check inter %dms fall 1 rise 1\n", i, a, check.Inter.Milliseconds())
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {

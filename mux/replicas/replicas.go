@@ -77,10 +77,14 @@ func New(r config.Replicas, limits config.Limits, log zerolog.Logger) (*Node, er
 	} else {
 		n.peers = staticPeers(r.Peers)
 	}
+	// A connection per forwarded request: a peer that drains closes its
+	// idle connections, and a request written on one as it closes fails
+	// as a request the owner may have run would (a 502), though it never
+	// read it. On a fresh connection, a peer that is going away refuses
+	// the dial, and the request is served locally (404).
 	n.transport = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: r.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
+		DialContext:       (&net.Dialer{Timeout: r.DialTimeout}).DialContext,
+		DisableKeepAlives: true,
 	}
 	n.errLog = liblog.Std(log, slog.LevelWarn)
 	return n, nil

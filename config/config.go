@@ -223,6 +223,10 @@ type Upstream struct {
 	// DrainTimeout is how long in-flight calls may finish after SIGTERM;
 	// >= 0.
 	DrainTimeout time.Duration
+	// DrainDelay is how long, from SIGTERM, mcpmux goes on serving as
+	// before with /readyz answering 503, so that a load balancer's health
+	// check stops sending it requests before its listeners close; >= 0.
+	DrainDelay time.Duration
 }
 
 // Token is one [[upstream.tokens]] entry. Exactly one of SHA256 and Env is

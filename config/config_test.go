@@ -117,7 +117,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"log_level", "log_format", "page_size", "catalog", "search_above",
 		"[upstream]", "identity", "listen", "path", "admin_listen", "debug_listen",
 		"allow_unauthenticated", "trusted_header", "trusted_header_with_tokens",
-		"session_idle_timeout", "drain_timeout",
+		"session_idle_timeout", "drain_timeout", "drain_delay",
 		"[limits]", "max_message_bytes", "max_body_bytes", "max_header_bytes",
 		"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout",
 		"max_sessions", "max_sessions_per_identity", "max_catalog_pages",

@@ -68,6 +68,7 @@ func (d *decoder) upstream(t *table, u *Upstream) {
 	}
 	t.duration("session_idle_timeout", &u.SessionIdleTimeout)
 	t.durationFrom("drain_timeout", &u.DrainTimeout, true)
+	t.durationFrom("drain_delay", &u.DrainDelay, true)
 	t.refuse(upstreamLater)
 	t.finish()
 

@@ -341,6 +341,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	draining.Store(true)
+	if d := cfg.Upstream.DrainDelay; d > 0 {
+		// Serving as before while the load balancer sees /readyz say 503.
+		l.log.Info().Dur("drain_delay", d).Msg("not ready; serving until the drain delay is over")
+		time.Sleep(d)
+	}
 	drain(l, cfg.Upstream.DrainTimeout, m, upstream, servers, adminSrv)
 	endStdio()
 	return status

@@ -223,9 +223,7 @@ type Upstream struct {
 	// DrainTimeout is how long in-flight calls may finish after SIGTERM;
 	// >= 0.
 	DrainTimeout time.Duration
-	// DrainDelay is how long, from SIGTERM, mcpmux goes on serving as
-	// before with /readyz answering 503, so that a load balancer's health
-	// check stops sending it requests before its listeners close; >= 0.
+	// DrainDelay: serving on after SIGTERM, /readyz at 503; >= 0.
 	DrainDelay time.Duration
 }
 

@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/config/tomlpos"
 	toml "github.com/pelletier/go-toml/v2"
 )
 
@@ -435,7 +436,7 @@ func Inspect(path string) (*Config, Errors, error) {
 
 // inspect decodes data, returning what it could with every problem:
 // those with the upstream's secrets (decoder.secrets) apart from the rest.
-func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors, _ *index) {
+func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *Config, errs, secrets Errors, _ *tomlpos.Index) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, Errors{{File: file, Msg: err.Error()}}, nil, nil
@@ -461,10 +462,13 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *C
 		msg = "invalid TOML: " + strings.TrimPrefix(msg, "toml: ")
 		return nil, Errors{{File: file, Line: line, Msg: msg}}, nil, nil
 	}
-	ix, perr := indexDocument(data)
+	ix, perr := tomlpos.Read(data)
 	if perr != nil {
-		perr.File = file
-		return nil, Errors{perr}, nil, nil
+		line := 1
+		if se, ok := errors.AsType[*tomlpos.SyntaxError](perr); ok {
+			line = se.Line
+		}
+		return nil, Errors{{File: file, Line: line, Msg: perr.Error()}}, nil, nil
 	}
 
 	d := &decoder{file: file, dir: filepath.Dir(abs), getenv: getenv, ix: ix}
@@ -478,7 +482,7 @@ func inspect(file string, data []byte, getenv func(string) (string, bool)) (_ *C
 
 // commandWarnings returns the warnings of Inspect about servers' commands
 // that do not resolve; file names the config in them.
-func commandWarnings(file string, servers []Server, ix *index) Errors {
+func commandWarnings(file string, servers []Server, ix *tomlpos.Index) Errors {
 	var ws Errors
 	for _, s := range servers {
 		if s.Command == "" {
@@ -501,7 +505,7 @@ func commandWarnings(file string, servers []Server, ix *index) Errors {
 		default:
 			why = "cannot be started: " + err.Error()
 		}
-		ws = append(ws, &Error{File: file, Line: ix.line([]string{"servers", s.Alias, "command"}),
+		ws = append(ws, &Error{File: file, Line: ix.Line([]string{"servers", s.Alias, "command"}),
 			Msg: fmt.Sprintf("server %s: command %q %s", s.Alias, s.Command, why)})
 	}
 	return ws

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+
+	"github.com/mcpmux/mcpmux/config/tomlpos"
 )
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -28,7 +30,7 @@ type decoder struct {
 	file   string // as given, for messages
 	dir    string // absolute directory of the file
 	getenv func(string) (string, bool)
-	ix     *index
+	ix     *tomlpos.Index
 	errs   Errors
 	// secrets holds the problems with what only serve reads: the values
 	// of upstream tokens' env variables. Only serve refuses a config for

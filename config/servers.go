@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/mcpmux/mcpmux/config/tomlpos"
 )
 
 var (
@@ -261,8 +263,8 @@ func (d *decoder) checkNameRoom(cfg *Config) {
 	for _, s := range cfg.Servers {
 		if len(s.Alias)+len(sep)+NameRoom > maxLen {
 			path := []string{"servers", s.Alias}
-			d.errorAt(d.ix.line(path), "[%s]: alias is too long for max_name_length %d: %q leaves no room for a tool name",
-				dotted(path), maxLen, s.Alias+sep)
+			d.errorAt(d.ix.Line(path), "[%s]: alias is too long for max_name_length %d: %q leaves no room for a tool name",
+				tomlpos.Dotted(path), maxLen, s.Alias+sep)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpmux/mcpmux/config/tomlpos"
 	"github.com/mcpmux/mcpmux/internal/glob"
 	toml "github.com/pelletier/go-toml/v2"
 )
@@ -28,7 +29,7 @@ type table struct {
 func (d *decoder) table(path []string, m map[string]any) *table {
 	t := &table{d: d, path: path, m: m, seen: make(map[string]bool)}
 	if len(path) > 0 {
-		t.label, t.sep = "["+dotted(path)+"]", " "
+		t.label, t.sep = "["+tomlpos.Dotted(path)+"]", " "
 	}
 	return t
 }
@@ -44,7 +45,7 @@ func (d *decoder) subTable(t *table, key string, m map[string]any) *table {
 // elemTable is the table m, element i of the array at key in t
 // ("[upstream] tokens[0]").
 func (d *decoder) elemTable(t *table, key string, i int, m map[string]any) *table {
-	et := d.table(append(slices.Clip(t.path), key, elemPart(i)), m)
+	et := d.table(append(slices.Clip(t.path), key, tomlpos.ElemPart(i)), m)
 	et.label, et.sep = fmt.Sprintf("%s[%d]", t.name(key), i), "."
 	return et
 }
@@ -77,13 +78,13 @@ func (t *table) lookup(key string) (any, bool) {
 // name names key in messages: "[mux] separator", or "servers" at the top.
 func (t *table) name(key string) string {
 	if t.label == "" {
-		return quoteKey(key)
+		return tomlpos.QuoteKey(key)
 	}
-	return t.label + t.sep + quoteKey(key)
+	return t.label + t.sep + tomlpos.QuoteKey(key)
 }
 
 func (t *table) line(key string) int {
-	return t.d.ix.line(append(slices.Clip(t.path), key))
+	return t.d.ix.Line(append(slices.Clip(t.path), key))
 }
 
 func (t *table) errorf(key, format string, args ...any) {
@@ -99,11 +100,11 @@ func (t *table) secretf(key, format string, args ...any) {
 
 // selfErrorf reports a problem with the table as a whole, at its start.
 func (t *table) selfErrorf(format string, args ...any) {
-	t.d.errorAt(t.d.ix.line(t.path), "%s: %s", t.label, fmt.Sprintf(format, args...))
+	t.d.errorAt(t.d.ix.Line(t.path), "%s: %s", t.label, fmt.Sprintf(format, args...))
 }
 
 func (t *table) elemErrorf(key string, i int, format string, args ...any) {
-	line := t.d.ix.elemLine(append(slices.Clip(t.path), key), i)
+	line := t.d.ix.ElemLine(append(slices.Clip(t.path), key), i)
 	t.d.errorAt(line, "%s[%d]: %s", t.name(key), i, fmt.Sprintf(format, args...))
 }
 
@@ -319,7 +320,7 @@ func (t *table) finish() {
 			continue
 		}
 		if s := suggest(k, t.known); s != "" {
-			t.errorf(k, "unknown key (did you mean %s?)", quoteKey(s))
+			t.errorf(k, "unknown key (did you mean %s?)", tomlpos.QuoteKey(s))
 		} else {
 			t.errorf(k, "unknown key")
 		}
@@ -333,7 +334,7 @@ func (t *table) keysInOrder() []string {
 	offs := make(map[string]int, len(t.m))
 	for k := range t.m {
 		keys = append(keys, k)
-		offs[k] = t.d.ix.offset(append(slices.Clip(t.path), k))
+		offs[k] = t.d.ix.Offset(append(slices.Clip(t.path), k))
 	}
 	slices.SortFunc(keys, func(a, b string) int {
 		if c := offs[a] - offs[b]; c != 0 {

@@ -300,7 +300,7 @@ func (d *decoder) tokens(t *table) []Token {
 // token decodes one tokens entry and returns it with the SHA-256 digest of
 // the token. Token values are never shown in messages.
 func (d *decoder) token(t *table) (Token, [sha256.Size]byte, bool) {
-	tok := Token{Line: d.ix.line(t.path)}
+	tok := Token{Line: d.ix.Line(t.path)}
 	var digest [sha256.Size]byte
 	good := true
 	if t.str("identity", &tok.Identity) {

@@ -1,4 +1,6 @@
-package config
+// Package tomlpos finds where each key of a TOML document sits, so that a
+// problem found after decoding can name its line.
+package tomlpos
 
 import (
 	"errors"
@@ -10,16 +12,16 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
-// An index records where each key of a TOML document first appears, so that
-// problems found after decoding can name their line, and tables decoded into
-// maps can be put back in file order.
+// An Index records where each key of a TOML document first appears, so
+// that problems found after decoding can name their line, and tables
+// decoded into maps can be put back in file order.
 //
 // It is built from go-toml's unstable.Parser, whose AST carries the byte
 // range of every key and scalar value.
-type index struct {
+type Index struct {
 	lineStarts []int // offset of the first byte of each line
 	// keys maps pathKey(path) to the offset where the key at path first
-	// appears. Element i of an array is the path part elemPart(i): for an
+	// appears. Element i of an array is the path part ElemPart(i): for an
 	// array of tables, at its [[header]]; for an inline array, at the
 	// element itself (elements without a position, arrays, are left out).
 	keys map[string]int
@@ -28,15 +30,16 @@ type index struct {
 	arrays map[string]int
 }
 
-// elemPart is the path part standing for element i of an array. It cannot
+// ElemPart is the path part standing for element i of an array. It cannot
 // clash with a key: no TOML value is both an array and a table.
-func elemPart(i int) string {
+func ElemPart(i int) string {
 	return "[" + strconv.Itoa(i) + "]"
 }
 
-// indexDocument indexes data, which must be a complete TOML document.
-func indexDocument(data []byte) (*index, *Error) {
-	ix := &index{
+// Read indexes data, which must be a complete TOML document; an error
+// names the line where data stops being TOML.
+func Read(data []byte) (*Index, error) {
+	ix := &Index{
 		keys:   make(map[string]int),
 		arrays: make(map[string]int),
 	}
@@ -68,10 +71,10 @@ func indexDocument(data []byte) (*index, *Error) {
 		var perr *unstable.ParserError
 		if errors.As(err, &perr) {
 			if off := cap(data) - cap(perr.Highlight); off >= 0 && off <= len(data) {
-				line = ix.lineOf(off)
+				line = ix.LineOf(off)
 			}
 		}
-		return nil, &Error{Line: line, Msg: "invalid TOML: " + err.Error()}
+		return nil, &SyntaxError{Line: line, Err: err}
 	}
 	return ix, nil
 }
@@ -80,7 +83,7 @@ func indexDocument(data []byte) (*index, *Error) {
 // path of the table it opens. A part naming an array of tables stands for
 // its last element, as in TOML; the last part of an [[array]] header adds
 // an element, recorded at the header.
-func (ix *index) addHeader(key unstable.Iterator, array bool) []string {
+func (ix *Index) addHeader(key unstable.Iterator, array bool) []string {
 	var path []string
 	for key.Next() {
 		n := key.Node()
@@ -92,17 +95,17 @@ func (ix *index) addHeader(key unstable.Iterator, array bool) []string {
 		switch {
 		case array && key.IsLast():
 			ix.arrays[pk] = count + 1
-			path = append(path, elemPart(count))
+			path = append(path, ElemPart(count))
 			ix.add(pathKey(path), off)
 		case isArray && count > 0:
-			path = append(path, elemPart(count-1))
+			path = append(path, ElemPart(count-1))
 		}
 	}
 	return path
 }
 
 // addKey records every prefix of prefix+key and returns the full path.
-func (ix *index) addKey(prefix []string, key unstable.Iterator) []string {
+func (ix *Index) addKey(prefix []string, key unstable.Iterator) []string {
 	path := append([]string(nil), prefix...)
 	for key.Next() {
 		n := key.Node()
@@ -114,7 +117,7 @@ func (ix *index) addKey(prefix []string, key unstable.Iterator) []string {
 
 // addKeyValue indexes a key-value in table, descending into inline tables and
 // recording the position of array elements.
-func (ix *index) addKeyValue(table []string, kv *unstable.Node) {
+func (ix *Index) addKeyValue(table []string, kv *unstable.Node) {
 	path := ix.addKey(table, kv.Key())
 	v := kv.Value()
 	switch v.Kind {
@@ -133,7 +136,7 @@ func (ix *index) addKeyValue(table []string, kv *unstable.Node) {
 			if n.Kind == unstable.Comment {
 				continue
 			}
-			elem := append(slices.Clip(path), elemPart(i))
+			elem := append(slices.Clip(path), ElemPart(i))
 			i++
 			if n.Raw.Length > 0 {
 				ix.add(pathKey(elem), int(n.Raw.Offset))
@@ -150,15 +153,15 @@ func (ix *index) addKeyValue(table []string, kv *unstable.Node) {
 	}
 }
 
-func (ix *index) add(pk string, off int) {
+func (ix *Index) add(pk string, off int) {
 	if _, ok := ix.keys[pk]; !ok {
 		ix.keys[pk] = off
 	}
 }
 
-// offset returns where the key at path first appears, falling back to its
+// Offset returns where the key at path first appears, falling back to its
 // nearest indexed ancestor, then to the start of the document.
-func (ix *index) offset(path []string) int {
+func (ix *Index) Offset(path []string) int {
 	for n := len(path); n > 0; n-- {
 		if off, ok := ix.keys[pathKey(path[:n])]; ok {
 			return off
@@ -167,19 +170,19 @@ func (ix *index) offset(path []string) int {
 	return 0
 }
 
-// line returns the line where the key at path first appears.
-func (ix *index) line(path []string) int {
-	return ix.lineOf(ix.offset(path))
+// Line returns the line where the key at path first appears.
+func (ix *Index) Line(path []string) int {
+	return ix.LineOf(ix.Offset(path))
 }
 
-// elemLine returns the line of element i of the array at path, or the line
+// ElemLine returns the line of element i of the array at path, or the line
 // of its key when the element's position is unknown.
-func (ix *index) elemLine(path []string, i int) int {
-	return ix.line(append(slices.Clip(path), elemPart(i)))
+func (ix *Index) ElemLine(path []string, i int) int {
+	return ix.Line(append(slices.Clip(path), ElemPart(i)))
 }
 
-// lineOf returns the 1-based line holding byte offset off.
-func (ix *index) lineOf(off int) int {
+// LineOf returns the 1-based line holding byte offset off.
+func (ix *Index) LineOf(off int) int {
 	return sort.Search(len(ix.lineStarts), func(i int) bool { return ix.lineStarts[i] > off })
 }
 
@@ -195,9 +198,9 @@ func pathKey(path []string) string {
 	return b.String()
 }
 
-// quoteKey writes a key part as it would appear in TOML: bare when it can
+// QuoteKey writes a key part as it would appear in TOML: bare when it can
 // be, quoted otherwise.
-func quoteKey(k string) string {
+func QuoteKey(k string) string {
 	if k != "" && strings.IndexFunc(k, func(r rune) bool {
 		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}) < 0 {
@@ -206,11 +209,21 @@ func quoteKey(k string) string {
 	return strconv.Quote(k)
 }
 
-// dotted writes a key path as TOML would: parts joined by '.'.
-func dotted(path []string) string {
+// Dotted writes a key path as TOML would: parts joined by '.'.
+func Dotted(path []string) string {
 	parts := make([]string, len(path))
 	for i, p := range path {
-		parts[i] = quoteKey(p)
+		parts[i] = QuoteKey(p)
 	}
 	return strings.Join(parts, ".")
 }
+
+// SyntaxError is the line at which a document Read refused stops being TOML.
+type SyntaxError struct {
+	Line int
+	Err  error
+}
+
+func (e *SyntaxError) Error() string { return "invalid TOML: " + e.Err.Error() }
+
+func (e *SyntaxError) Unwrap() error { return e.Err }

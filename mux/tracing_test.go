@@ -120,7 +120,7 @@ func TestTraceOfACallAcrossTheHop(t *testing.T) {
 		t.Errorf("server span: kind %v, parent %v", srv.SpanKind, srv.Parent)
 	}
 	wantAttrs(t, srv, map[string]string{
-		"mcp.method.name": "tools/call", "jsonrpc.request.id": "c1", "network.transport": "pipe",
+		"mcp.method.name": "tools/call", "jsonrpc.request.id": "c1", "network.transport": "pipe", "mcp.protocol.version": "2025-11-25",
 		"gen_ai.tool.name": "lab__meta", "gen_ai.operation.name": "execute_tool",
 		"mcpmux.identity": "dev", "mcpmux.server.alias": "lab", "mcpmux.policy.decision": "allowed", "mcpmux.outcome": "ok",
 	})

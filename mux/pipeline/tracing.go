@@ -19,6 +19,11 @@ func traceRequest(ctx context.Context, r *upstream.Request) telemetry.Request {
 		Identity: upstream.IdentityFrom(ctx), Meta: r.Meta.Raw}
 	if r.Sess != nil {
 		tr.Session = r.Sess.ID
+		if tr.Protocol == "" {
+			// A 2025-11-25 request declares no version: its session's is the
+			// one initialize negotiated.
+			tr.Protocol = r.Sess.ProtocolVersion()
+		}
 		tr.Transport = telemetry.TransportTCP
 		if r.Sess.Kind == upstream.KindStdio {
 			tr.Transport = telemetry.TransportPipe

@@ -248,6 +248,16 @@ func (u *Session) ClientCaps() mcp.ClientCapabilities {
 	return mcp.ClientCapabilities{}
 }
 
+// ProtocolVersion is the protocol version negotiated in the session's
+// initialize, which mcp-go keeps on its session; "" before it, or for a
+// session without one (a 2026-07-28 request's).
+func (u *Session) ProtocolVersion() string {
+	if pv, ok := u.MCP().(server.SessionWithProtocolVersion); ok {
+		return pv.ProtocolVersion()
+	}
+	return ""
+}
+
 // SetLevel records the log level the session asked for.
 func (u *Session) SetLevel(l mcp.LoggingLevel) {
 	u.mu.Lock()

@@ -166,6 +166,7 @@ func (c *Server) connect() (*Session, error) {
 	case "sse":
 		sess.sse = true
 		sess.tr, err = transport.NewSSE(c.cfg.URL, transport.WithHeaders(c.cfg.Headers), transport.WithHTTPClient(hc),
+			transport.WithHeaderFunc(telemetry.Headers), // a request's trace context, on its POST
 			transport.WithSSELogger(liblog.Slog(c.log)),
 			// The call's own deadline decides; the transport's default timer
 			// would fire first and look like a dead server.

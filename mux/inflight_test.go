@@ -22,6 +22,7 @@ import (
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/internal/trafficchild"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
 // The traffic lab: a Mux with two traffic children (internal/trafficchild),
@@ -42,6 +43,7 @@ type trafficOptions struct {
 	policies map[string]string
 	st       string
 	mux      string // lines added to [mux]
+	tracing  *telemetry.Tracing
 }
 
 // trafficLab is the traffic lab's Mux, its in-process child ht, the file
@@ -70,7 +72,7 @@ func startTrafficLab(t *testing.T, o trafficOptions) *trafficLab {
 	maps.Copy(bodies, o.policies)
 	record := filepath.Join(t.TempDir(), "st.record")
 	log := &testsupport.SyncBuffer{}
-	m := runMux(t, bodies, log, func(policies string) string {
+	m := runMuxWith(t, bodies, log, Options{Tracing: o.tracing}, func(policies string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[servers.st]\ncommand = %q\nenv = { TRAFFICCHILD_RECORD = %q }\n%s\n\n[servers.ht]\nurl = %q\nroots = [\"file:///data\"]\n",
 			policies, o.mux, testsupport.TrafficBinary(t), record, o.st, hs.URL+"/mcp")
 	})

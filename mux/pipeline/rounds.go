@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/mux/child"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -189,6 +190,7 @@ func (rt *roundTable) serve(ctx context.Context, req *upstream.Request, method m
 			rt.unknown(ctx, method, name)
 			return roundAnswer{err: errUnknownState}, true
 		}
+		telemetry.LinkToRound(ctx, r.ctx)
 		// Attached first: what the child sends once answered is this retry's.
 		r.attach(req.Attachment(ctx))
 		r.answerAsks(req.Params.InputResponses)
@@ -560,6 +562,7 @@ func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCR
 	}
 	r.pending = append(r.pending, a)
 	r.mu.Unlock()
+	span := telemetry.Relayed(r.ctx, req.Method, c.Alias())
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -567,14 +570,18 @@ func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCR
 	select {
 	case rep := <-a.reply:
 		if rep.err != "" {
+			telemetry.EndClient(span, "_OTHER", errors.New(rep.err))
 			return fail(mcp.INTERNAL_ERROR, "%s", rep.err)
 		}
+		telemetry.EndClient(span, "", nil)
 		return transport.NewJSONRPCResultResponse(req.ID, rep.result)
 	case <-r.ctx.Done():
 		r.forget(a)
+		telemetry.EndClient(span, "cancelled", context.Cause(r.ctx))
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: the call ended (%v)", req.Method, context.Cause(r.ctx))
 	case <-ctx.Done():
 		r.forget(a)
+		telemetry.EndClient(span, "cancelled", ctx.Err())
 		return fail(mcp.INTERNAL_ERROR, "the client did not answer %s: %v", req.Method, ctx.Err())
 	}
 }

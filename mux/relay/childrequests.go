@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/frame"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -88,8 +89,18 @@ func (m *Relay) Request(ctx context.Context, c *child.Server, sess *child.Sessio
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	span := telemetry.Relayed(to.Ctx, req.Method, c.Alias())
 	result, err := to.Out.Ask(rctx, req.Method, params)
 	var fe *frame.Error
+	if span != nil {
+		et := ""
+		if errors.As(err, &fe) {
+			et = telemetry.OperationErrorType(fe.Code, false)
+		} else if err != nil {
+			et = "_OTHER"
+		}
+		telemetry.EndClient(span, et, err)
+	}
 	switch {
 	case errors.As(err, &fe):
 		// The client's own refusal goes to the child as it is.

@@ -1,0 +1,104 @@
+package mux
+
+import (
+	"context"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpmux/mcpmux/mux/telemetry"
+)
+
+// The spans of what a call starts beyond its answer: the child's requests
+// of the client relayed during it, and a 2026-07-28 round's retries.
+
+// tracedTraffic is the traffic lab tracing into an in-memory exporter.
+func tracedTraffic(t *testing.T) (*trafficLab, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return startTrafficLab(t, trafficOptions{tracing: telemetry.New(tp)}), exp
+}
+
+// spansNamed are the spans named name that exp holds.
+func spansNamed(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
+	var found []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == name {
+			found = append(found, s)
+		}
+	}
+	return found
+}
+
+// linkedTo reports whether s has a round link to the span sc.
+func linkedTo(s tracetest.SpanStub, sc trace.SpanContext) bool {
+	for _, l := range s.Links {
+		for _, kv := range l.Attributes {
+			if l.SpanContext.SpanID() == sc.SpanID() && kv.Key == telemetry.AttrLinkKind && kv.Value.AsString() == telemetry.LinkRound {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wantRelayed checks that exp holds one span of method, the child of the
+// call's span srv and linked to it, with its attributes.
+func wantRelayed(t *testing.T, exp *tracetest.InMemoryExporter, method, alias string, srv tracetest.SpanStub) {
+	t.Helper()
+	rel := spanNamed(t, exp, method)
+	if rel.SpanKind != trace.SpanKindClient || rel.Parent.SpanID() != srv.SpanContext.SpanID() || !linkedTo(rel, srv.SpanContext) {
+		t.Errorf("%s: kind %v, parent %v, links %v; want a client span, the child of and linked to the call's %v",
+			method, rel.SpanKind, rel.Parent.SpanID(), rel.Links, srv.SpanContext.SpanID())
+	}
+	wantAttrs(t, rel, map[string]string{"mcp.method.name": method, "mcpmux.server.alias": alias})
+}
+
+// TestTraceOfRelayedRequests: a 2025-11-25 call whose child asks the client
+// for sampling, elicitation and roots has a span for each, in the call's
+// trace.
+func TestTraceOfRelayedRequests(t *testing.T) {
+	l, exp := tracedTraffic(t)
+	u := stdioUpstream(t, l.m, "alice", withAnswers("alice")...)
+	for what, method := range map[string]string{"sampling": "sampling/createMessage", "elicitation": "elicitation/create", "roots": "roots/list"} {
+		exp.Reset()
+		callChild(t, u, "ht", "ask", map[string]any{"what": what}, nil)
+		wantRelayed(t, exp, method, "ht", spanNamed(t, exp, "tools/call ht__ask"))
+	}
+}
+
+// TestTraceOfARound: a 2026-07-28 call run as rounds has a span for each
+// request of the child's it hands out, in the first request's trace, and
+// each retry's server span is linked to the first request's.
+func TestTraceOfARound(t *testing.T) {
+	l, exp := tracedTraffic(t)
+	u := modernStdio(t, l.m, "alice", withAnswers("alice")...)
+	callChild(t, u, "ht", "asks", map[string]any{"tag": "traced", "rounds": "sampling/elicitation+roots"}, nil)
+	// The first request's span, and its retries': a retry whose round
+	// hands out nothing new (its answer not ready yet) is one more.
+	var first tracetest.SpanStub
+	var retries []tracetest.SpanStub
+	for _, s := range spansNamed(exp, "tools/call ht__asks") {
+		if len(s.Links) == 0 {
+			first = s
+		} else {
+			retries = append(retries, s)
+		}
+	}
+	if !first.SpanContext.IsValid() || len(retries) < 2 {
+		t.Fatalf("server spans of the call: the first request's %v, %d retries'; want one and at least two", first.SpanContext.SpanID(), len(retries))
+	}
+	for _, retry := range retries {
+		if !linkedTo(retry, first.SpanContext) || len(retry.Links) != 1 {
+			t.Errorf("a retry's span has links %v, want one, to the first request's %v", retry.Links, first.SpanContext.SpanID())
+		}
+	}
+	for _, method := range []string{"sampling/createMessage", "elicitation/create", "roots/list"} {
+		wantRelayed(t, exp, method, "ht", first)
+	}
+	wantAttrs(t, first, map[string]string{"mcp.protocol.version": "2026-07-28"})
+}

@@ -143,6 +143,10 @@ type Options struct {
 // New prepares a Mux for cfg. It starts nothing; call Start.
 func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	log := opts.Log
+	if opts.Tracing != nil {
+		// Every line written with a request's context carries its trace's ids.
+		log = log.Hook(telemetry.LogHook{})
+	}
 	m := &Mux{
 		cfg:        cfg,
 		policies:   policies,

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
@@ -56,6 +58,9 @@ func serveHeaderChild(t *testing.T, transport string) (*headerChild, string) {
 		}
 		return mcp.NewToolResultText(string(b)), nil
 	})
+	srv.AddTool(mcp.NewTool("redirect"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("not redirected"), nil
+	})
 	c := &headerChild{}
 	var inner http.Handler
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +68,14 @@ func serveHeaderChild(t *testing.T, transport string) (*headerChild, string) {
 			c.mu.Lock()
 			c.parents = append(c.parents, p)
 			c.mu.Unlock()
+		}
+		// A call of redirect is answered with a redirect, which mcpmux
+		// logs and does not follow.
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"name":"redirect"`)) {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+			return
 		}
 		inner.ServeHTTP(w, r)
 	}))
@@ -85,14 +98,14 @@ func serveHeaderChild(t *testing.T, transport string) (*headerChild, string) {
 
 // tracedHTTP is a Mux tracing into an in-memory exporter, its one child
 // "lab" a headerChild over transport, served at its HTTP upstream.
-func tracedHTTP(t *testing.T, transport string) (*httpMux, *headerChild, *tracetest.InMemoryExporter) {
+func tracedHTTP(t *testing.T, transport string, log io.Writer) (*httpMux, *headerChild, *tracetest.InMemoryExporter) {
 	t.Helper()
 	child, endpoint := serveHeaderChild(t, transport)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tr := telemetry.New(tp)
-	m := runMuxWith(t, map[string]string{"dev": `allow = ["*"]`}, nil, Options{Tracing: tr}, func(policies string) string {
+	m := runMuxWith(t, map[string]string{"dev": `allow = ["*"]`}, log, Options{Tracing: tr}, func(policies string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\nurl = %q\ntransport = %q\n", policies, endpoint, transport)
 	})
 	up, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "dev" })
@@ -103,7 +116,13 @@ func tracedHTTP(t *testing.T, transport string) (*httpMux, *headerChild, *tracet
 // h and _meta meta ("" for none); it returns the answer's body.
 func (h *httpMux) callWithHeaders(t *testing.T, sid string, hdr map[string]string, meta string) string {
 	t.Helper()
-	params := `{"name":"lab__meta","arguments":{}`
+	return h.callToolWithHeaders(t, "lab__meta", sid, hdr, meta)
+}
+
+// callToolWithHeaders is callWithHeaders of the tool name.
+func (h *httpMux) callToolWithHeaders(t *testing.T, name, sid string, hdr map[string]string, meta string) string {
+	t.Helper()
+	params := `{"name":"` + name + `","arguments":{}`
 	if meta != "" {
 		params += `,"_meta":` + meta
 	}
@@ -134,7 +153,7 @@ func (h *httpMux) callWithHeaders(t *testing.T, sid string, hdr map[string]strin
 func TestTraceAtTheHTTPEdge(t *testing.T) {
 	for _, transport := range []string{"streamable", "sse"} {
 		t.Run("child over "+transport, func(t *testing.T) {
-			h, child, exp := tracedHTTP(t, transport)
+			h, child, exp := tracedHTTP(t, transport, nil)
 			sid, code, text := h.open(t, "dev")
 			if sid == "" {
 				t.Fatalf("initialize: %d %s", code, text)
@@ -172,5 +191,33 @@ func TestTraceAtTheHTTPEdge(t *testing.T) {
 				t.Errorf("server span's parent %v, want _meta's %s-%s over the header's", srv.Parent, metaTrace, metaSpan)
 			}
 		})
+	}
+}
+
+// TestTraceOfALogLine: a line logged while a request is handled (here the
+// warning for a remote child's redirect, which the child's HTTP transport
+// writes) carries the ids of the request's trace and of the span then
+// active, the client span of the call.
+func TestTraceOfALogLine(t *testing.T) {
+	log := &testsupport.SyncBuffer{}
+	h, _, exp := tracedHTTP(t, "streamable", log)
+	sid, code, text := h.open(t, "dev")
+	if sid == "" {
+		t.Fatalf("initialize: %d %s", code, text)
+	}
+	h.callToolWithHeaders(t, "lab__redirect", sid, map[string]string{"traceparent": clientParent}, "")
+	cli := spanNamed(t, exp, "tools/call redirect")
+	var found bool
+	for _, line := range strings.Split(log.String(), "\n") {
+		if !strings.Contains(line, "server answered with a redirect") {
+			continue
+		}
+		found = true
+		if !strings.Contains(line, `"trace_id":"`+clientTraceID+`"`) || !strings.Contains(line, `"span_id":"`+cli.SpanContext.SpanID().String()+`"`) {
+			t.Errorf("the redirect's line %s, want trace_id %s and the client span's span_id %s", line, clientTraceID, cli.SpanContext.SpanID())
+		}
+	}
+	if !found {
+		t.Fatalf("no line about the redirect in:\n%s", log.String())
 	}
 }

@@ -58,7 +58,7 @@ func (m *Pipeline) Serve(ctx context.Context, r *upstream.Request) ([]byte, *fra
 func (m *Pipeline) serve(ctx context.Context, r *upstream.Request) (a answer) {
 	defer func() {
 		if p := recover(); p != nil {
-			m.log.Error().Str("method", r.Method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
+			m.log.Error().Ctx(ctx).Str("method", r.Method).Interface("panic", p).Msg("a request's handling panicked; it is answered with an error")
 			a = answer{Err: frame.Errorf(mcp.INTERNAL_ERROR, "panic recovered in %s: %v", r.Method, p)}
 		}
 	}()

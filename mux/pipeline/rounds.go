@@ -557,7 +557,7 @@ func (r *round) Ask(ctx context.Context, c *child.Server, req transport.JSONRPCR
 	}
 	if refused != "" {
 		r.mu.Unlock()
-		r.rt.log.Warn().Str("identity", r.identity).Str("server", c.Alias()).Str("method", req.Method).Msg("a request of the server's was refused: " + refused)
+		r.rt.log.Warn().Ctx(r.ctx).Str("identity", r.identity).Str("server", c.Alias()).Str("method", req.Method).Msg("a request of the server's was refused: " + refused)
 		return fail(mcp.INTERNAL_ERROR, "mcpmux cannot hand %s to the client: %s", req.Method, refused)
 	}
 	r.pending = append(r.pending, a)

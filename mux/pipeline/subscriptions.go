@@ -20,7 +20,7 @@ func (m *Pipeline) ListenSubscriptions(ctx context.Context, u *upstream.Session,
 			continue
 		}
 		if err := m.subs.Subscribe(ctx, c, orig, uri, u); err != nil {
-			c.Log().Warn().Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
+			c.Log().Warn().Ctx(ctx).Err(err).Str("child_uri", orig).Msg("subscribing a listener at the server failed")
 		}
 	}
 }

@@ -124,7 +124,7 @@ func (m *Relay) awaitFirstStart(ctx context.Context, method mcp.MCPMethod) {
 		return
 	default:
 	}
-	m.log.Info().Str("identity", upstream.IdentityFrom(ctx)).Str("method", string(method)).
+	m.log.Info().Ctx(ctx).Str("identity", upstream.IdentityFrom(ctx)).Str("method", string(method)).
 		Msg("the client's handshake waits for the servers' first start")
 	_ = m.p.WaitReady(ctx)
 }

@@ -300,7 +300,7 @@ func (t *limitedTransport) failing(req *http.Request, resp *http.Response, note 
 	if req.Method != http.MethodPost {
 		return
 	}
-	ev := t.log.Warn().Int("status", resp.StatusCode)
+	ev := t.log.Warn().Ctx(req.Context()).Int("status", resp.StatusCode)
 	if note != nil && note.method != "" {
 		ev = ev.Str("request", note.method)
 	}

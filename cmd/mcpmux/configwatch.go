@@ -233,7 +233,7 @@ type configKey struct {
 	old, new reflect.Value
 }
 
-// globalKeys lists the keys of [mux], [upstream] and [limits] in the order
+// globalKeys lists the keys of [mux], [upstream], [limits] and [telemetry] in the order
 // of the config's sections, each in running and in next; setting a key's
 // new value sets it in next.
 func globalKeys(running, next *config.Config) []configKey {
@@ -241,7 +241,9 @@ func globalKeys(running, next *config.Config) []configKey {
 	for _, sec := range []struct {
 		name     string
 		old, new any
-	}{{"mux", &running.Mux, &next.Mux}, {"upstream", &running.Upstream, &next.Upstream}, {"limits", &running.Limits, &next.Limits}} {
+	}{{"mux", &running.Mux, &next.Mux}, {"upstream", &running.Upstream, &next.Upstream}, {"limits", &running.Limits, &next.Limits},
+		// The tracer provider is built once, at start.
+		{"telemetry", &running.Telemetry, &next.Telemetry}} {
 		a, b := reflect.ValueOf(sec.old).Elem(), reflect.ValueOf(sec.new).Elem()
 		for i := range a.NumField() {
 			if f := a.Type().Field(i); f.IsExported() {

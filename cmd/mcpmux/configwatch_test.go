@@ -21,11 +21,13 @@ func TestChangedKeys(t *testing.T) {
 	next.Upstream.Listen = "127.0.0.1:9090"
 	next.Limits.RateLimit = 10
 	next.Servers = []config.Server{{Alias: "docs"}}
+	ratio := 0.5
+	next.Telemetry = config.Telemetry{Endpoint: "http://collector:4318", SamplerArg: &ratio}
 	live, restart := changedKeys(old, &next)
 	if want := []string{"mux.call_timeout", "mux.log_level", "limits.rate_limit"}; !slices.Equal(live, want) {
 		t.Errorf("live keys = %v, want %v", live, want)
 	}
-	if want := []string{"mux.max_name_length", "upstream.listen"}; !slices.Equal(restart, want) {
+	if want := []string{"mux.max_name_length", "upstream.listen", "telemetry.endpoint", "telemetry.sampler_arg"}; !slices.Equal(restart, want) {
 		t.Errorf("restart keys = %v, want %v", restart, want)
 	}
 	if live, restart := changedKeys(old, old); len(live)+len(restart) != 0 {
@@ -35,7 +37,7 @@ func TestChangedKeys(t *testing.T) {
 	if got.Mux.CallTimeout != time.Second || got.Mux.LogLevel != "debug" || got.Limits.RateLimit != 10 || len(got.Servers) != 1 {
 		t.Errorf("in force: the live keys and the servers of the new version, got %+v", got)
 	}
-	if got.Mux.MaxNameLength != 64 || got.Upstream.Listen != "127.0.0.1:8080" {
+	if got.Mux.MaxNameLength != 64 || got.Upstream.Listen != "127.0.0.1:8080" || got.Telemetry.Endpoint != "" || got.Telemetry.SamplerArg != nil {
 		t.Errorf("in force: the restart-only keys as mcpmux started, got max_name_length %d, listen %q", got.Mux.MaxNameLength, got.Upstream.Listen)
 	}
 	if next.Mux.MaxNameLength != 32 {

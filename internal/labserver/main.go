@@ -40,6 +40,8 @@
 //	LAB_DEFS           JSON file of further tools and prompts, and reload_defs (defs.go)
 //	LAB_INSTRUCTIONS   the instructions its initialize answer carries
 //	LAB_TASKS=1        also declare tasks and offer task_wait and release (tasks.go)
+//	LAB_OTLP_ENDPOINT  emit a span of the lab's own for every call, prompt and
+//	                   read, the child of its _meta's traceparent (trace.go)
 package main
 
 import (
@@ -137,6 +139,14 @@ func main() {
 			fmt.Fprintf(os.Stderr, "labserver: LAB_REQUESTS: %v\n", err)
 			os.Exit(2)
 		}
+	}
+	if endpoint := os.Getenv("LAB_OTLP_ENDPOINT"); endpoint != "" {
+		stop, err := traceRequests(hooks, endpoint)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "labserver: LAB_OTLP_ENDPOINT: %v\n", err)
+			os.Exit(2)
+		}
+		defer stop()
 	}
 	s := server.NewMCPServer("labserver", "0.1.0", append(opts, server.WithHooks(hooks))...)
 	register(s, source)

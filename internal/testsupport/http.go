@@ -229,6 +229,9 @@ type HTTPClient struct {
 	Log *LogTap
 	// Options are the client's (e.g. its sampling handler).
 	Options []client.ClientOption
+	// HeaderFunc adds headers of each request's own (its trace context,
+	// say); nil for none.
+	HeaderFunc transport.HTTPHeaderFunc
 }
 
 // ConnectHTTP connects an mcp-go streamable HTTP client to url and
@@ -258,6 +261,9 @@ func ConnectHTTPErr(t testing.TB, url string, o HTTPClient) (*Conn, error) {
 	opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(headers)}
 	if o.Listen {
 		opts = append(opts, transport.WithContinuousListening())
+	}
+	if o.HeaderFunc != nil {
+		opts = append(opts, transport.WithHTTPHeaderFunc(o.HeaderFunc))
 	}
 	tr, err := transport.NewStreamableHTTP(url, opts...)
 	if err != nil {

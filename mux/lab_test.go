@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -42,6 +43,8 @@ type labSpec struct {
 	log io.Writer
 	// checkLeaks fails the test if a goroutine outlives the lab.
 	checkLeaks bool
+	// tracing traces the Mux's requests; nil: off.
+	tracing *telemetry.Tracing
 }
 
 // startLab starts the child with s's tools and a Mux on it, waits until the
@@ -64,7 +67,7 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 	for _, id := range s.allow {
 		bodies[id] = `allow = ["*"]`
 	}
-	return runMux(tb, bodies, s.log, func(policies string) string {
+	return runMuxWith(tb, bodies, s.log, Options{Tracing: s.tracing}, func(policies string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
 			policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
 	})

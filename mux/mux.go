@@ -183,7 +183,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version,
 		SealState: opts.SealRequestState})
 	m.sessions.SealID = opts.SealSessionID
-	m.tasks = tasks.New(&m.sessions, m.p, log)
+	m.tasks = tasks.New(&m.sessions, m.p, log, m.tracing)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
 	m.srv = m.relay.Server()

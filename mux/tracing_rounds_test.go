@@ -2,12 +2,18 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
@@ -101,4 +107,52 @@ func TestTraceOfARound(t *testing.T) {
 		wantRelayed(t, exp, method, "ht", first)
 	}
 	wantAttrs(t, first, map[string]string{"mcp.protocol.version": "2026-07-28"})
+}
+
+// TestTraceOfATask: a 2025-11-25 task-augmented call's run has a server
+// span of its own, the child of the client's trace context in the call's
+// _meta, naming the task, with the client span of the call to the child
+// under it; tasks/result has a server span linked to the run's.
+func TestTraceOfATask(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tc := newTaskChild()
+	spec := tc.spec()
+	spec.tracing = telemetry.New(tp)
+	m := startLab(t, spec)
+	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
+	c := connectTasks(t, url)
+	raw := testsupport.MustRPC(t, c.Client, "tools/call", map[string]any{"name": "lab__slow", "arguments": map[string]any{},
+		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"traceparent": clientParent}})
+	var ct struct {
+		Task mcp.Task `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &ct); err != nil || ct.Task.TaskId == "" {
+		t.Fatalf("tools/call as a task: %s (%v)", raw, err)
+	}
+	close(tc.release)
+	waitStatus(t, c, ct.Task.TaskId, mcp.TaskStatusCompleted)
+	testsupport.MustRPC(t, c.Client, "tasks/result", taskRef(ct.Task.TaskId))
+
+	run := spanNamed(t, exp, "tools/call lab__slow")
+	if run.SpanKind != trace.SpanKindServer || run.Parent.SpanID().String() != clientSpanID || run.Parent.TraceID().String() != clientTraceID {
+		t.Errorf("the run's span: kind %v, parent %v; want a server span, the client's span's child", run.SpanKind, run.Parent)
+	}
+	wantAttrs(t, run, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "gen_ai.tool.name": "lab__slow", "mcpmux.identity": "reader",
+		"mcpmux.server.alias": "lab", "mcp.protocol.version": "2025-11-25", "network.transport": "tcp"})
+	if cli := spanNamed(t, exp, "tools/call slow"); cli.Parent.SpanID() != run.SpanContext.SpanID() {
+		t.Errorf("the call to the child's span has parent %v, want the run's %v", cli.Parent.SpanID(), run.SpanContext.SpanID())
+	}
+	res := spanNamed(t, exp, "tasks/result")
+	wantAttrs(t, res, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "mcp.method.name": "tasks/result"})
+	var linked bool
+	for _, l := range res.Links {
+		for _, kv := range l.Attributes {
+			linked = linked || l.SpanContext.SpanID() == run.SpanContext.SpanID() && kv.Key == telemetry.AttrLinkKind && kv.Value.AsString() == telemetry.LinkTask
+		}
+	}
+	if !linked {
+		t.Errorf("tasks/result's span has links %v, want one to the run's %v", res.Links, run.SpanContext.SpanID())
+	}
 }

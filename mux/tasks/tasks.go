@@ -39,11 +39,13 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/frame"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -75,6 +77,9 @@ type Task struct {
 	asked   chan struct{}        // closed, and replaced, when a tasks/result comes
 	created string               // the task's createdAt as mcp-go answered it
 	expiry  *time.Timer          // forgets the task once mcp-go has; nil without a ttl
+	// span is the span of the task's run (its tools/call's), which the
+	// spans of the requests for its result link to; invalid before the run.
+	span trace.SpanContext
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -99,12 +104,14 @@ type Table struct {
 	log      zerolog.Logger
 	pipeline *pipeline.Pipeline // runs each task's call
 	srv      *server.MCPServer  // whose store holds the tasks (Serve)
+	tracing  *telemetry.Tracing // a span for each task's run and tasks/result; nil: off
 }
 
 // New returns the table of the tasks of sessions, whose calls p runs
-// within the call timeout or the ttl their client asked for.
-func New(sessions *upstream.Registry, p *pipeline.Pipeline, log zerolog.Logger) *Table {
-	return &Table{sessions: sessions, pipeline: p, log: log}
+// within the call timeout or the ttl their client asked for, traced by
+// tracing (nil: not).
+func New(sessions *upstream.Registry, p *pipeline.Pipeline, log zerolog.Logger, tracing *telemetry.Tracing) *Table {
+	return &Table{sessions: sessions, pipeline: p, log: log, tracing: tracing}
 }
 
 // UseServer hands tt the server whose store holds its tasks, before the
@@ -453,7 +460,7 @@ func (tt *Table) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 // error (failed) for a call whose child task failed, or that was
 // interrupted, timed out or cut off by shutdown. A result of the child's
 // is also kept as it came (t.raw), for tasks/result.
-func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
+func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 	defer close(t.done)
 	defer t.cancel(nil)
 	t.mu.Lock()
@@ -466,12 +473,23 @@ func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (_ *mcp.CallToolResul
 	t.call = tc
 	t.mu.Unlock()
 	meta, _ := frame.ReadMeta(rawMeta(req.Params.Meta))
-	up := &child.Call{Identity: upstream.IdentityFrom(t.ctx), To: &upstream.Attachment{Ctx: t.ctx, Token: meta.Token, Sess: t.sess}, Task: tc, Meta: meta}
+	ctx := t.ctx
+	if tt.tracing != nil {
+		var span trace.Span
+		ctx, span = tt.tracing.Server(ctx, telemetry.Request{Method: string(mcp.MethodToolsCall), Target: req.Params.Name,
+			Session: t.sess.ID, Protocol: t.sess.ProtocolVersion(), Transport: transportOf(t.sess), Identity: upstream.IdentityFrom(ctx), Meta: meta.Raw})
+		span.SetAttributes(telemetry.AttrTask.String(t.id))
+		t.mu.Lock()
+		t.span = span.SpanContext()
+		t.mu.Unlock()
+		defer func() { telemetry.EndClient(span, taskErrorType(err, res), err) }()
+	}
+	up := &child.Call{Identity: upstream.IdentityFrom(ctx), To: &upstream.Attachment{Ctx: ctx, Token: meta.Token, Sess: t.sess}, Task: tc, Meta: meta}
 	args := any(req.Params.Arguments)
 	if len(req.Params.RawArguments) > 0 {
 		args = req.Params.RawArguments
 	}
-	r := tt.pipeline.Call(t.ctx, up, req.Params.Name, args)
+	r := tt.pipeline.Call(ctx, up, req.Params.Name, args)
 	switch {
 	case r.Outcome == pipeline.OutcomeCancelled:
 		return nil, fmt.Errorf("%w: %w", context.Canceled, context.Cause(t.ctx))
@@ -481,11 +499,11 @@ func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (_ *mcp.CallToolResul
 		return nil, errors.New(resultText(r.Tool))
 	case r.Raw != nil:
 		t.raw = r.Raw
-		res, perr := mcp.ParseCallToolResult(&r.Raw)
+		parsed, perr := mcp.ParseCallToolResult(&r.Raw)
 		if perr != nil { // checked when it arrived; cannot happen
 			return mcp.NewToolResultError(perr.Error()), nil
 		}
-		return res, nil
+		return parsed, nil
 	case r.Tool == nil:
 		return mcp.NewToolResultError(pipeline.ErrUnknownTool.Error() + ": " + req.Params.Name), nil
 	}
@@ -545,7 +563,17 @@ func (tt *Table) ResultOf(u *upstream.Session, f *frame.Frame) *Task {
 // task that ended otherwise (it failed, was cancelled, or mcpmux answered
 // its call itself), and a request that ends first, are answered by
 // mcp-go's store, which holds the task's outcome.
-func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *Task) []byte {
+func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *Task) (answer []byte) {
+	if tt.tracing != nil {
+		var span trace.Span
+		ctx, span = tt.tracing.Server(ctx, telemetry.Request{Method: f.Method, ID: f.ID, Session: u.ID, Protocol: u.ProtocolVersion(),
+			Transport: transportOf(u), Identity: upstream.IdentityFrom(ctx), Meta: metaOf(f)})
+		t.mu.Lock()
+		run := t.span
+		t.mu.Unlock()
+		telemetry.LinkToTask(span, run, t.id)
+		defer func() { telemetry.EndServer(span, 0, "", false) }()
+	}
 	t.resultAsked(&upstream.Attachment{Ctx: ctx, Sess: u, Out: out})
 	ran := false
 	select {
@@ -575,4 +603,32 @@ func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstr
 		return frame.ErrorAnswer(f.ID, &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()})
 	}
 	return append(b, '\n')
+}
+
+// transportOf is network.transport of session u's requests.
+func transportOf(u *upstream.Session) string {
+	if u.Kind == upstream.KindStdio {
+		return telemetry.TransportPipe
+	}
+	return telemetry.TransportTCP
+}
+
+// metaOf is the _meta of request f as written; nil for none.
+func metaOf(f *frame.Frame) []byte {
+	p, err := frame.ReadParams(f.Method, f.Params)
+	if err != nil {
+		return nil
+	}
+	return p.Meta
+}
+
+// taskErrorType is error.type of a task's run that ended with err or res.
+func taskErrorType(err error, res *mcp.CallToolResult) string {
+	switch {
+	case err != nil:
+		return "task_failed"
+	case res != nil && res.IsError:
+		return telemetry.ErrorToolError
+	}
+	return ""
 }

@@ -18,7 +18,21 @@ import (
 const (
 	AttrLinkKind = attribute.Key("mcpmux.link.kind")
 	LinkRound    = "round"
+	LinkTask     = "task"
+	AttrTask     = attribute.Key("mcpmux.task.id") // the task mcpmux handed out
 )
+
+// LinkToTask links span (nil: none), a request for a task's result, to
+// the span of the task's run, task, and names the task on it.
+func LinkToTask(span trace.Span, task trace.SpanContext, id string) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(AttrTask.String(id))
+	if task.IsValid() {
+		span.AddLink(trace.Link{SpanContext: task, Attributes: []attribute.KeyValue{AttrLinkKind.String(LinkTask)}})
+	}
+}
 
 // LinkToRound links ctx's span, a retry of a round (a request with a
 // requestState), to the span of origin's request, the one that started

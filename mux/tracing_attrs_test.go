@@ -1,10 +1,12 @@
 package mux
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -87,4 +89,54 @@ func TestTraceOfPromptsReadsRulesAndRestarts(t *testing.T) {
 	if waited == 0 {
 		t.Errorf("no call's span has the event %s", telemetry.EventChildWait)
 	}
+}
+
+// TestTraceOfARetry: a read-only call whose child is killed under it is
+// sent again to the child's next session, and its span says so.
+func TestTraceOfARetry(t *testing.T) {
+	_, lab := testsupport.Binaries(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	started := t.TempDir()
+	log := &testsupport.SyncBuffer{}
+	m := runMuxWith(t, map[string]string{"dev": `allow = ["*"]`}, log, Options{Tracing: telemetry.New(tp)}, func(policies string) string {
+		return fmt.Sprintf("[mux]\npolicy_dir = %q\n\n[servers.lab]\ncommand = %q\nenv = { LAB_STARTED_DIR = %q }\n", policies, lab, started)
+	})
+	s := openSessionAs(t, m, "dev")
+	defer s.close()
+	pid := 0
+	for _, line := range strings.Split(log.String(), "\n") {
+		var l struct {
+			Message string `json:"message"`
+			Pid     int    `json:"pid"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Message == "server ready" {
+			pid = l.Pid
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no pid in the server ready line:\n%s", log.String())
+	}
+	// The first run is killed as soon as it has begun (its file dropped);
+	// the second answers after its wait.
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lab__slow","arguments":{"ms":3000,"tag":"ro"}}}`)
+	mark := filepath.Join(started, "ro")
+	testsupport.WaitFor(t, "the first run to begin", func() bool { _, err := os.Stat(mark); return err == nil })
+	if err := os.Remove(mark); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg := <-s.out
+		if id, ok := testsupport.RefAnswerID([]byte(msg)); ok && id == "1" {
+			if !strings.Contains(msg, "slept 3000 tag=ro") {
+				t.Fatalf("the retried call: %s", msg)
+			}
+			break
+		}
+	}
+	wantEvent(t, spanNamed(t, exp, "tools/call lab__slow"), telemetry.EventRetry, map[string]string{"mcpmux.retry.server.alias": "lab"})
 }

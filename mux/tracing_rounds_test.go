@@ -112,7 +112,8 @@ func TestTraceOfARound(t *testing.T) {
 // TestTraceOfATask: a 2025-11-25 task-augmented call's run has a server
 // span of its own, the child of the client's trace context in the call's
 // _meta, naming the task, with the client span of the call to the child
-// under it; tasks/result has a server span linked to the run's.
+// under it; tasks/get and tasks/result have server spans linked to the
+// run's.
 func TestTraceOfATask(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -131,6 +132,9 @@ func TestTraceOfATask(t *testing.T) {
 	if err := json.Unmarshal(raw, &ct); err != nil || ct.Task.TaskId == "" {
 		t.Fatalf("tools/call as a task: %s (%v)", raw, err)
 	}
+	// The run has begun once the child has its task: tasks/get from then on
+	// links to its span.
+	testsupport.WaitFor(t, "the child's task", func() bool { return len(tc.childTasks()) == 1 })
 	close(tc.release)
 	waitStatus(t, c, ct.Task.TaskId, mcp.TaskStatusCompleted)
 	testsupport.MustRPC(t, c.Client, "tasks/result", taskRef(ct.Task.TaskId))
@@ -144,15 +148,20 @@ func TestTraceOfATask(t *testing.T) {
 	if cli := spanNamed(t, exp, "tools/call slow"); cli.Parent.SpanID() != run.SpanContext.SpanID() {
 		t.Errorf("the call to the child's span has parent %v, want the run's %v", cli.Parent.SpanID(), run.SpanContext.SpanID())
 	}
-	res := spanNamed(t, exp, "tasks/result")
-	wantAttrs(t, res, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "mcp.method.name": "tasks/result"})
-	var linked bool
-	for _, l := range res.Links {
-		for _, kv := range l.Attributes {
-			linked = linked || l.SpanContext.SpanID() == run.SpanContext.SpanID() && kv.Key == telemetry.AttrLinkKind && kv.Value.AsString() == telemetry.LinkTask
-		}
+	gets := spansNamed(exp, "tasks/get")
+	if len(gets) == 0 {
+		t.Error("no span of tasks/get")
 	}
-	if !linked {
-		t.Errorf("tasks/result's span has links %v, want one to the run's %v", res.Links, run.SpanContext.SpanID())
+	for _, s := range append(gets, spanNamed(t, exp, "tasks/result")) {
+		wantAttrs(t, s, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "mcp.method.name": s.Name, "mcpmux.identity": "reader"})
+		var linked bool
+		for _, l := range s.Links {
+			for _, kv := range l.Attributes {
+				linked = linked || l.SpanContext.SpanID() == run.SpanContext.SpanID() && kv.Key == telemetry.AttrLinkKind && kv.Value.AsString() == telemetry.LinkTask
+			}
+		}
+		if !linked || s.SpanKind != trace.SpanKindServer {
+			t.Errorf("%s's span: kind %v, links %v; want a server span linked to the run's %v", s.Name, s.SpanKind, s.Links, run.SpanContext.SpanID())
+		}
 	}
 }

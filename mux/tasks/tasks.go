@@ -104,7 +104,8 @@ type Table struct {
 	log      zerolog.Logger
 	pipeline *pipeline.Pipeline // runs each task's call
 	srv      *server.MCPServer  // whose store holds the tasks (Serve)
-	tracing  *telemetry.Tracing // a span for each task's run and tasks/result; nil: off
+	tracing  *telemetry.Tracing // a span for each task's run, tasks/get and tasks/result; nil: off
+	getting  sync.Map           // *mcp.GetTaskRequest -> its span, from mcp-go's before hook to its after hook
 }
 
 // New returns the table of the tasks of sessions, whose calls p runs
@@ -259,6 +260,7 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
 		tt.guardTask(ctx, &req.Params.TaskId)
 	})
+	tt.traceGets(h)
 	h.AddAfterListTasks(func(ctx context.Context, _ any, _ *mcp.ListTasksRequest, res *mcp.ListTasksResult) {
 		if res == nil {
 			return

@@ -1,0 +1,48 @@
+package tasks
+
+import (
+	"context"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpmux/mcpmux/mux/telemetry"
+	"github.com/mcpmux/mcpmux/mux/upstream"
+)
+
+// traceGets adds to h, after the hooks that guard and complete tasks/get,
+// those that give each tasks/get of a task mcpmux handed out a server span
+// linked to the span of the task's run (mcp-go's store answers it: the
+// span begins in its before hook and ends in its after or error hook).
+func (tt *Table) traceGets(h *server.Hooks) {
+	if tt.tracing == nil {
+		return
+	}
+	h.AddBeforeGetTask(func(ctx context.Context, _ any, req *mcp.GetTaskRequest) {
+		u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
+		t := tt.lookup(req.Params.TaskId) // "" once guardTask hid it
+		if u == nil || t == nil {
+			return
+		}
+		_, span := tt.tracing.Server(ctx, telemetry.Request{Method: string(mcp.MethodTasksGet), Session: u.ID, Protocol: u.ProtocolVersion(),
+			Transport: transportOf(u), Identity: upstream.IdentityFrom(ctx)})
+		t.mu.Lock()
+		run := t.span
+		t.mu.Unlock()
+		telemetry.LinkToTask(span, run, t.id)
+		tt.getting.Store(req, span)
+	})
+	h.AddAfterGetTask(func(_ context.Context, _ any, req *mcp.GetTaskRequest, _ *mcp.GetTaskResult) {
+		if v, ok := tt.getting.LoadAndDelete(req); ok {
+			telemetry.EndServer(v.(trace.Span), 0, "", false)
+		}
+	})
+	h.AddOnError(func(_ context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+		if req, ok := message.(*mcp.GetTaskRequest); ok && method == mcp.MethodTasksGet {
+			if v, ok := tt.getting.LoadAndDelete(req); ok {
+				telemetry.EndClient(v.(trace.Span), "_OTHER", err)
+			}
+		}
+	})
+}

@@ -191,10 +191,15 @@ type ChildWait struct {
 }
 
 // Begin notes that the request waits, the child being in phase; a wait
-// begun already goes on.
+// begun already goes on. A wait that began while the child was still
+// "ready" (its session lost, the restart not yet under way) takes the
+// phase that comes next.
 func (w *ChildWait) Begin(phase string) {
 	if w.since.IsZero() {
-		w.since, w.phase = time.Now(), phase
+		w.since = time.Now()
+	}
+	if w.phase == "" || w.phase == "ready" {
+		w.phase = phase
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -274,7 +275,36 @@ func spanName(method, target string) string {
 	if target == "" {
 		return method
 	}
-	return method + " " + target
+	return spanNames.name(method, target)
+}
+
+// spanNames are the names of spans with a target made so far, up to
+// maxSpanNames of them: a request's two spans take their names from here
+// rather than building them again (two allocations a call).
+var spanNames = names{m: map[[2]string]string{}}
+
+const maxSpanNames = 4096
+
+type names struct {
+	mu sync.RWMutex
+	m  map[[2]string]string // by method and target
+}
+
+func (n *names) name(method, target string) string {
+	k := [2]string{method, target}
+	n.mu.RLock()
+	name, ok := n.m[k]
+	n.mu.RUnlock()
+	if ok {
+		return name
+	}
+	name = method + " " + target
+	n.mu.Lock()
+	if len(n.m) < maxSpanNames {
+		n.m[k] = name
+	}
+	n.mu.Unlock()
+	return name
 }
 
 // appendTarget is attrs and the attributes naming a request's target.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -82,7 +84,14 @@ func (t *Tracing) Server(ctx context.Context, r Request) (context.Context, trace
 	if r.Meta != nil {
 		ctx = propagator.Extract(ctx, metaCarrier{raw: r.Meta})
 	}
-	attrs := make([]attribute.KeyValue, 0, 10)
+	ctx, span := t.tracer.Start(ctx, spanName(r.Method, r.Target), serverKind)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	// Set on the span rather than passed to Start: WithAttributes's copies
+	// of them, into the option and the start config, would be two more
+	// allocations per span, for samplers that read none of them.
+	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs, semconv.McpMethodNameKey.String(r.Method), semconv.NetworkTransportKey.String(r.Transport),
 		AttrIdentity.String(r.Identity))
 	if r.ID != nil {
@@ -94,9 +103,17 @@ func (t *Tracing) Server(ctx context.Context, r Request) (context.Context, trace
 	if r.Protocol != "" {
 		attrs = append(attrs, semconv.McpProtocolVersion(r.Protocol))
 	}
-	attrs = append(attrs, targetAttrs(r.Method, r.Target)...)
-	return t.tracer.Start(ctx, spanName(r.Method, r.Target), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	span.SetAttributes(appendTarget(attrs, r.Method, r.Target)...)
+	return ctx, span
 }
+
+// The options of every span and event of a kind, built once.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+	argsValid  = trace.WithAttributes(AttrValid.Bool(true))
+	argsBad    = trace.WithAttributes(AttrValid.Bool(false))
+)
 
 // EndServer ends span (nil: none), that of a request answered with the
 // JSON-RPC error code (0: a result), or with a result that has isError.
@@ -122,10 +139,14 @@ func (t *Tracing) Client(ctx context.Context, method, target, alias, transport s
 	if t == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
+	ctx, span := t.tracer.Start(ctx, spanName(method, target), clientKind)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs, semconv.McpMethodNameKey.String(method), semconv.NetworkTransportKey.String(transport), AttrServer.String(alias))
-	attrs = append(attrs, targetAttrs(method, target)...)
-	return t.tracer.Start(ctx, spanName(method, target), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(appendTarget(attrs, method, target)...)
+	return ctx, span
 }
 
 // EndClient ends span (nil: none), that of a request that ended as
@@ -179,7 +200,11 @@ func AdmissionWaited(ctx context.Context, waited time.Duration) {
 // ArgumentsChecked records on ctx's span the check of a call's arguments.
 func ArgumentsChecked(ctx context.Context, valid bool) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(EventArguments, trace.WithAttributes(AttrValid.Bool(valid)))
+		opt := argsBad
+		if valid {
+			opt = argsValid
+		}
+		span.AddEvent(EventArguments, opt)
 	}
 }
 
@@ -222,13 +247,20 @@ func Retried(ctx context.Context, alias, why string) {
 	}
 }
 
-// Log is e with the trace_id and span_id of ctx's span, when it has one.
+// Log is e with the trace_id and span_id of ctx's span, when it has one
+// and e is not disabled (nil).
 func Log(ctx context.Context, e *zerolog.Event) *zerolog.Event {
+	if e == nil {
+		return e
+	}
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return e
 	}
-	return e.Str("trace_id", sc.TraceID().String()).Str("span_id", sc.SpanID().String())
+	// Hex writes the ids' hex into the line, as their String would, without
+	// making those strings.
+	tid, sid := sc.TraceID(), sc.SpanID()
+	return e.Hex("trace_id", tid[:]).Hex("span_id", sid[:])
 }
 
 // Headers are the HTTP headers that carry ctx's trace context to a
@@ -248,33 +280,74 @@ func spanName(method, target string) string {
 	if target == "" {
 		return method
 	}
-	return method + " " + target
+	return spanNames.name(method, target)
 }
 
-// targetAttrs are the attributes naming a request's target.
-func targetAttrs(method, target string) []attribute.KeyValue {
+// spanNames are the names of spans with a target made so far, up to
+// maxSpanNames of them: a request's two spans take their names from here
+// rather than building them again (two allocations a call).
+var spanNames = names{m: map[[2]string]string{}}
+
+const maxSpanNames = 4096
+
+type names struct {
+	mu sync.RWMutex
+	m  map[[2]string]string // by method and target
+}
+
+func (n *names) name(method, target string) string {
+	k := [2]string{method, target}
+	n.mu.RLock()
+	name, ok := n.m[k]
+	n.mu.RUnlock()
+	if ok {
+		return name
+	}
+	name = method + " " + target
+	n.mu.Lock()
+	if len(n.m) < maxSpanNames {
+		n.m[k] = name
+	}
+	n.mu.Unlock()
+	return name
+}
+
+// appendTarget is attrs and the attributes naming a request's target.
+func appendTarget(attrs []attribute.KeyValue, method, target string) []attribute.KeyValue {
 	if target == "" {
-		return nil
+		return attrs
 	}
 	switch method {
 	case "tools/call":
-		return []attribute.KeyValue{semconv.GenAIToolName(target), semconv.GenAIOperationNameExecuteTool}
+		return append(attrs, semconv.GenAIToolName(target), semconv.GenAIOperationNameExecuteTool)
 	case "prompts/get":
-		return []attribute.KeyValue{semconv.GenAIPromptName(target)}
+		return append(attrs, semconv.GenAIPromptName(target))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		return []attribute.KeyValue{semconv.McpResourceURI(target)}
+		return append(attrs, semconv.McpResourceURI(target))
 	}
-	return nil
+	return attrs
 }
 
 // idString is a JSON-RPC id as jsonrpc.request.id gives it: a string's
 // value, a number's digits.
 func idString(id []byte) string {
+	return idText(string(id))
+}
+
+// idText is idString of an id held in a string. A string without escapes,
+// which mcpmux's own ids and most clients' are, is sliced, not decoded.
+func idText(id string) string {
+	if len(id) < 2 || id[0] != '"' {
+		return id
+	}
+	if inner := id[1 : len(id)-1]; id[len(id)-1] == '"' && !strings.ContainsAny(inner, "\\\"") {
+		return inner
+	}
 	var s string
-	if len(id) > 0 && id[0] == '"' && json.Unmarshal(id, &s) == nil {
+	if json.Unmarshal([]byte(id), &s) == nil {
 		return s
 	}
-	return string(id)
+	return id
 }
 
 // Target is what a request of method names: name (a tool's, a prompt's) or

@@ -2,7 +2,10 @@ package telemetry
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -83,5 +86,65 @@ func TestStartOnlyWhenAsked(t *testing.T) {
 	}
 	if _, err := Start(ctx, config.Telemetry{}, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}), "1"); err == nil {
 		t.Error("http/json accepted")
+	}
+}
+
+// TestMetaForWritesWhatThePropagatorWould checks MetaFor's own writing of
+// the trace context against the W3C propagators', for a _meta without
+// trace members (copied as written, the trace context after its members),
+// and baggage and tracestate with characters JSON escapes.
+func TestMetaForWritesWhatThePropagatorWould(t *testing.T) {
+	tr, _ := tracing(t)
+	for _, c := range []struct{ name, meta, baggage, tracestate string }{
+		{"none", "", "", ""},
+		{"empty", ` { } `, "", ""},
+		{"members", `{"progressToken" : "mcpmux-1", "x":[1, 2]}`, "", ""},
+		{"escapes", `{"x":"y"}`, "k=a%22b;p=<1>&q,l=v", `v=x<y,b=c`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			h.Set("traceparent", parent)
+			if c.baggage != "" {
+				h.Set("baggage", c.baggage)
+			}
+			if c.tracestate != "" {
+				h.Set("tracestate", c.tracestate)
+			}
+			ctx, span := tr.Server(tr.ExtractHTTP(context.Background(), h), Request{Method: "tools/list"})
+			defer span.End()
+			var meta []byte
+			if c.meta != "" {
+				meta = []byte(c.meta)
+			}
+			got := MetaFor(ctx, meta, `"mcpmux-1"`)
+			var members map[string]any
+			if err := json.Unmarshal(got, &members); err != nil {
+				t.Fatalf("MetaFor wrote %s: %v", got, err)
+			}
+			want := map[string]any{}
+			if meta != nil {
+				_ = json.Unmarshal(meta, &want)
+			}
+			for k, v := range Headers(ctx) {
+				want[k] = v
+			}
+			if !reflect.DeepEqual(members, want) {
+				t.Errorf("MetaFor: %s\nwant the members %v", got, want)
+			}
+			if c.name == "members" && !strings.HasPrefix(string(got), `{"progressToken" : "mcpmux-1", "x":[1, 2],"traceparent":`) {
+				t.Errorf("MetaFor did not keep the client's members as written: %s", got)
+			}
+			if c.name == "escapes" && (!strings.Contains(string(got), `\u003c1\u003e\u0026q`) || !strings.Contains(string(got), `"v=x\u003cy,b=c"`)) {
+				t.Errorf("MetaFor did not escape as encoding/json does: %s", got)
+			}
+		})
+	}
+}
+
+func TestIDString(t *testing.T) {
+	for id, want := range map[string]string{`7`: "7", `"mcpmux-3"`: "mcpmux-3", `"a\"b\u0041"`: `a"bA`, `""`: ""} {
+		if got := idString([]byte(id)); got != want {
+			t.Errorf("idString(%s) = %q, want %q", id, got, want)
+		}
 	}
 }

@@ -25,6 +25,7 @@ func newReplicaNode(cfg *config.Config, log zerolog.Logger, opts *mux.Options) (
 		return nil, err
 	}
 	opts.SealSessionID, opts.SealRequestState = n.SealSessionID, n.SealRequestState
+	opts.TaskIDs = n.TaskIDs()
 	log.Info().Str("advertise", n.Self()).Strs("keys", n.Keys()).Msg("serving as one of several replicas")
 	return n, nil
 }

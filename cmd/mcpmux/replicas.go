@@ -31,9 +31,10 @@ func newReplicaNode(cfg *config.Config, log zerolog.Logger, opts *mux.Options) (
 }
 
 // peerHandler is the peer listener's: the MCP endpoint, mcp, for requests
-// another replica forwarded.
+// another replica forwarded, and this process's boot id (replicas.BootPath).
 func peerHandler(n *replicas.Node, path string, mcp http.Handler) http.Handler {
 	root := http.NewServeMux()
 	root.Handle(path, n.Peer(mcp))
+	root.Handle(replicas.BootPath, n.PeerBoot())
 	return root
 }

@@ -58,7 +58,7 @@ func getTask(t *testing.T, c *ts.Conn, id string) (mcp.Task, *ts.RPCError) {
 // task failed, naming the gone replica, tasks/result answers the error the
 // task ended with and tasks/cancel that it is over; after the replica
 // comes back on the same address, it reads its earlier process's task
-// failed too. A task id that does not open with the key is refused as not
+// failed too, there and on the others. A task id that does not open with the key is refused as not
 // one of the deployment's, and nothing waits: every request has ts.Wait.
 func TestTaskOfKilledReplica(t *testing.T) {
 	t.Parallel()
@@ -98,7 +98,7 @@ func TestTaskOfKilledReplica(t *testing.T) {
 	}
 	got, rerr := getTask(t, again, task.TaskId)
 	if rerr != nil || got.Status != mcp.TaskStatusFailed || got.TaskId != task.TaskId ||
-		!strings.Contains(got.StatusMessage, "the replica that ran it is gone") || !strings.Contains(got.StatusMessage, rs.Peer[owner]) {
+		!strings.Contains(got.StatusMessage, "the replica that owns it is gone") || !strings.Contains(got.StatusMessage, rs.Peer[owner]) {
 		t.Errorf("tasks/get of the killed replica's task in a new session: %+v %v", got, rerr)
 	}
 	if got.CreatedAt != task.CreatedAt || got.LastUpdatedAt == "" || got.TTL == nil || *got.TTL != *task.TTL {
@@ -117,8 +117,13 @@ func TestTaskOfKilledReplica(t *testing.T) {
 	rs.WaitReady(owner)
 	direct := legacyClient(t, "http://"+rs.Public[owner]+"/mcp")
 	got, rerr = getTask(t, direct, task.TaskId)
-	if rerr != nil || got.Status != mcp.TaskStatusFailed || !strings.Contains(got.StatusMessage, "restarted") {
+	if rerr != nil || got.Status != mcp.TaskStatusFailed || !strings.Contains(got.StatusMessage, "has restarted since") {
 		t.Errorf("tasks/get of its earlier process's task on the restarted replica: %+v %v", got, rerr)
+	}
+	// And on another replica, which asks the restarted one for its boot id.
+	got, rerr = getTask(t, again, task.TaskId)
+	if rerr != nil || got.Status != mcp.TaskStatusFailed || !strings.Contains(got.StatusMessage, rs.Peer[owner]+" has restarted since") {
+		t.Errorf("tasks/get of the restarted replica's earlier task on another replica: %+v %v", got, rerr)
 	}
 	// A task of a live replica's session, asked in another session: not
 	// found, as on one replica.

@@ -16,6 +16,7 @@ package replicas
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,8 @@ type Node struct {
 	ring    *seal.Ring
 	keyFile string
 	self    string // this replica's advertised peer address: the owner its ids name
+	boot    string // this process's random id: a restarted replica's differs
+	dial    time.Duration
 	peers   *peers
 	log     zerolog.Logger
 
@@ -71,7 +74,7 @@ func New(r config.Replicas, limits config.Limits, log zerolog.Logger) (*Node, er
 		return nil, fmt.Errorf("[replicas] key_file: %w", err)
 	}
 	log = log.With().Str("component", "replicas").Logger()
-	n := &Node{ring: seal.NewRing(keys), keyFile: r.KeyFile, self: r.Advertise, log: log,
+	n := &Node{ring: seal.NewRing(keys), keyFile: r.KeyFile, self: r.Advertise, boot: rand.Text(), dial: r.DialTimeout, log: log,
 		maxBody: min(limits.MaxBodyBytes, limits.MaxMessageBytes), readTimeout: limits.ReadTimeout}
 	if r.PeersDNS != "" {
 		_, port, _ := net.SplitHostPort(r.Listen)

@@ -9,14 +9,12 @@ package tasks
 // client that lost that session with its replica (a 404, after which it
 // initializes again, as the protocol says) and asks a replica of its new
 // session about the old task: a task whose owner is gone, or that ran on
-// an earlier process of this replica, reads failed, with the reason,
-// rather than "not found"; an id that does not open with the key is
-// refused as not one of this deployment's.
+// an earlier process of its replica (this one or another), reads failed,
+// with the reason, rather than "not found"; an id that does not open with
+// the key is refused as not one of this deployment's.
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,23 +38,20 @@ type IDs interface {
 	Open(id string) (owner, local string, err error)
 	// Self is this replica's advertised peer address.
 	Self() string
-	// Gone returns nil when owner, another replica, answers; otherwise
-	// why it is gone (not among the peers, or not reachable within the
-	// dial timeout). It waits at most that timeout, or ctx's end.
-	Gone(ctx context.Context, owner string) error
+	// Boot is this process's random id, sealed in each task id: a task
+	// id of another process of the same replica names a task that went
+	// with that process.
+	Boot() string
+	// Gone returns nil when owner, another replica, still runs the
+	// process boot; otherwise why it is gone (not among the peers, not
+	// reachable, or restarted since). It waits a bounded time, at most
+	// until ctx ends.
+	Gone(ctx context.Context, owner, boot string) error
 }
 
 // ErrBadTaskID is what a task id that does not open with the replicas'
 // keys is refused with.
 var ErrBadTaskID = errors.New("the task id is not one this deployment issued: it does not open with the replicas' current or previous key")
-
-// newBoot returns a random id of this process: a task id sealed by an
-// earlier process of the same replica names a task that went with it.
-func newBoot() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // crypto/rand never fails
-	return hex.EncodeToString(b)
-}
 
 // sealedLocal is what a task's sealed id holds: the boot id, the
 // createdAt (Unix milliseconds), the ttl ("-" for none) and mcp-go's id.
@@ -142,11 +137,11 @@ func (tt *Table) localID(id string) string {
 // id is not one of this process's: nil without replicas, for another
 // request, and for a task id this process sealed (mcp-go's store answers
 // it). A task whose owner is gone, or that ran on an earlier process of
-// this replica, has failed: tasks/get answers it failed with the reason in
+// its replica (IDs.Gone asks another replica for its boot id), has failed: tasks/get answers it failed with the reason in
 // its statusMessage, tasks/result with the error its call ended with (as
 // for any failed task), tasks/cancel that it is already over. A task
-// another replica that still answers owns belongs to a session of that
-// replica's: "task not found", as for any other session's task. An id
+// whose replica still runs the process that made it belongs to a session
+// of that replica's: "task not found", as for any other session's task. An id
 // that does not open is refused with ErrBadTaskID.
 func (tt *Table) Foreign(u *upstream.Session, f *frame.Frame) func(ctx context.Context) []byte {
 	if tt.ids == nil || u == nil || f.Kind != frame.Request {
@@ -179,9 +174,9 @@ func (tt *Table) Foreign(u *upstream.Session, f *frame.Frame) func(ctx context.C
 	return func(ctx context.Context) []byte {
 		var why string
 		if owner == tt.ids.Self() {
-			why = "the replica that ran it (" + owner + ") has restarted since, and the task went with its earlier process"
-		} else if err := tt.ids.Gone(ctx, owner); err != nil {
-			why = "the replica that ran it is gone (" + err.Error() + ")"
+			why = "the replica that owns it is gone: " + owner + " (this replica) has restarted since, and the task went with its earlier process"
+		} else if err := tt.ids.Gone(ctx, owner, s.boot); err != nil {
+			why = err.Error()
 		} else {
 			return notFound(f.ID)
 		}

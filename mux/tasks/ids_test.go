@@ -28,8 +28,14 @@ func (p plainIDs) Open(id string) (string, string, error) {
 	}
 	return owner, local, nil
 }
-func (p plainIDs) Self() string                               { return p.self }
-func (p plainIDs) Gone(_ context.Context, owner string) error { return p.gone[owner] }
+func (p plainIDs) Self() string { return p.self }
+func (p plainIDs) Boot() string { return "b-me" }
+func (p plainIDs) Gone(_ context.Context, owner, boot string) error {
+	if boot == "restarted" {
+		return errors.New(owner + " has restarted since")
+	}
+	return p.gone[owner]
+}
 
 func TestSealedLocalRoundTrip(t *testing.T) {
 	ttl := int64(60000)
@@ -72,11 +78,12 @@ func TestForeignTaskIDs(t *testing.T) {
 	}
 	for _, c := range []struct{ method, id, want string }{
 		{"tasks/get", idOf("me:1", tt.boot), "mcp-go"},
-		{"tasks/get", idOf("dead:1", "b"), `"status":"failed","statusMessage":"the task failed: the replica that ran it is gone (dead:1 cannot be reached)`},
+		{"tasks/get", idOf("dead:1", "b"), `"status":"failed","statusMessage":"the task failed: dead:1 cannot be reached; its run and result were lost"`},
 		{"tasks/result", idOf("dead:1", "b"), `"code":-32603`},
 		{"tasks/cancel", idOf("dead:1", "b"), `cannot cancel a task in a terminal status`},
 		{"tasks/get", idOf("me:1", "earlier"), `has restarted since`},
 		{"tasks/get", idOf("live:1", "b"), `"message":"task not found"`},
+		{"tasks/get", idOf("live:1", "restarted"), `"statusMessage":"the task failed: live:1 has restarted since`},
 		{"tasks/get", "no seal", ErrBadTaskID.Error()},
 		{"tools/call", idOf("dead:1", "b"), "mcp-go"},
 	} {

@@ -110,7 +110,11 @@ type Table struct {
 // within the call timeout or the ttl their client asked for. ids, if not
 // nil, seals the task ids handed out (several replicas).
 func New(sessions *upstream.Registry, p *pipeline.Pipeline, ids IDs, log zerolog.Logger) *Table {
-	return &Table{sessions: sessions, pipeline: p, ids: ids, boot: newBoot(), log: log}
+	tt := &Table{sessions: sessions, pipeline: p, ids: ids, log: log}
+	if ids != nil {
+		tt.boot = ids.Boot()
+	}
+	return tt
 }
 
 // UseServer hands tt the server whose store holds its tasks, before the

@@ -132,5 +132,15 @@ func TestTaskOfKilledReplica(t *testing.T) {
 	if _, rerr := getTask(t, other, live.TaskId); rerr == nil || rerr.Message != "task not found" {
 		t.Errorf("tasks/get of another session's task on another replica: %v", rerr)
 	}
-	ts.MustRPC(t, again.Client, "tasks/cancel", map[string]any{"taskId": live.TaskId})
+	// Every answer about it names it by its sealed id.
+	var list mcp.ListTasksResult
+	if err := json.Unmarshal(ts.MustRPC(t, again.Client, "tasks/list", map[string]any{}), &list); err != nil ||
+		len(list.Tasks) != 1 || list.Tasks[0].TaskId != live.TaskId {
+		t.Errorf("tasks/list: %+v (%v), want only %s", list.Tasks, err, live.TaskId)
+	}
+	var cancelled mcp.Task
+	if err := json.Unmarshal(ts.MustRPC(t, again.Client, "tasks/cancel", map[string]any{"taskId": live.TaskId}), &cancelled); err != nil ||
+		cancelled.TaskId != live.TaskId || cancelled.Status != mcp.TaskStatusCancelled {
+		t.Errorf("tasks/cancel: %+v (%v)", cancelled, err)
+	}
 }

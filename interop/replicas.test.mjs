@@ -12,6 +12,8 @@
 // @modelcontextprotocol/client, pinned to 2026-07-28) calls tools and goes
 // through sampling rounds, each retry landing on another replica than the
 // round's first request, which the requestState leads back to its owner.
+// Last, the replica running a task of the session is SIGKILLed: the session
+// answers 404, and in the one initialized again the task reads failed.
 //
 // Binaries as in interop.test.mjs (MCPMUX_BIN, LABSERVER_BIN, or built);
 // haproxy from PATH (test.sh installs it; without it the file is skipped,
@@ -20,7 +22,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createDecipheriv, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtemp, mkdir, writeFile, rm, realpath } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -28,7 +30,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
 
 import { BUILD_TIMEOUT_MS, CONNECT_TIMEOUT_MS, binaries, eventLog, jsonRecords, text, toml, withTimeout } from './support.mjs';
@@ -48,7 +51,9 @@ function haproxyPath() {
 const haproxy = haproxyPath();
 
 let work;
+let key; // the replicas' shared key
 let pub = []; // each replica's public host:port
+let peer = []; // each replica's peer host:port: the owner its ids name
 const procs = []; // { name, proc, lines, logs }
 let lbUrl;
 const sessions = [];
@@ -86,6 +91,24 @@ async function freePort() {
   srv.close();
   await once(srv, 'close');
   return `127.0.0.1:${port}`;
+}
+
+/**
+ * The replica a sealed id names (package seal's format: version, key id,
+ * nonce, AES-256-GCM of the owner's length, the owner and the local id,
+ * authenticated with the purpose and the head).
+ */
+function ownerOf(purpose, id) {
+  const b = Buffer.from(id.replace(/^mcp-session-/, ''), 'base64url');
+  const head = b.subarray(0, 5);
+  const d = createDecipheriv('aes-256-gcm', key, b.subarray(5, 17));
+  d.setAAD(Buffer.concat([Buffer.from(`${purpose}\0`), head]));
+  d.setAuthTag(b.subarray(b.length - 16));
+  const plain = Buffer.concat([d.update(b.subarray(17, b.length - 16)), d.final()]);
+  assert.ok(plain[0] < 0x80, 'an owner of over 127 bytes');
+  const i = peer.indexOf(plain.subarray(1, 1 + plain[0]).toString());
+  assert.ok(i >= 0, `${id} names no replica`);
+  return i;
 }
 
 /** Starts a process whose stderr lines are kept (and JSON records logged). */
@@ -134,8 +157,8 @@ before(async (t) => {
   const bins = await binaries(work);
   await fc.writeFidPolicy(work);
   const keyFile = path.join(work, 'key');
-  await writeFile(keyFile, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
-  const peer = [];
+  key = randomBytes(32);
+  await writeFile(keyFile, key.toString('base64') + '\n', { mode: 0o600 });
   for (let i = 0; i < REPLICAS; i++) {
     pub.push(await freePort());
     peer.push(await freePort());
@@ -190,6 +213,8 @@ frontend mcp
   default_backend replicas
 backend replicas
   balance roundrobin
+  retries 3
+  option redispatch 1
   http-response set-header X-Served-By %s
   option httpchk GET /readyz
 ${pub.map((a, i) => `  server r${i} ${a} check inter 200ms`).join('\n')}
@@ -307,4 +332,39 @@ test('the session\'s requests land on every replica, and each answers them', { s
     assert.equal(res.status, 200, `replica at ${addr} answered the session's tools/list with ${res.status}: ${body}`);
     assert.match(body, /ev__echo/);
   }
+});
+
+// After everything else: the replica running a 2025-11-25 session's task
+// is SIGKILLed. The session answers 404 (the SDK's StreamableHTTPError);
+// in a session initialized again, tasks/get of the task answers it failed,
+// naming the gone replica, in a shape the SDK's own schema accepts.
+test('a task whose replica is killed reads failed in the session initialized again', { skip }, async () => {
+  const created = await withTimeout(
+    full.client.request(
+      { method: 'tools/call', params: { name: 'ev__simulate-research-query', arguments: { topic: 'lost' }, task: { ttl: 60_000 } } },
+      CreateTaskResultSchema,
+    ),
+    fc.CALL_MS,
+    'a task-augmented simulate-research-query',
+  );
+  const id = created.task.taskId;
+  const owner = ownerOf('task', id);
+  assert.equal(owner, ownerOf('session', full.client.transport.sessionId), 'the task is not its session\'s replica\'s');
+  const victim = procs.find((p) => p.name === `replica ${owner}`);
+  victim.proc.kill('SIGKILL');
+  await victim.exited;
+
+  await assert.rejects(full.client.experimental.tasks.getTask(id), (err) => {
+    assert.ok(err instanceof StreamableHTTPError, `not a StreamableHTTPError: ${err}`);
+    assert.equal(err.code, 404, err.message);
+    return true;
+  });
+  const again = await connect('after-kill', {});
+  assert.notEqual(ownerOf('session', again.client.transport.sessionId), owner, 'a new session on the killed replica');
+  const task = await withTimeout(again.client.experimental.tasks.getTask(id), fc.CALL_MS, 'tasks/get in the new session');
+  assert.equal(task.taskId, id);
+  assert.equal(task.status, 'failed');
+  assert.equal(task.createdAt, created.task.createdAt);
+  assert.equal(task.ttl, created.task.ttl);
+  assert.ok(task.statusMessage.includes('the replica that owns it is gone') && task.statusMessage.includes(peer[owner]), task.statusMessage);
 });

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { binaries } from './support.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const files = ['interop.test.mjs', 'interop_http.test.mjs', 'fidelity.test.mjs', 'fidelity_http.test.mjs', 'search.test.mjs'];
+const files = ['interop.test.mjs', 'interop_http.test.mjs', 'fidelity.test.mjs', 'fidelity_http.test.mjs', 'search.test.mjs', 'replicas.test.mjs'];
 
 const env = { ...process.env };
 let tmp;

@@ -47,6 +47,9 @@ func (b edgeBackend) Serve(ctx context.Context, r *upstream.Request) ([]byte, *f
 }
 
 func (b edgeBackend) TaskResult(u *upstream.Session, f *frame.Frame) func(context.Context, upstream.Out) []byte {
+	if answer := b.m.tasks.Foreign(u, f); answer != nil {
+		return func(ctx context.Context, _ upstream.Out) []byte { return answer(ctx) }
+	}
 	t := b.m.tasks.ResultOf(u, f)
 	if t == nil {
 		return nil

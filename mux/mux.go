@@ -138,6 +138,9 @@ type Options struct {
 	// with several replicas (package replicas), sealed to name this one as
 	// the owner. nil hands out the random ids as they are.
 	SealSessionID, SealRequestState func(local string) string
+	// TaskIDs, when not nil, seals the upstream task ids handed out, so
+	// that they name this replica too (tasks.IDs).
+	TaskIDs tasks.IDs
 }
 
 // New prepares a Mux for cfg. It starts nothing; call Start.
@@ -183,7 +186,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 		Children: m.fleet.Set(), Catalog: &m.catalog, Pub: m.pub, Sessions: &m.sessions, Ready: m.initial, Version: Version,
 		SealState: opts.SealRequestState})
 	m.sessions.SealID = opts.SealSessionID
-	m.tasks = tasks.New(&m.sessions, m.p, log, m.tracing)
+	m.tasks = tasks.New(&m.sessions, m.p, opts.TaskIDs, log, m.tracing)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
 		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
 	m.srv = m.relay.Server()

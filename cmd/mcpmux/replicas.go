@@ -25,14 +25,16 @@ func newReplicaNode(cfg *config.Config, log zerolog.Logger, opts *mux.Options) (
 		return nil, err
 	}
 	opts.SealSessionID, opts.SealRequestState = n.SealSessionID, n.SealRequestState
+	opts.TaskIDs = n.TaskIDs()
 	log.Info().Str("advertise", n.Self()).Strs("keys", n.Keys()).Msg("serving as one of several replicas")
 	return n, nil
 }
 
 // peerHandler is the peer listener's: the MCP endpoint, mcp, for requests
-// another replica forwarded.
+// another replica forwarded, and this process's boot id (replicas.BootPath).
 func peerHandler(n *replicas.Node, path string, mcp http.Handler) http.Handler {
 	root := http.NewServeMux()
 	root.Handle(path, n.Peer(mcp))
+	root.Handle(replicas.BootPath, n.PeerBoot())
 	return root
 }

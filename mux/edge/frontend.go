@@ -124,7 +124,8 @@ type Backend interface {
 	// carries, if any. ctx carries r's caller and ends when r does.
 	Serve(ctx context.Context, r *upstream.Request) (line []byte, err *frame.Error)
 	// TaskResult returns how to answer f, a 2025-11-25 tasks/result of
-	// u's for a task whose run has the child's result, down out; nil when
+	// u's for a task whose run has the child's result, down out, or a
+	// task request of u's for a task of another replica's; nil when
 	// mcp-go answers it.
 	TaskResult(u *upstream.Session, f *frame.Frame) func(ctx context.Context, out upstream.Out) []byte
 	// Catalog is the catalog published last.

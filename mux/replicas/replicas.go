@@ -1,19 +1,22 @@
 // Package replicas owns what makes several mcpmux replicas behind one load
 // balancer answer any request, with no stickiness: the ids a replica hands
 // out for what lives only with it (a 2025-11-25 session, a 2026-07-28
-// round's requestState) are sealed (package seal) to name it as their
-// owner, and a replica that receives a request naming another's forwards
+// round's requestState, a task) are sealed (package seal) to name it as
+// their owner, and a replica that receives a request naming another's forwards
 // it to that owner's peer listener, relaying the answer, event streams
 // included. The owner serves a forwarded request as one of its own and
 // never forwards it again: a request takes at most one extra hop. An id no
 // replica can open, or whose owner is gone, is served locally, where it
 // names nothing: a session's request gets 404 (the client initializes
-// again), a round's retry "requestState is unknown or expired".
+// again), a round's retry "requestState is unknown or expired". A task's
+// requests come with its session; a task id of another replica's, asked
+// in a new session, is answered by package tasks, which asks TaskIDs.Gone.
 package replicas
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +54,8 @@ type Node struct {
 	ring    *seal.Ring
 	keyFile string
 	self    string // this replica's advertised peer address: the owner its ids name
+	boot    string // this process's random id: a restarted replica's differs
+	dial    time.Duration
 	peers   *peers
 	log     zerolog.Logger
 
@@ -69,7 +74,7 @@ func New(r config.Replicas, limits config.Limits, log zerolog.Logger) (*Node, er
 		return nil, fmt.Errorf("[replicas] key_file: %w", err)
 	}
 	log = log.With().Str("component", "replicas").Logger()
-	n := &Node{ring: seal.NewRing(keys), keyFile: r.KeyFile, self: r.Advertise, log: log,
+	n := &Node{ring: seal.NewRing(keys), keyFile: r.KeyFile, self: r.Advertise, boot: rand.Text(), dial: r.DialTimeout, log: log,
 		maxBody: min(limits.MaxBodyBytes, limits.MaxMessageBytes), readTimeout: limits.ReadTimeout}
 	if r.PeersDNS != "" {
 		_, port, _ := net.SplitHostPort(r.Listen)

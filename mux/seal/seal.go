@@ -2,9 +2,9 @@
 // key ring (a current and a previous key, read from a file such as a
 // Kubernetes Secret mount and read again when it changes) and the ids
 // sealed under it. A sealed id names the replica that owns what it stands
-// for (a 2025-11-25 session, a round's requestState) and that replica's
-// local id; only a holder of a key of the ring can make one or read it,
-// and nobody can change one unnoticed. The ring also signs the requests
+// for (a 2025-11-25 session, a round's requestState, a task) and that
+// replica's local id; only a holder of a key of the ring can make one or
+// read it, and nobody can change one unnoticed. The ring also signs the requests
 // one replica forwards to another (MAC, CheckMAC).
 package seal
 

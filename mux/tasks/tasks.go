@@ -14,7 +14,8 @@
 // (withChildStatus). A request the child makes during the run (its
 // input_required) goes to the client down the response of the client's
 // tasks/result waiting for the task (AskVia). The task ids the client sees
-// are mcp-go's, and the child's never leave the mux.
+// are mcp-go's, sealed to name their replica when there are several
+// (ids.go), and the child's never leave the mux.
 //
 // What mcp-go v1.2.1 does not do, the mux does here:
 //   - it cancels a task handler's context as soon as the task is created
@@ -51,7 +52,7 @@ import (
 
 // Task is one task mcp-go hosts for a call of the mux's.
 type Task struct {
-	id   string
+	id   string          // mcp-go's
 	call *child.TaskCall // set under mu once the run starts
 	sess *upstream.Session
 	// release stops the task's end with sess, once it is forgotten
@@ -71,12 +72,14 @@ type Task struct {
 	stored     chan struct{}
 	storedOnce sync.Once
 
-	mu      sync.Mutex
-	ttl     *int64               // as the client asked
-	waiting *upstream.Attachment // the latest tasks/result of the client's; nil before one
-	asked   chan struct{}        // closed, and replaced, when a tasks/result comes
-	created string               // the task's createdAt as mcp-go answered it
-	expiry  *time.Timer          // forgets the task once mcp-go has; nil without a ttl
+	mu        sync.Mutex
+	ttl       *int64               // as the client asked
+	waiting   *upstream.Attachment // the latest tasks/result of the client's; nil before one
+	asked     chan struct{}        // closed, and replaced, when a tasks/result comes
+	created   string               // the task's createdAt as mcp-go answered it
+	createdAt time.Time            // as mcp-go's hook told it
+	sealed    string               // the id handed out with replicas (outID); "" before
+	expiry    *time.Timer          // forgets the task once mcp-go has; nil without a ttl
 	// span is the span of the task's run (its tools/call's), which the
 	// spans of the requests for its result link to; invalid before the run.
 	span trace.SpanContext
@@ -101,6 +104,8 @@ type Table struct {
 	owned    sync.Map // task id -> *upTask
 
 	sessions *upstream.Registry
+	ids      IDs    // nil: mcp-go's ids are handed out as they are
+	boot     string // this process's, in every sealed id
 	log      zerolog.Logger
 	pipeline *pipeline.Pipeline // runs each task's call
 	srv      *server.MCPServer  // whose store holds the tasks (Serve)
@@ -110,9 +115,14 @@ type Table struct {
 
 // New returns the table of the tasks of sessions, whose calls p runs
 // within the call timeout or the ttl their client asked for, traced by
-// tracing (nil: not).
-func New(sessions *upstream.Registry, p *pipeline.Pipeline, log zerolog.Logger, tracing *telemetry.Tracing) *Table {
-	return &Table{sessions: sessions, pipeline: p, log: log, tracing: tracing}
+// tracing (nil: not). ids, if not nil, seals the task ids handed out
+// (several replicas).
+func New(sessions *upstream.Registry, p *pipeline.Pipeline, ids IDs, log zerolog.Logger, tracing *telemetry.Tracing) *Table {
+	tt := &Table{sessions: sessions, pipeline: p, ids: ids, log: log, tracing: tracing}
+	if ids != nil {
+		tt.boot = ids.Boot()
+	}
+	return tt
 }
 
 // UseServer hands tt the server whose store holds its tasks, before the
@@ -146,7 +156,7 @@ func (tt *Table) taskCreated(ctx context.Context, tm server.TaskMetrics) {
 	if u == nil || info == nil {
 		return
 	}
-	t := &Task{id: tm.TaskID, sess: u, done: make(chan struct{}), stored: make(chan struct{})}
+	t := &Task{id: tm.TaskID, createdAt: tm.CreatedAt, sess: u, done: make(chan struct{}), stored: make(chan struct{})}
 	// The task outlives the request that made it: what it sends goes to
 	// the session, never down that request's response.
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -219,11 +229,12 @@ func (tt *Table) visibleTo(u *upstream.Session, modern bool, id string) *Task {
 	return nil
 }
 
-// guardTask makes mcp-go answer "task not found" for a task the caller of
-// ctx (a request mcp-go handles) may not see, exactly as for one that does
-// not exist.
+// guardTask turns id, as the client sent it, into mcp-go's, and makes
+// mcp-go answer "task not found" for a task the caller of ctx (a request
+// mcp-go handles) may not see, exactly as for one that does not exist.
 func (tt *Table) guardTask(ctx context.Context, id *string) {
 	u := tt.sessions.OfMCP(server.ClientSessionFromContext(ctx))
+	*id = tt.localID(*id)
 	if tt.visibleTo(u, server.IsModernRequest(ctx), *id) == nil {
 		*id = ""
 	}
@@ -243,6 +254,7 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 					t.ttl = ct.Task.TTL
 				}
 				t.mu.Unlock()
+				ct.Task.TaskId = tt.outID(t)
 			}
 		}
 	})
@@ -250,6 +262,7 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 	h.AddAfterGetTask(func(ctx context.Context, _ any, _ *mcp.GetTaskRequest, res *mcp.GetTaskResult) {
 		if res != nil {
 			tt.withChildStatus(ctx, []*mcp.Task{&res.Task})
+			res.Task.TaskId = tt.outIDOf(res.Task.TaskId)
 		}
 	})
 	// A tasks/result reaches mcp-go only once its task's run is over and
@@ -257,8 +270,22 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 	h.AddBeforeTaskResult(func(ctx context.Context, _ any, req *mcp.TaskResultRequest) {
 		tt.guardTask(ctx, &req.Params.TaskId)
 	})
+	h.AddAfterTaskResult(func(_ context.Context, _ any, _ *mcp.TaskResultRequest, res *mcp.TaskResultResult) {
+		if res != nil && res.Meta != nil {
+			if rt, ok := res.Meta.AdditionalFields[mcp.RelatedTaskMetaKey].(map[string]any); ok {
+				if id, ok := rt["taskId"].(string); ok {
+					res.Meta.AdditionalFields[mcp.RelatedTaskMetaKey] = mcp.RelatedTaskMeta(tt.outIDOf(id))
+				}
+			}
+		}
+	})
 	h.AddBeforeCancelTask(func(ctx context.Context, _ any, req *mcp.CancelTaskRequest) {
 		tt.guardTask(ctx, &req.Params.TaskId)
+	})
+	h.AddAfterCancelTask(func(_ context.Context, _ any, _ *mcp.CancelTaskRequest, res *mcp.CancelTaskResult) {
+		if res != nil {
+			res.Task.TaskId = tt.outIDOf(res.Task.TaskId)
+		}
 	})
 	tt.traceGets(h)
 	h.AddAfterListTasks(func(ctx context.Context, _ any, _ *mcp.ListTasksRequest, res *mcp.ListTasksResult) {
@@ -278,6 +305,9 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 			ts[i] = &mine[i]
 		}
 		tt.withChildStatus(ctx, ts)
+		for _, t := range ts {
+			t.TaskId = tt.outIDOf(t.TaskId)
+		}
 	})
 }
 
@@ -427,7 +457,7 @@ func (tt *Table) taskStatus(_ context.Context, tm server.TaskMetrics) {
 		created = tm.CreatedAt.UTC().Format(time.RFC3339)
 	}
 	params := map[string]any{
-		"taskId":         tm.TaskID,
+		"taskId":         tt.outID(t),
 		"status":         tm.Status,
 		"createdAt":      created,
 		"lastUpdatedAt":  tm.CompletedAt.UTC().Format(time.RFC3339),
@@ -555,7 +585,7 @@ func (tt *Table) ResultOf(u *upstream.Session, f *frame.Frame) *Task {
 	if json.Unmarshal(f.Params, &params) != nil {
 		return nil
 	}
-	return tt.visibleTo(u, false, params.TaskID)
+	return tt.visibleTo(u, false, tt.localID(params.TaskID))
 }
 
 // ServeResult answers f, a tasks/result of session u for its task t,
@@ -591,7 +621,7 @@ func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstr
 		case <-ctx.Done():
 		}
 		if ctx.Err() == nil {
-			id, _ := json.Marshal(t.id)
+			id, _ := json.Marshal(tt.outID(t))
 			member := append([]byte(`"`+mcp.RelatedTaskMetaKey+`":{"taskId":`), id...)
 			return frame.Result(f.ID, frame.WithMetaMember(t.raw, append(member, '}')))
 		}

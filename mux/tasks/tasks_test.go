@@ -24,7 +24,7 @@ func TestResultOfOnlyTheOwnersTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tt := New(&sessions, nil, zerolog.Nop(), nil)
+	tt := New(&sessions, nil, nil, zerolog.Nop(), nil)
 	task := &Task{id: "t1", sess: owner}
 	tt.owned.Store(task.id, task)
 	modernMeta := `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`

@@ -77,17 +77,35 @@ func New(r config.Replicas, limits config.Limits, log zerolog.Logger) (*Node, er
 	} else {
 		n.peers = staticPeers(r.Peers)
 	}
-	// A connection per forwarded request: a peer that drains closes its
-	// idle connections, and a request written on one as it closes fails
-	// as a request the owner may have run would (a 502), though it never
-	// read it. On a fresh connection, a peer that is going away refuses
-	// the dial, and the request is served locally (404).
+	// HTTP/2 without TLS to the peers (PeerProtocols): one connection to
+	// each carries every forwarded request, and a peer that drains says
+	// with GOAWAY which requests it never read, which the transport sends
+	// again (GetBody, set by forward) on a fresh connection. Over HTTP/1 a
+	// request written on an idle connection as the peer closed it failed
+	// as one the owner may have run would (a 502). On that fresh
+	// connection a peer that is going away refuses the dial, and the
+	// request is served locally (404).
 	n.transport = &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: r.DialTimeout}).DialContext,
-		DisableKeepAlives: true,
+		DialContext: (&net.Dialer{Timeout: r.DialTimeout}).DialContext,
+		Protocols:   peerClientProtocols(),
 	}
 	n.errLog = liblog.Std(log, slog.LevelWarn)
 	return n, nil
+}
+
+// PeerProtocols are what the peer listener speaks: HTTP/2 without TLS, to
+// the replicas, and HTTP/1 for a probe or a person with curl.
+func PeerProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+func peerClientProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // Self is this replica's advertised peer address.
@@ -280,6 +298,9 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, owner string, loc
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = owner
 			pr.Out.Host = pr.In.Host // the public request's, which the owner checks as its own
+			if body != nil {
+				pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			}
 			n.sign(pr.Out)
 		},
 		Transport:     n.transport,

@@ -30,7 +30,6 @@ import (
 	"github.com/mcpmux/mcpmux/mux"
 	"github.com/mcpmux/mcpmux/mux/edge"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
-	"github.com/mcpmux/mcpmux/mux/replicas"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -224,7 +223,6 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "[replicas] listen: %v\n", err)
 				return 1
 			}
-			servers[len(servers)-1].Protocols = replicas.PeerProtocols()
 		}
 	}
 	if cfg.Upstream.AdminListen != "" {

@@ -150,8 +150,8 @@ func TestForwardRelaysStream(t *testing.T) {
 	}
 }
 
-// A kept connection the owner closed while idle: the next request is
-// sent again on a new one and answered, and it ran once.
+// A kept connection the owner closed while idle: it is given up, and the
+// next request goes on a new one.
 func TestForwardResendsOnClosedIdleConnection(t *testing.T) {
 	p := newPair(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	if got := readAll(t, p.post(t, "{}")); got != "ok" {
@@ -164,6 +164,53 @@ func TestForwardResendsOnClosedIdleConnection(t *testing.T) {
 	}
 	if n := p.served.Load(); n != 2 {
 		t.Errorf("the owner served %d requests, want 2", n)
+	}
+}
+
+// A kept connection that fails before the answer begins, with the owner
+// still listening (as when it closed the connection as idle while the
+// request was on its way): the request is sent again on a new one.
+func TestForwardResendsOnKeptConnectionFailure(t *testing.T) {
+	p := newPair(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	var drops atomic.Int32
+	inner := p.owner.Config.Handler
+	p.owner.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if drops.Add(1) == 2 { // the second request, on the kept connection
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	readAll(t, p.post(t, "{}"))
+	resp := p.post(t, "{}")
+	if got := readAll(t, resp); resp.StatusCode != http.StatusOK || got != "ok" || drops.Load() != 3 {
+		t.Errorf("after a kept connection failed: %d %q after %d requests, want 200 ok after 3", resp.StatusCode, got, drops.Load())
+	}
+}
+
+// An owner that dies with a forwarded request, on a kept connection: the
+// request may have run, so it answers 502, not the 404 of an owner found
+// gone before anything was sent (after which a client sends it anew).
+func TestForwardOwnerDiesWithRequest(t *testing.T) {
+	var n atomic.Int32
+	var p *pair
+	p = newPair(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 2 {
+			_ = p.owner.Listener.Close() // no new connection from now on
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	readAll(t, p.post(t, "{}"))
+	resp := p.post(t, "{}")
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || n.Load() != 2 {
+		t.Errorf("an owner that died with the request: %d after %d runs, want 502 after 2", resp.StatusCode, n.Load())
 	}
 }
 

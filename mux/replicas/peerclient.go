@@ -23,6 +23,10 @@ const peerIdleConns = 64
 // a replica that drains has closed its listeners).
 var errDial = errors.New("the peer cannot be reached")
 
+// errDied says the owner could not be connected to again after a kept
+// connection to it failed with the request sent: it may have run it.
+var errDied = errors.New("a kept connection failed before the answer began, and the owner cannot be reached")
+
 // errCut says the owner's answer ended before it was whole.
 var errCut = errors.New("the owner's answer was cut")
 
@@ -73,16 +77,29 @@ func (c *peerClient) get(ctx context.Context, addr string) (*peerConn, bool, err
 		c.idle[addr] = list[:len(list)-1]
 		if time.Since(pc.used) < c.idleFor {
 			c.mu.Unlock()
-			return pc, true, nil
+			// One the owner closed since (it drained, died, or timed
+			// it out) is given up before anything is written on it.
+			if !pc.closedByPeer() {
+				return pc, true, nil
+			}
+			_ = pc.conn.Close()
+			c.mu.Lock()
+			continue
 		}
 		_ = pc.conn.Close()
 	}
 	c.mu.Unlock()
+	pc, err := c.dial(ctx, addr)
+	return pc, false, err
+}
+
+// dial connects to addr; its error is errDial.
+func (c *peerClient) dial(ctx context.Context, addr string) (*peerConn, error) {
 	conn, err := c.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", errDial, err)
+		return nil, fmt.Errorf("%w: %w", errDial, err)
 	}
-	return &peerConn{conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, false, nil
+	return &peerConn{conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
 }
 
 // put keeps pc, whose last answer was read whole, for the next request to
@@ -122,42 +139,48 @@ func (c *peerClient) close() {
 // addr, its answer's header read. The caller relays the answer and then
 // calls done, which keeps the connection for the next request if the
 // answer was read whole (the body is not to be closed: done closes the
-// connection otherwise). Cancelling ctx cuts the exchange.
+// connection otherwise). Cancelling ctx cuts the exchange. Its error is
+// errDial only when out was sent nowhere.
 //
-// A kept connection that fails before a byte of the answer arrives is one
-// the owner closed as idle (its idle timeout, or its drain on SIGTERM
-// closing every idle connection) while the request was on its way: the
-// owner never read it, and it is sent again, once, on a new connection.
-// Without that, such a request answered 502 "may or may not have taken
-// effect" although it did not (seen in the rolling-update test).
+// A kept connection that fails before a byte of the answer arrives is,
+// but for one case below, one the owner closed as idle while the request
+// was on its way: the owner never read it. It is sent again, once, on a
+// new connection. Without that, such a request answered 502 "may or may
+// not have taken effect" although it did not (seen in a rolling update).
+// The owner makes that race rare (a kept connection closed is found
+// before anything is written on it, closedByPeer) and, in a drain,
+// harmless: the peer listener stops keeping connections from the first
+// signal on (cmd/mcpmux turns its keep-alives off, which closes the idle
+// ones at once), while it still accepts new ones.
 //
-// Why sending it again never runs a request twice: what cannot be told
+// Why sending it again never runs a request twice. What cannot be told
 // apart from the case above is "the owner read the request, ran it, and
 // the connection died before the answer began". Every forwarded request
 // names what lives in the owner process's memory only (a session, a
-// round), so that can happen only when
-//   - the owner process died (SIGKILL, a crash): the new connection's
-//     dial is refused (errDial) and forward serves the request locally,
-//     where its ids name nothing: 404 or "requestState is unknown", no
-//     run. Were a new process already listening on that address, it
-//     would not know the session or the round either: the same answers.
-//   - the owner lives on but dropped the connection while serving: its
-//     net/http server does that only for a handler that panics before
-//     writing, which serveAnswered turns into a 500, an answer (a forced
-//     close at the end of a drain closes its listener first: the dial is
-//     refused as above).
-//   - something between the replicas resets the connection: on the peer
-//     network (loopback, a pod network) nothing does; a replica's peer
-//     listener is never behind a proxy.
+// round), and the owner process
+//   - died (SIGKILL, a crash): the new connection's dial is refused. The
+//     request may have run, so it answers 502, not what forward answers
+//     for an owner found gone before anything was sent (served locally:
+//     404, after which a client initializes again and sends the call
+//     anew, which ran a write twice in the SIGKILL test). A new process
+//     listening on the dead one's address within the moment between the
+//     failure and the new dial would not know the session or the round
+//     either; a replica takes far longer than that to start.
+//   - lives on but dropped the connection while serving: its net/http
+//     server does that only for a handler that panics before writing,
+//     which serveAnswered turns into a 500, an answer.
+//   - lives on, and something between the replicas reset the connection:
+//     on the peer network (loopback, a pod network) nothing does; a
+//     replica's peer listener is never behind a proxy.
 //
 // A new connection that fails so is not tried again: errors other than
 // errDial mean the owner may have run the request.
 func (c *peerClient) exchange(ctx context.Context, addr string, out *http.Request, body []byte) (resp *http.Response, done func(), err error) {
+	pc, reused, err := c.get(ctx, addr)
+	if err != nil {
+		return nil, nil, err
+	}
 	for {
-		pc, reused, err := c.get(ctx, addr)
-		if err != nil {
-			return nil, nil, err
-		}
 		stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
 		resp, answered, err := pc.roundTrip(out, body)
 		if err == nil {
@@ -177,6 +200,10 @@ func (c *peerClient) exchange(ctx context.Context, addr string, out *http.Reques
 		}
 		if !reused || answered {
 			return nil, nil, fmt.Errorf("forwarding to %s: %w", addr, err)
+		}
+		reused = false
+		if pc, err = c.dial(ctx, addr); err != nil {
+			return nil, nil, fmt.Errorf("forwarding to %s: %w (%v)", addr, errDied, err)
 		}
 	}
 }

@@ -170,6 +170,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		listeners []net.Listener
 		upstream  *edge.HTTPUpstream
 		adminSrv  *http.Server // closed last: /readyz tells of the drain
+		peerSrv   *http.Server // keeps no connection from the first signal on
 	)
 	addServer := func(addr string, h http.Handler) error {
 		ln, err := net.Listen("tcp", addr)
@@ -223,6 +224,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "[replicas] listen: %v\n", err)
 				return 1
 			}
+			peerSrv = servers[len(servers)-1]
 		}
 	}
 	if cfg.Upstream.AdminListen != "" {
@@ -341,6 +343,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	draining.Store(true)
+	if peerSrv != nil {
+		// Replicas forward here over connections they keep: closed now,
+		// while the listener still takes new ones, a request written on
+		// one as it closes is sent again on a new one, served as before.
+		// Closed at the drain, with the listener, it would answer 502.
+		peerSrv.SetKeepAlivesEnabled(false)
+	}
 	if d := cfg.Upstream.DrainDelay; d > 0 {
 		// Serving as before while the load balancer sees /readyz say 503.
 		l.log.Info().Dur("drain_delay", d).Msg("not ready; serving until the drain delay is over")

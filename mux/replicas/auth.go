@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,10 +36,17 @@ var (
 	ErrStale    = errors.New("the " + PeerHeader + " header is too old or from the future")
 )
 
+// proofMessage is what a proof's MAC is over. Built by appending, not
+// with fmt: it was most of sign's cost in the forwarder's profile.
 func proofMessage(ts, nonce string, r *http.Request) []byte {
 	auth := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-	return fmt.Appendf(nil, "mcpmux-peer v1\n%s\n%s\n%s\n%s\n%s\n%x", ts, nonce, r.Method, r.URL.RequestURI(),
-		r.Header.Get(server.HeaderKeySessionID), auth)
+	uri, sid := r.URL.RequestURI(), r.Header.Get(server.HeaderKeySessionID)
+	b := make([]byte, 0, len("mcpmux-peer v1\n")+len(ts)+len(nonce)+len(r.Method)+len(uri)+len(sid)+5+2*len(auth))
+	b = append(b, "mcpmux-peer v1\n"...)
+	for _, f := range []string{ts, nonce, r.Method, uri, sid} {
+		b = append(append(b, f...), '\n')
+	}
+	return hex.AppendEncode(b, auth[:])
 }
 
 // sign sets out's PeerHeader.

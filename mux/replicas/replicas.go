@@ -20,11 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +31,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpmux/mcpmux/config"
-	"github.com/mcpmux/mcpmux/internal/liblog"
 	"github.com/mcpmux/mcpmux/mux/jsonwire"
 	"github.com/mcpmux/mcpmux/mux/seal"
 )
@@ -59,8 +55,9 @@ type Node struct {
 	peers   *peers
 	log     zerolog.Logger
 
-	transport *http.Transport // to the peers
-	errLog    *stdlog.Logger  // what the forwarding proxy reports
+	client *peerClient // to the peers
+
+	writeTimeout time.Duration // each write of a relayed answer, within
 
 	maxBody     int64         // a body read to find its requestState, at most
 	readTimeout time.Duration // and within
@@ -75,23 +72,19 @@ func New(r config.Replicas, limits config.Limits, log zerolog.Logger) (*Node, er
 	}
 	log = log.With().Str("component", "replicas").Logger()
 	n := &Node{ring: seal.NewRing(keys), keyFile: r.KeyFile, self: r.Advertise, boot: rand.Text(), dial: r.DialTimeout, log: log,
-		maxBody: min(limits.MaxBodyBytes, limits.MaxMessageBytes), readTimeout: limits.ReadTimeout}
+		maxBody: min(limits.MaxBodyBytes, limits.MaxMessageBytes), readTimeout: limits.ReadTimeout,
+		writeTimeout: limits.WriteTimeout}
 	if r.PeersDNS != "" {
 		_, port, _ := net.SplitHostPort(r.Listen)
 		n.peers = dnsPeers(r.PeersDNS, port, r.DialTimeout)
 	} else {
 		n.peers = staticPeers(r.Peers)
 	}
-	// A connection per forwarded request: a peer that drains closes its
-	// idle connections, and a request written on one as it closes fails
-	// as a request the owner may have run would (a 502), though it never
-	// read it. On a fresh connection, a peer that is going away refuses
-	// the dial, and the request is served locally (404).
-	n.transport = &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: r.DialTimeout}).DialContext,
-		DisableKeepAlives: true,
-	}
-	n.errLog = liblog.Std(log, slog.LevelWarn)
+	// HTTP/1.1 with keep-alive to the peers (peerClient): a forwarded
+	// request costs no dial. HTTP/2 without TLS, one connection per peer,
+	// cost more per call (1.79-1.93x direct against 1.67-1.73x for
+	// net/http's HTTP/1 Transport, BenchmarkForwardedCall).
+	n.client = newPeerClient(r.DialTimeout, limits.IdleTimeout)
 	return n, nil
 }
 
@@ -122,7 +115,7 @@ func (n *Node) Run(ctx context.Context, watching func()) {
 		n.peers.run(ctx, func(err error) { n.log.Warn().Err(err).Msg("peers not looked up; the last found stay") })
 	})
 	wg.Wait()
-	n.transport.CloseIdleConnections()
+	n.client.close()
 }
 
 // Public wraps next, the MCP endpoint of the public listener, so that a
@@ -157,7 +150,7 @@ func (n *Node) Peer(next http.Handler) http.Handler {
 			return
 		}
 		r.Header.Del(PeerHeader)
-		next.ServeHTTP(w, r)
+		serveAnswered(w, r, next, n.log)
 	})
 }
 
@@ -273,38 +266,44 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, owner string, loc
 		}
 		body = b
 	}
-	restore := func(req *http.Request) {
+	out := outgoing(r, owner)
+	n.sign(out)
+	resp, done, err := n.client.exchange(r.Context(), owner, out, body)
+	switch {
+	case err == nil:
+	case r.Context().Err() != nil:
+		return // the client went away; nobody to answer
+	case errors.Is(err, errDial):
+		n.log.Info().Err(err).Str("owner", owner).Msg("the request's owner cannot be reached: served as one that names nothing")
 		if body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			req.ContentLength = int64(len(body))
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}
+		local.ServeHTTP(w, r)
+		return
+	default:
+		n.log.Warn().Err(err).Str("owner", owner).Msg("the request's owner failed while answering it")
+		http.Error(w, "Bad Gateway: the replica that owns this session or round failed while answering; the request may or may not have taken effect", http.StatusBadGateway)
+		return
 	}
-	restore(r)
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = owner
-			pr.Out.Host = pr.In.Host // the public request's, which the owner checks as its own
-			n.sign(pr.Out)
-		},
-		Transport:     n.transport,
-		FlushInterval: -1,
-		ErrorLog:      n.errLog,
-		// req is the outgoing request; r is served locally.
-		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
-			var op *net.OpError
-			switch {
-			case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
-				// The client went away; nobody to answer.
-			case errors.As(err, &op) && op.Op == "dial":
-				n.log.Info().Err(err).Str("owner", owner).Msg("the request's owner cannot be reached: served as one that names nothing")
-				restore(r)
-				local.ServeHTTP(w, r)
-			default:
-				n.log.Warn().Err(err).Str("owner", owner).Msg("the request's owner failed while answering it")
-				http.Error(w, "Bad Gateway: the replica that owns this session or round failed while answering; the request may or may not have taken effect", http.StatusBadGateway)
-			}
-		},
+	defer done()
+	if err := relay(w, resp, n.writeTimeout); err != nil && r.Context().Err() == nil {
+		if errors.Is(err, errCut) {
+			n.log.Warn().Err(err).Str("owner", owner).Msg("the request's owner failed while answering it: the answer is cut")
+		}
+		// The answer has begun: cut it, so that the client sees it is
+		// not whole, as net/http does for a handler that aborts.
+		panic(http.ErrAbortHandler)
 	}
-	p.ServeHTTP(w, r)
+}
+
+// outgoing is r as it goes to owner's peer listener: the same method,
+// URI, Host (which the owner checks as its own) and end-to-end headers.
+// Its body is set by the exchange.
+func outgoing(r *http.Request, owner string) *http.Request {
+	u := *r.URL
+	u.Scheme, u.Host = "http", owner
+	out := &http.Request{Method: r.Method, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: r.Header.Clone(), Host: r.Host}
+	dropHopHeaders(out.Header)
+	return out
 }

@@ -63,11 +63,11 @@ func (t TaskIDs) Gone(ctx context.Context, owner, boot string) error {
 		return fmt.Errorf("%w: %s: %w", ErrOwnerGone, owner, err)
 	}
 	n.sign(req)
-	resp, err := n.transport.RoundTrip(req)
+	resp, done, err := n.client.exchange(ctx, owner, req, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %s cannot be reached: %w", ErrOwnerGone, owner, err)
 	}
-	defer resp.Body.Close()
+	defer done()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return nil

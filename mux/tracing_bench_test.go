@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mcpmux/mcpmux/mux/telemetry"
@@ -37,13 +38,44 @@ func benchTracedMux(b *testing.B, tools int) *client.Client {
 // is of the two calls together); then, untimed, each side's allocations
 // per call over 500 more calls (runtime.MemStats.Mallocs, as allocs/op
 // counts them: every goroutine's, the batcher's included).
+//
+// client=plain is a client that sends no trace context: on, the child
+// gets a _meta it did not get off, and parses it (mcp-go's server reads
+// a request's _meta twice). client=traced is a client with a trace of its
+// own, a traceparent in each call's _meta: both children get one (off, the
+// client's, relayed; on, mcpmux's), so the ratio is mcpmux's own cost.
 func BenchmarkCallTracing(b *testing.B) {
+	for _, traced := range []bool{false, true} {
+		name := "client=plain"
+		if traced {
+			name = "client=traced"
+		}
+		b.Run(name, func(b *testing.B) { benchCallTracing(b, traced) })
+	}
+}
+
+func benchCallTracing(b *testing.B, clientTraced bool) {
 	sides := [2]*client.Client{benchMux(b, 100), benchTracedMux(b, 100)}
-	args := map[string]any{"text": "hello"}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "echo__echo"
+	req.Params.Arguments = map[string]any{"text": "hello"}
+	if clientTraced {
+		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{
+			"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	}
+	once := func(c *client.Client) {
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.IsError {
+			b.Fatalf("echo__echo: %v", res.Content)
+		}
+	}
 	var took [2][]time.Duration
 	call := func(side int) {
 		start := time.Now()
-		benchCall(b, sides[side], "echo__echo", args)
+		once(sides[side])
 		took[side] = append(took[side], time.Since(start))
 	}
 	for i := range 200 { // warm both: the children, the pools, the batcher
@@ -68,7 +100,7 @@ func BenchmarkCallTracing(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		before := ms.Mallocs
 		for range calls {
-			benchCall(b, sides[side], "echo__echo", args)
+			once(sides[side])
 		}
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.Mallocs-before)/calls, unit)

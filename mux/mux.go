@@ -188,7 +188,7 @@ func New(cfg *config.Config, policies *policy.Store, opts Options) *Mux {
 	m.sessions.SealID = opts.SealSessionID
 	m.tasks = tasks.New(&m.sessions, m.p, opts.TaskIDs, log, m.tracing)
 	m.relay = relay.New(relay.Deps{Config: cfg, Policies: policies, Log: log, Observer: m.observe, Version: Version,
-		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Ready: m.initial})
+		Children: m.fleet.Set(), Catalog: &m.catalog, Sessions: &m.sessions, Pipeline: m.p, Tasks: m.tasks, Tracing: m.tracing, Ready: m.initial})
 	m.srv = m.relay.Server()
 	return m
 }

@@ -173,7 +173,9 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, write: h.limits.WriteTimeout, h: h, header: http.Header{}}
 	rec.rc = http.NewResponseController(w)
 	defer rec.settle()
-	ctx := r.Context()
+	// What mcp-go answers is traced too (relay's hooks): its parent is the
+	// headers' trace context, unless the request's _meta carries one.
+	ctx := h.tracing.ExtractHTTP(r.Context(), r.Header)
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	switch {

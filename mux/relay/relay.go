@@ -17,6 +17,7 @@ import (
 	"github.com/mcpmux/mcpmux/mux/child"
 	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/tasks"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
 )
@@ -42,6 +43,7 @@ type Relay struct {
 	deliver  child.Deliver
 	levelSet atomic.Bool // a client has sent logging/setLevel (logging.go)
 	srv      *server.MCPServer
+	tracing  *telemetry.Tracing // nil: off
 }
 
 // Deps are what a Relay relays between.
@@ -56,6 +58,7 @@ type Deps struct {
 	Sessions *upstream.Registry
 	Pipeline *pipeline.Pipeline
 	Tasks    *tasks.Table
+	Tracing  *telemetry.Tracing // nil: off
 	// Ready is closed once every child's first start is over: the
 	// handshake waits for it.
 	Ready <-chan struct{}
@@ -65,7 +68,7 @@ type Deps struct {
 // and the task table are handed that server.
 func New(d Deps) *Relay {
 	m := &Relay{cfg: d.Config, policies: d.Policies, log: d.Log, observe: d.Observer, version: d.Version,
-		children: d.Children, catalog: d.Catalog, sessions: d.Sessions, p: d.Pipeline, tasks: d.Tasks, ready: d.Ready}
+		children: d.Children, catalog: d.Catalog, sessions: d.Sessions, p: d.Pipeline, tasks: d.Tasks, ready: d.Ready, tracing: d.Tracing}
 	if m.observe == nil {
 		m.observe = pipeline.NopObserver{}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpmux/mcpmux/mux/catalog"
+	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
@@ -41,6 +42,7 @@ func (m *Relay) newServer() *server.MCPServer {
 	})
 	hooks.AddOnError(m.auditRefusal)
 	m.addChildTraffic(hooks)
+	m.traceHandedOff(hooks)
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (package upstream).
 	m.sessions.Observe = m.observe.Session
@@ -63,7 +65,7 @@ func (m *Relay) newServer() *server.MCPServer {
 			m.sessions.CloseListen(cs)
 		}
 	})
-	srv := server.NewMCPServer("mcpmux", m.version,
+	opts := []server.ServerOption{
 		// Every list may change, and resources be subscribed to: mcp-go
 		// establishes for a subscriptions/listen stream only what its own
 		// capabilities declare. What it announces of its own is dropped at
@@ -79,7 +81,11 @@ func (m *Relay) newServer() *server.MCPServer {
 		server.WithToolFilter(m.FilterTools),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
-	)
+	}
+	if m.tracing != nil {
+		opts = append(opts, server.WithMetaPropagator(telemetry.MetaPropagator{}))
+	}
+	srv := server.NewMCPServer("mcpmux", m.version, opts...)
 	m.addClientNotifications(srv)
 	return srv
 }

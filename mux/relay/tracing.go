@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -47,9 +48,12 @@ func (m *Relay) traceHandedOff(h *server.Hooks) {
 			return
 		}
 		var span trace.Span
-		if v, ok := open.LoadAndDelete(message); keyable(message) && ok {
-			span = v.(trace.Span)
-		} else { // refused before its hooks: unreadable, or of the other era
+		if keyable(message) {
+			if v, ok := open.LoadAndDelete(message); ok {
+				span = v.(trace.Span)
+			}
+		}
+		if span == nil { // refused before its hooks: unreadable, or of the other era
 			span = m.handedOffSpan(ctx, id, method)
 		}
 		code := mcp.INTERNAL_ERROR
@@ -73,11 +77,7 @@ func spanned(method mcp.MCPMethod) bool {
 // keyable reports whether message can key a map: mcp-go hands its
 // hooks a pointer to the request it decoded.
 func keyable(message any) bool {
-	switch message.(type) {
-	case nil, map[string]any, []any:
-		return false
-	}
-	return true
+	return message != nil && reflect.TypeOf(message).Kind() == reflect.Pointer
 }
 
 // handedOffSpan starts the server span of a request of method under id

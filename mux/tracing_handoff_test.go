@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/mcpmux/mcpmux/internal/testsupport"
 )
 
 // The requests mcp-go answers (the handshake, ping, the log level, the
@@ -95,4 +97,37 @@ func spanOfID(t *testing.T, exp *tracetest.InMemoryExporter, name, id string) tr
 		t.Fatalf("want one span %q of request %s, got %d", name, id, len(found))
 	}
 	return found[0]
+}
+
+// TestTraceOfAnEdgeRefusal: a request the HTTP edge refuses before the
+// pipeline (here for its Origin) is logged with the ids of the trace
+// context of its traceparent header.
+func TestTraceOfAnEdgeRefusal(t *testing.T) {
+	log := &testsupport.SyncBuffer{}
+	h, _, _ := tracedHTTP(t, "streamable", log)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url, strings.NewReader(testInitialize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://elsewhere.example")
+	req.Header.Set("traceparent", clientParent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-origin request: %d, want 403", resp.StatusCode)
+	}
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "request refused: cross-origin") {
+			if !strings.Contains(line, `"trace_id":"`+clientTraceID+`"`) || !strings.Contains(line, `"span_id":"`+clientSpanID+`"`) {
+				t.Errorf("the refusal's line lacks the traceparent's ids: %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no refusal logged:\n%s", log.String())
 }

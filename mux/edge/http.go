@@ -136,7 +136,7 @@ func (h *HTTPUpstream) SetSessionLimits(l config.Limits) {
 
 func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !allowedOrigin(origin, r.Host) {
-		h.log.Warn().Str("origin", origin).Msg("request refused: cross-origin")
+		h.warn(r).Str("origin", origin).Msg("request refused: cross-origin")
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
@@ -200,7 +200,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case sid != "":
 		u := h.sessions.Lookup(sid)
 		if u != nil && u.Identity != identity {
-			h.log.Warn().Str("identity", identity).Str("method", r.Method).Msg("request refused: the session belongs to another identity")
+			h.warn(r).Str("identity", identity).Str("method", r.Method).Msg("request refused: the session belongs to another identity")
 			u = nil
 		}
 		if u == nil || !u.Begin(time.Now().UnixNano()) {
@@ -277,7 +277,7 @@ func (h *HTTPUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // written): 400 with the JSON-RPC error -32600 saying text, as mcp-go
 // answers a request it cannot take.
 func (h *HTTPUpstream) refuseID(w http.ResponseWriter, r *http.Request, id []byte, text string) {
-	h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
+	h.warn(r).Str("identity", upstream.IdentityFrom(r.Context())).RawJSON("id", jsonwire.Loggable(id)).Str("why", text).Msg("request refused for its id")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(reqid.Refusal(id, text))
@@ -343,7 +343,7 @@ func (h *HTTPUpstream) readBody(w http.ResponseWriter, r *http.Request) (body, b
 	case errors.As(err, &tooLong):
 		h.tooLarge(w, r, limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
+		h.warn(r).Str("identity", upstream.IdentityFrom(r.Context())).Dur("read_timeout", h.limits.ReadTimeout).Msg("request refused: its body was not sent within read_timeout")
 		http.Error(w, fmt.Sprintf("Request Timeout: the body did not arrive within read_timeout (%s)", h.limits.ReadTimeout), http.StatusRequestTimeout)
 	default:
 		http.Error(w, "Bad Request: could not read the request body", http.StatusBadRequest)
@@ -441,7 +441,7 @@ func (h *HTTPUpstream) tooLarge(w http.ResponseWriter, r *http.Request, limit in
 	if limit < h.limits.MaxBodyBytes {
 		key = "max_message_bytes"
 	}
-	h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
+	h.warn(r).Str("identity", upstream.IdentityFrom(r.Context())).Int64("content_length", r.ContentLength).Int64(key, limit).Msg("request refused: body too large")
 	http.Error(w, fmt.Sprintf("Request Entity Too Large: the body is over %s (%d bytes)", key, limit), http.StatusRequestEntityTooLarge)
 }
 
@@ -593,4 +593,11 @@ func (h *HTTPUpstream) sweep() {
 			}
 		}
 	}
+}
+
+// warn is a warning about r, refused before the pipeline: with tracing on
+// it carries the trace and span ids of r's traceparent header, so that it
+// leads to the client's trace.
+func (h *HTTPUpstream) warn(r *http.Request) *zerolog.Event {
+	return h.log.Warn().Ctx(h.tracing.ExtractHTTP(r.Context(), r.Header))
 }

@@ -116,7 +116,7 @@ func (h *HTTPUpstream) serveOwned(w http.ResponseWriter, r *http.Request, f *fra
 				http.Error(w, "Invalid session ID", http.StatusNotFound)
 			} else {
 				if u == nil && h.sessions.Lookup(sid) != nil {
-					h.log.Warn().Str("identity", upstream.IdentityFrom(r.Context())).Msg("request refused: the session belongs to another identity")
+					h.warn(r).Str("identity", upstream.IdentityFrom(r.Context())).Msg("request refused: the session belongs to another identity")
 				}
 				http.Error(w, "Session not found", http.StatusNotFound)
 			}

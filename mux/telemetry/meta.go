@@ -69,7 +69,7 @@ func MetaFor(ctx context.Context, meta []byte, id string) []byte {
 	out := make([]byte, 0, len(meta)+96)
 	out = appendOthers(out, meta)
 	// In the order of their names (baggage, traceparent, tracestate), as
-	// they always were: the same bytes every time.
+	// they always were (a baggage's own members come in no fixed order).
 	if bag.Len() > 0 {
 		out = append(appendMember(out, "baggage", bag.String()), ',')
 	}

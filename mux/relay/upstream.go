@@ -42,7 +42,6 @@ func (m *Relay) newServer() *server.MCPServer {
 	})
 	hooks.AddOnError(m.auditRefusal)
 	m.addChildTraffic(hooks)
-	m.traceHandedOff(hooks)
 	// Every upstream session is recorded in m.sessions, the one place that
 	// knows who holds it (package upstream).
 	m.sessions.Observe = m.observe.Session
@@ -65,6 +64,7 @@ func (m *Relay) newServer() *server.MCPServer {
 			m.sessions.CloseListen(cs)
 		}
 	})
+	m.traceHandedOff(hooks) // last: it ends spans after the other hooks' work
 	opts := []server.ServerOption{
 		// Every list may change, and resources be subscribed to: mcp-go
 		// establishes for a subscriptions/listen stream only what its own

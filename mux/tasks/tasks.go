@@ -83,6 +83,7 @@ type Task struct {
 	// span is the span of the task's run (its tools/call's), which the
 	// spans of the requests for its result link to; invalid before the run.
 	span trace.SpanContext
+	run  trace.Span // that span, named with the sealed id once it is made
 }
 
 // forget stops what the task still holds: its run and its expiry timer.
@@ -255,6 +256,11 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 				}
 				t.mu.Unlock()
 				ct.Task.TaskId = tt.outID(t)
+				t.mu.Lock()
+				if run := t.run; run != nil && tt.ids != nil {
+					run.SetAttributes(telemetry.AttrTask.String(ct.Task.TaskId))
+				}
+				t.mu.Unlock()
 			}
 		}
 	})
@@ -510,9 +516,16 @@ func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (res *mcp.CallToolRes
 		var span trace.Span
 		ctx, span = tt.tracing.Server(ctx, telemetry.Request{Method: string(mcp.MethodToolsCall), Target: req.Params.Name,
 			Session: t.sess.ID, Protocol: t.sess.ProtocolVersion(), Transport: transportOf(t.sess), Identity: upstream.IdentityFrom(ctx), Meta: meta.Raw})
-		span.SetAttributes(telemetry.AttrTask.String(t.id))
+		// The id the client sees: with replicas, the sealed one, which is
+		// made once mcp-go has answered the call (AfterCallTool names the
+		// span then); without, the table's own.
 		t.mu.Lock()
-		t.span = span.SpanContext()
+		if tt.ids == nil {
+			span.SetAttributes(telemetry.AttrTask.String(t.id))
+		} else if t.sealed != "" {
+			span.SetAttributes(telemetry.AttrTask.String(t.sealed))
+		}
+		t.span, t.run = span.SpanContext(), span
 		t.mu.Unlock()
 		defer func() { telemetry.EndClient(span, taskErrorType(err, res), err) }()
 	}
@@ -603,7 +616,7 @@ func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstr
 		t.mu.Lock()
 		run := t.span
 		t.mu.Unlock()
-		telemetry.LinkToTask(span, run, t.id)
+		telemetry.LinkToTask(span, run, tt.outID(t))
 		defer func() { telemetry.EndServer(span, 0, "", false) }()
 	}
 	t.resultAsked(&upstream.Attachment{Ctx: ctx, Sess: u, Out: out})

@@ -30,7 +30,7 @@ func (tt *Table) traceGets(h *server.Hooks) {
 		t.mu.Lock()
 		run := t.span
 		t.mu.Unlock()
-		telemetry.LinkToTask(span, run, t.id)
+		telemetry.LinkToTask(span, run, tt.outID(t))
 		tt.getting.Store(req, span)
 	})
 	h.AddAfterGetTask(func(_ context.Context, _ any, req *mcp.GetTaskRequest, _ *mcp.GetTaskResult) {
@@ -41,7 +41,7 @@ func (tt *Table) traceGets(h *server.Hooks) {
 	h.AddOnError(func(_ context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 		if req, ok := message.(*mcp.GetTaskRequest); ok && method == mcp.MethodTasksGet {
 			if v, ok := tt.getting.LoadAndDelete(req); ok {
-				telemetry.EndClient(v.(trace.Span), "_OTHER", err)
+				telemetry.EndServer(v.(trace.Span), telemetry.ErrorCode(err), err.Error(), false)
 			}
 		}
 	})

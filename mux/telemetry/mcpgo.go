@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -36,4 +37,14 @@ func (MetaPropagator) ExtractMeta(ctx context.Context, meta *mcp.Meta) context.C
 		return ctx
 	}
 	return propagator.Extract(ctx, c)
+}
+
+// ErrorCode is the JSON-RPC code mcp-go answers err, an error its hooks
+// are given, with; -32603 for one it does not code.
+func ErrorCode(err error) int {
+	var coded interface{ ToJSONRPCError() mcp.JSONRPCError }
+	if errors.As(err, &coded) {
+		return coded.ToJSONRPCError().Error.Code
+	}
+	return mcp.INTERNAL_ERROR
 }

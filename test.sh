@@ -65,14 +65,15 @@ go test -race -count=1 -timeout 10m -parallel 4 $ordered
 
 # Every fuzz target in the module, each fuzzed briefly (their seed corpora,
 # testdata/fuzz/FuzzXxx, already ran as tests above). MCPMUX_FUZZTIME sets
-# the time per target: 3 s for the 26 targets there are now (about 120 s in
-# all, with each target's build) keeps .ci/run under 10 minutes with the
-# replica, tracing and search suites added; at 5 s a warm clean clone took
-# 10m19s. Longer runs are for a developer's machine (MCPMUX_FUZZTIME=1m).
+# the time per target: 2 s for the 26 targets there are now (about 100 s in
+# all, with each target's build and baseline) keeps .ci/run under 10 minutes
+# with the replica, tracing and search suites added; a warm clean clone took
+# 10m19s at 5 s and 10m14s at 3 s. Longer runs are for a developer's machine
+# (MCPMUX_FUZZTIME=1m).
 # Minimizing each new input would take up to 60 s of
 # a short run, so it gets 1 s. A crash is saved under the package's
 # testdata/fuzz/FuzzXxx/ and replays with: go test -run 'FuzzXxx/NAME' ./pkg
-fuzztime=${MCPMUX_FUZZTIME:-3s}
+fuzztime=${MCPMUX_FUZZTIME:-2s}
 echo "== fuzz ($fuzztime per target)"
 fuzz_start=$SECONDS
 # The targets are read from the test files (go test -list would build and

@@ -1,12 +1,10 @@
 package mux
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mcpmux/mcpmux/internal/testsupport"
@@ -58,21 +56,7 @@ func TestTraceOfHandedOffRequests(t *testing.T) {
 		}
 		wantAttrs(t, spanNamed(t, exp, "initialize"), map[string]string{"network.transport": "tcp", "jsonrpc.request.id": "1"})
 		exp.Reset()
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url,
-			strings.NewReader(`{"jsonrpc":"2.0","id":"p1","method":"ping"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(server.HeaderKeySessionID, sid)
-		req.Header.Set(server.HeaderKeyProtocolVersion, "2025-11-25")
-		req.Header.Set("traceparent", clientParent)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		h.postWithHeaders(t, sid, `{"jsonrpc":"2.0","id":"p1","method":"ping"}`, map[string]string{"traceparent": clientParent})
 		ping := spanNamed(t, exp, "ping")
 		if ping.Parent.TraceID().String() != clientTraceID || ping.Parent.SpanID().String() != clientSpanID {
 			t.Errorf("ping's span's parent %v, want the traceparent header's", ping.Parent)
@@ -105,21 +89,9 @@ func spanOfID(t *testing.T, exp *tracetest.InMemoryExporter, name, id string) tr
 func TestTraceOfAnEdgeRefusal(t *testing.T) {
 	log := &testsupport.SyncBuffer{}
 	h, _, _ := tracedHTTP(t, "streamable", log)
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url, strings.NewReader(testInitialize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Origin", "https://elsewhere.example")
-	req.Header.Set("traceparent", clientParent)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("a cross-origin request: %d, want 403", resp.StatusCode)
+	code, _ := h.postWithHeaders(t, "", testInitialize, map[string]string{"Origin": "https://elsewhere.example", "traceparent": clientParent})
+	if code != http.StatusForbidden {
+		t.Fatalf("a cross-origin request: %d, want 403", code)
 	}
 	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, "request refused: cross-origin") {

@@ -126,15 +126,28 @@ func (h *httpMux) callToolWithHeaders(t *testing.T, name, sid string, hdr map[st
 	if meta != "" {
 		params += `,"_meta":` + meta
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url,
-		strings.NewReader(`{"jsonrpc":"2.0","id":"h1","method":"tools/call","params":`+params+`}}`))
+	code, b := h.postWithHeaders(t, sid, `{"jsonrpc":"2.0","id":"h1","method":"tools/call","params":`+params+`}}`, hdr)
+	if code != http.StatusOK || !strings.Contains(b, `"result"`) {
+		t.Fatalf("call: %d %s", code, b)
+	}
+	return b
+}
+
+// postWithHeaders POSTs body in session sid ("" for none, and no protocol
+// version header), with the HTTP headers hdr; it returns the status and
+// the answer's body.
+func (h *httpMux) postWithHeaders(t *testing.T, sid, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(server.HeaderKeySessionID, sid)
-	req.Header.Set(server.HeaderKeyProtocolVersion, "2025-11-25")
+	if sid != "" {
+		req.Header.Set(server.HeaderKeySessionID, sid)
+		req.Header.Set(server.HeaderKeyProtocolVersion, "2025-11-25")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
@@ -144,10 +157,7 @@ func (h *httpMux) callToolWithHeaders(t *testing.T, name, sid string, hdr map[st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"result"`) {
-		t.Fatalf("call: %d %s", resp.StatusCode, b)
-	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 func TestTraceAtTheHTTPEdge(t *testing.T) {

@@ -256,11 +256,14 @@ func (tt *Table) AddHooks(h *server.Hooks) {
 				}
 				t.mu.Unlock()
 				ct.Task.TaskId = tt.outID(t)
-				t.mu.Lock()
-				if run := t.run; run != nil && tt.ids != nil {
-					run.SetAttributes(telemetry.AttrTask.String(ct.Task.TaskId))
+				if tt.ids != nil { // without, the run's span has the id already
+					t.mu.Lock()
+					run := t.run
+					t.mu.Unlock()
+					if run != nil {
+						run.SetAttributes(telemetry.AttrTask.String(ct.Task.TaskId))
+					}
 				}
-				t.mu.Unlock()
 			}
 		}
 	})

@@ -478,6 +478,12 @@ func TestHTTPMetrics(t *testing.T) {
 		{"mcpmux_child_state", map[string]string{"server": "docs", "state": "restarting"}, 0},
 		{"mcpmux_child_restarts_total", map[string]string{"server": "docs"}, 0},
 		{"mcpmux_sessions", map[string]string{"identity": "alice"}, 1},
+		// The OpenTelemetry MCP conventions' histograms, tracing on or off.
+		{"mcp_server_operation_duration_seconds", map[string]string{"mcp_method_name": "tools/call", "error_type": ""}, okCalls},
+		{"mcp_client_operation_duration_seconds",
+			map[string]string{"mcp_method_name": "tools/call", "mcpmux_server_alias": "docs", "error_type": ""}, okCalls},
+		{"mcp_client_operation_duration_seconds",
+			map[string]string{"mcp_method_name": "tools/call", "mcpmux_server_alias": "docs", "error_type": "tool_error"}, 1},
 	} {
 		if got, ok := ts.Sample(fams, c.name, c.labels); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)

@@ -72,7 +72,7 @@ func (n *Node) checkPeer(r *http.Request) error {
 	if err != nil {
 		return ErrBadProof
 	}
-	sum, err := base64.RawURLEncoding.DecodeString(f[3])
+	sum, err := base64.RawURLEncoding.Strict().DecodeString(f[3])
 	if err != nil || !n.ring.CheckMAC(proofMessage(f[1], f[2], r), sum) {
 		return ErrBadProof
 	}

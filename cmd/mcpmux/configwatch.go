@@ -233,9 +233,9 @@ type configKey struct {
 	old, new reflect.Value
 }
 
-// globalKeys lists the keys of [mux], [upstream], [limits] and [telemetry] in the order
-// of the config's sections, each in running and in next; setting a key's
-// new value sets it in next.
+// globalKeys lists the keys of [mux], [upstream], [limits], [telemetry] and
+// [replicas] in the order of the config's sections, each in running and in
+// next; setting a key's new value sets it in next.
 func globalKeys(running, next *config.Config) []configKey {
 	var keys []configKey
 	for _, sec := range []struct {
@@ -243,12 +243,23 @@ func globalKeys(running, next *config.Config) []configKey {
 		old, new any
 	}{{"mux", &running.Mux, &next.Mux}, {"upstream", &running.Upstream, &next.Upstream}, {"limits", &running.Limits, &next.Limits},
 		// The tracer provider is built once, at start.
-		{"telemetry", &running.Telemetry, &next.Telemetry}} {
+		{"telemetry", &running.Telemetry, &next.Telemetry},
+		// The replica node (its key file's path, advertised address, peers
+		// and peer listener) is built once, at start.
+		{"replicas", &running.Replicas, &next.Replicas}} {
 		a, b := reflect.ValueOf(sec.old).Elem(), reflect.ValueOf(sec.new).Elem()
 		for i := range a.NumField() {
-			if f := a.Type().Field(i); f.IsExported() {
-				keys = append(keys, configKey{sec.name + "." + snake(f.Name), a.Field(i), b.Field(i)})
+			f := a.Type().Field(i)
+			if !f.IsExported() {
+				continue
 			}
+			name := sec.name + "." + snake(f.Name)
+			if sec.name == "replicas" && f.Name == "Enabled" {
+				// No key of the file: the table's presence. Named as the
+				// table, so that the log names what was added or removed.
+				name = sec.name
+			}
+			keys = append(keys, configKey{name, a.Field(i), b.Field(i)})
 		}
 	}
 	return keys

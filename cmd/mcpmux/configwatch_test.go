@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -59,9 +60,62 @@ func TestChangedKeys(t *testing.T) {
 			t.Errorf("pinning %s to %s: %s in force", c.from, c.to, in.Mux.Pinning)
 		}
 	}
+	// [replicas] is read once, at start: each key of it, and the table
+	// itself added or removed, needs a restart.
+	on := config.Replicas{Enabled: true, KeyFile: "/keys/replicas", Listen: ":7310", Advertise: "10.0.0.1:7310",
+		Peers: []string{"10.0.0.2:7310"}, DialTimeout: config.DefaultPeerDialTimeout}
+	for _, c := range []struct {
+		what     string
+		from, to config.Replicas
+		restart  []string
+	}{
+		{"the table added", config.Replicas{}, on,
+			[]string{"replicas", "replicas.key_file", "replicas.listen", "replicas.advertise", "replicas.peers", "replicas.dial_timeout"}},
+		{"the table removed", on, config.Replicas{},
+			[]string{"replicas", "replicas.key_file", "replicas.listen", "replicas.advertise", "replicas.peers", "replicas.dial_timeout"}},
+		{"key_file", on, with(on, func(r *config.Replicas) { r.KeyFile = "/keys/other" }), []string{"replicas.key_file"}},
+		{"listen", on, with(on, func(r *config.Replicas) { r.Listen = ":7311" }), []string{"replicas.listen"}},
+		{"advertise", on, with(on, func(r *config.Replicas) { r.Advertise = "10.0.0.9:7310" }), []string{"replicas.advertise"}},
+		{"a peer added", on, with(on, func(r *config.Replicas) { r.Peers = []string{"10.0.0.2:7310", "10.0.0.3:7310"} }), []string{"replicas.peers"}},
+		{"peers for peers_dns", on, with(on, func(r *config.Replicas) { r.Peers, r.PeersDNS = nil, "mcpmux-peers" }),
+			[]string{"replicas.peers", "replicas.peers_dns"}},
+		{"dial_timeout", on, with(on, func(r *config.Replicas) { r.DialTimeout = 5 * time.Second }), []string{"replicas.dial_timeout"}},
+		{"nothing", on, with(on, func(r *config.Replicas) { r.Peers = slices.Clone(r.Peers) }), nil},
+	} {
+		a, b := *old, *old
+		a.Replicas, b.Replicas = c.from, c.to
+		live, restart := changedKeys(&a, &b)
+		if len(live) != 0 || !slices.Equal(restart, c.restart) {
+			t.Errorf("[replicas] %s: live %v, restart %v; want live none, restart %v", c.what, live, restart, c.restart)
+		}
+		if in := inForce(&a, &b); !reflect.DeepEqual(in.Replicas, c.from) {
+			t.Errorf("[replicas] %s: %+v in force, want %+v as mcpmux started", c.what, in.Replicas, c.from)
+		}
+	}
+	// The names are the file's own: two versions as written, parsed.
+	parse := func(replicas string) *config.Config {
+		src := "[replicas]\nkey_file = \"/keys/replicas\"\nlisten = \":7310\"\nadvertise = \"10.0.0.1:7310\"\n" + replicas +
+			"[servers.docs]\ncommand = \"docs\"\n"
+		cfg, err := config.Parse("/etc/mcpmux/mcpmux.toml", []byte(src), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("Parse:\n%v", err)
+		}
+		return cfg
+	}
+	live, restart = changedKeys(parse("peers = [\"10.0.0.2:7310\"]\n"), parse("peers_dns = \"mcpmux-peers\"\ndial_timeout = \"5s\"\n"))
+	if want := []string{"replicas.peers", "replicas.peers_dns", "replicas.dial_timeout"}; len(live) != 0 || !slices.Equal(restart, want) {
+		t.Errorf("[replicas] as parsed: live %v, restart %v; want live none, restart %v", live, restart, want)
+	}
 	for in, want := range map[string]string{"CallTimeout": "call_timeout", "PolicyDir": "policy_dir", "MaxNameLength": "max_name_length", "JWT": "jwt", "TLSCert": "tls_cert"} {
 		if got := snake(in); got != want {
 			t.Errorf("snake(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// with is r changed by edit, r's slices left alone.
+func with(r config.Replicas, edit func(*config.Replicas)) config.Replicas {
+	r.Peers = slices.Clone(r.Peers)
+	edit(&r)
+	return r
 }

@@ -15,21 +15,31 @@ import (
 
 // traceRequest is r as its server span shows it.
 func traceRequest(ctx context.Context, r *upstream.Request) telemetry.Request {
-	tr := telemetry.Request{Method: r.Method, Target: telemetry.Target(r.Method, r.Params.Name, r.Params.URI), ID: r.ID, Protocol: r.Meta.Protocol.Version,
-		Identity: upstream.IdentityFrom(ctx), Meta: r.Meta.Raw}
-	if r.Sess != nil {
-		tr.Session = r.Sess.ID
-		if tr.Protocol == "" {
-			// A 2025-11-25 request declares no version: its session's is the
-			// one initialize negotiated.
-			tr.Protocol = r.Sess.ProtocolVersion()
-		}
-		tr.Transport = telemetry.TransportTCP
-		if r.Sess.Kind == upstream.KindStdio {
-			tr.Transport = telemetry.TransportPipe
-		}
+	tr := SessionRequest(ctx, r.Method, r.Sess)
+	tr.Target, tr.ID, tr.Meta = telemetry.Target(r.Method, r.Params.Name, r.Params.URI), r.ID, r.Meta.Raw
+	// A 2025-11-25 request declares no version: its session's is the one
+	// initialize negotiated.
+	if v := r.Meta.Protocol.Version; v != "" {
+		tr.Protocol = v
 	}
 	return tr
+}
+
+// SessionRequest is a request of method from session u (nil: none known)
+// as its server span shows it, but for what only the request says (its
+// target, id and _meta). Here rather than in telemetry or upstream, which
+// know nothing of each other, so that the task table's and the relay's
+// spans of the requests the pipeline does not answer name their session
+// as its own spans do.
+func SessionRequest(ctx context.Context, method string, u *upstream.Session) telemetry.Request {
+	r := telemetry.Request{Method: method, Identity: upstream.IdentityFrom(ctx)}
+	if u != nil {
+		r.Session, r.Protocol, r.Transport = u.ID, u.ProtocolVersion(), telemetry.TransportTCP
+		if u.Kind == upstream.KindStdio {
+			r.Transport = telemetry.TransportPipe
+		}
+	}
+	return r
 }
 
 // childTransport is network.transport of the requests to c.

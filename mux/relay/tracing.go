@@ -10,8 +10,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
-	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // traceHandedOff gives each request mcp-go answers a server span, as the
@@ -104,12 +104,11 @@ func keyable(message any) bool {
 // handedOffSpan starts the server span of a request of method under id
 // that mcp-go answers.
 func (m *Relay) handedOffSpan(ctx context.Context, id any, method mcp.MCPMethod) trace.Span {
-	r := telemetry.Request{Method: string(method), Transport: telemetry.TransportTCP, Identity: upstream.IdentityFrom(ctx)}
-	if u := m.sessions.OfMCP(server.ClientSessionFromContext(ctx)); u != nil {
-		r.Session, r.Protocol = u.ID, u.ProtocolVersion()
-		if u.Kind == upstream.KindStdio {
-			r.Transport = telemetry.TransportPipe
-		}
+	r := pipeline.SessionRequest(ctx, string(method), m.sessions.OfMCP(server.ClientSessionFromContext(ctx)))
+	if r.Transport == "" {
+		// No session yet: an HTTP client's initialize (the stdio
+		// client's session is open before its first request).
+		r.Transport = telemetry.TransportTCP
 	}
 	if b, err := json.Marshal(id); err == nil && !standIn(b) {
 		r.ID = b

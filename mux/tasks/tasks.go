@@ -517,8 +517,9 @@ func (tt *Table) runTask(t *Task, req mcp.CallToolRequest) (res *mcp.CallToolRes
 	ctx := t.ctx
 	if tt.tracing != nil {
 		var span trace.Span
-		ctx, span = tt.tracing.Server(ctx, telemetry.Request{Method: string(mcp.MethodToolsCall), Target: req.Params.Name,
-			Session: t.sess.ID, Protocol: t.sess.ProtocolVersion(), Transport: transportOf(t.sess), Identity: upstream.IdentityFrom(ctx), Meta: meta.Raw})
+		tr := pipeline.SessionRequest(ctx, string(mcp.MethodToolsCall), t.sess)
+		tr.Target, tr.Meta = req.Params.Name, meta.Raw
+		ctx, span = tt.tracing.Server(ctx, tr)
 		// The id the client sees: with replicas, the sealed one, which is
 		// made once mcp-go has answered the call (AfterCallTool names the
 		// span then); without, the table's own.
@@ -614,8 +615,9 @@ func (tt *Table) ResultOf(u *upstream.Session, f *frame.Frame) *Task {
 func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstream.Out, f *frame.Frame, t *Task) (answer []byte) {
 	if tt.tracing != nil {
 		var span trace.Span
-		ctx, span = tt.tracing.Server(ctx, telemetry.Request{Method: f.Method, ID: f.ID, Session: u.ID, Protocol: u.ProtocolVersion(),
-			Transport: transportOf(u), Identity: upstream.IdentityFrom(ctx), Meta: metaOf(f)})
+		tr := pipeline.SessionRequest(ctx, f.Method, u)
+		tr.ID, tr.Meta = f.ID, metaOf(f)
+		ctx, span = tt.tracing.Server(ctx, tr)
 		t.mu.Lock()
 		run := t.span
 		t.mu.Unlock()
@@ -651,14 +653,6 @@ func (tt *Table) ServeResult(ctx context.Context, u *upstream.Session, out upstr
 		return frame.ErrorAnswer(f.ID, &frame.Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()})
 	}
 	return append(b, '\n')
-}
-
-// transportOf is network.transport of session u's requests.
-func transportOf(u *upstream.Session) string {
-	if u.Kind == upstream.KindStdio {
-		return telemetry.TransportPipe
-	}
-	return telemetry.TransportTCP
 }
 
 // metaOf is the _meta of request f as written; nil for none.

@@ -7,8 +7,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpmux/mcpmux/mux/pipeline"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
-	"github.com/mcpmux/mcpmux/mux/upstream"
 )
 
 // traceGets adds to h, after the hooks that guard and complete tasks/get,
@@ -25,8 +25,7 @@ func (tt *Table) traceGets(h *server.Hooks) {
 		if u == nil || t == nil {
 			return
 		}
-		_, span := tt.tracing.Server(ctx, telemetry.Request{Method: string(mcp.MethodTasksGet), Session: u.ID, Protocol: u.ProtocolVersion(),
-			Transport: transportOf(u), Identity: upstream.IdentityFrom(ctx)})
+		_, span := tt.tracing.Server(ctx, pipeline.SessionRequest(ctx, string(mcp.MethodTasksGet), u))
 		t.mu.Lock()
 		run := t.span
 		t.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
+	"github.com/mcpmux/mcpmux/mux/replicas"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
 	"github.com/mcpmux/mcpmux/mux/upstream"
 	"github.com/mcpmux/mcpmux/policy"
@@ -45,6 +46,9 @@ type labSpec struct {
 	checkLeaks bool
 	// tracing traces the Mux's requests; nil: off.
 	tracing *telemetry.Tracing
+	// replica seals the ids handed out as cmd/mcpmux has that replica seal
+	// them; nil: none sealed.
+	replica *replicas.Node
 }
 
 // startLab starts the child with s's tools and a Mux on it, waits until the
@@ -67,7 +71,11 @@ func startLab(tb testing.TB, s labSpec) *Mux {
 	for _, id := range s.allow {
 		bodies[id] = `allow = ["*"]`
 	}
-	return runMuxWith(tb, bodies, s.log, Options{Tracing: s.tracing}, func(policies string) string {
+	opts := Options{Tracing: s.tracing}
+	if s.replica != nil {
+		opts.SealSessionID, opts.SealRequestState, opts.TaskIDs = s.replica.SealSessionID, s.replica.SealRequestState, s.replica.TaskIDs()
+	}
+	return runMuxWith(tb, bodies, s.log, opts, func(policies string) string {
 		return fmt.Sprintf("[mux]\npolicy_dir = %q\n%s\n\n[limits]\n%s\n\n[servers.lab]\nurl = %q\n%s\n",
 			policies, s.muxLines, s.limitLines, hs.URL+"/mcp", s.serverLines)
 	})

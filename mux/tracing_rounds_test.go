@@ -4,16 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpmux/mcpmux/config"
 	"github.com/mcpmux/mcpmux/internal/testsupport"
 	"github.com/mcpmux/mcpmux/mux/edge"
+	"github.com/mcpmux/mcpmux/mux/replicas"
 	"github.com/mcpmux/mcpmux/mux/telemetry"
 )
 
@@ -109,18 +115,18 @@ func TestTraceOfARound(t *testing.T) {
 	wantAttrs(t, first, map[string]string{"mcp.protocol.version": "2026-07-28"})
 }
 
-// TestTraceOfATask: a 2025-11-25 task-augmented call's run has a server
-// span of its own, the child of the client's trace context in the call's
-// _meta, naming the task, with the client span of the call to the child
-// under it; tasks/get and tasks/result have server spans linked to the
-// run's.
-func TestTraceOfATask(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
+// tracedTask runs a 2025-11-25 task-augmented call of lab__slow over HTTP,
+// as reader, with clientParent in its _meta, to its end, and asks for its
+// result, the Mux tracing into exp; replica, if not nil, seals the ids
+// handed out. task and session are the ids the client was given.
+func tracedTask(t *testing.T, replica *replicas.Node) (exp *tracetest.InMemoryExporter, task, session string) {
+	t.Helper()
+	exp = tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tc := newTaskChild()
 	spec := tc.spec()
-	spec.tracing = telemetry.New(tp)
+	spec.tracing, spec.replica = telemetry.New(tp), replica
 	m := startLab(t, spec)
 	_, url := serveLab(t, m, edge.HTTPOptions{Path: "/mcp"}, func(*http.Request) string { return "reader" })
 	c := connectTasks(t, url)
@@ -138,12 +144,21 @@ func TestTraceOfATask(t *testing.T) {
 	close(tc.release)
 	waitStatus(t, c, ct.Task.TaskId, mcp.TaskStatusCompleted)
 	testsupport.MustRPC(t, c.Client, "tasks/result", taskRef(ct.Task.TaskId))
+	return exp, ct.Task.TaskId, c.Client.GetSessionId()
+}
 
+// TestTraceOfATask: a 2025-11-25 task-augmented call's run has a server
+// span of its own, the child of the client's trace context in the call's
+// _meta, naming the task, with the client span of the call to the child
+// under it; tasks/get and tasks/result have server spans linked to the
+// run's.
+func TestTraceOfATask(t *testing.T) {
+	exp, task, _ := tracedTask(t, nil)
 	run := spanNamed(t, exp, "tools/call lab__slow")
 	if run.SpanKind != trace.SpanKindServer || run.Parent.SpanID().String() != clientSpanID || run.Parent.TraceID().String() != clientTraceID {
 		t.Errorf("the run's span: kind %v, parent %v; want a server span, the client's span's child", run.SpanKind, run.Parent)
 	}
-	wantAttrs(t, run, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "gen_ai.tool.name": "lab__slow", "mcpmux.identity": "reader",
+	wantAttrs(t, run, map[string]string{"mcpmux.task.id": task, "gen_ai.tool.name": "lab__slow", "mcpmux.identity": "reader",
 		"mcpmux.server.alias": "lab", "mcp.protocol.version": "2025-11-25", "network.transport": "tcp"})
 	if cli := spanNamed(t, exp, "tools/call slow"); cli.Parent.SpanID() != run.SpanContext.SpanID() {
 		t.Errorf("the call to the child's span has parent %v, want the run's %v", cli.Parent.SpanID(), run.SpanContext.SpanID())
@@ -153,7 +168,7 @@ func TestTraceOfATask(t *testing.T) {
 		t.Error("no span of tasks/get")
 	}
 	for _, s := range append(gets, spanNamed(t, exp, "tasks/result")) {
-		wantAttrs(t, s, map[string]string{"mcpmux.task.id": ct.Task.TaskId, "mcp.method.name": s.Name, "mcpmux.identity": "reader"})
+		wantAttrs(t, s, map[string]string{"mcpmux.task.id": task, "mcp.method.name": s.Name, "mcpmux.identity": "reader"})
 		var linked bool
 		for _, l := range s.Links {
 			for _, kv := range l.Attributes {
@@ -163,5 +178,39 @@ func TestTraceOfATask(t *testing.T) {
 		if !linked || s.SpanKind != trace.SpanKindServer {
 			t.Errorf("%s's span: kind %v, links %v; want a server span linked to the run's %v", s.Name, s.SpanKind, s.Links, run.SpanContext.SpanID())
 		}
+	}
+}
+
+// TestTraceOfASealedTask: with replicas, the spans of a task's run, its
+// tasks/get and its tasks/result name the task and the session by the
+// sealed ids the client was given, not by mcp-go's own, which no client
+// can look up. The id is sealed when the call is answered, so the run's
+// span is named at its start or then, whichever is later; here the answer
+// has nearly always gone out first.
+func TestTraceOfASealedTask(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte(testsupport.NewReplicaKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Never run: the one replica's ids name it, so no peer is asked.
+	node, err := replicas.New(config.Replicas{Enabled: true, KeyFile: key, Listen: "127.0.0.1:7310", Advertise: "127.0.0.1:7310",
+		DialTimeout: time.Second}, config.Limits{MaxBodyBytes: 1 << 20, MaxMessageBytes: 1 << 20}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, task, session := tracedTask(t, node)
+	owner, local, err := node.TaskIDs().Open(task)
+	if err != nil || owner != node.Self() || local == "" || local == task {
+		t.Fatalf("the task id handed out, %q, opens as %q, %q, %v; want one sealed by %s", task, owner, local, err, node.Self())
+	}
+	if session == "" {
+		t.Fatal("the client has no session id")
+	}
+	spans := append([]tracetest.SpanStub{spanNamed(t, exp, "tools/call lab__slow"), spanNamed(t, exp, "tasks/result")}, spansNamed(exp, "tasks/get")...)
+	if len(spans) < 3 {
+		t.Error("no span of tasks/get")
+	}
+	for _, s := range spans {
+		wantAttrs(t, s, map[string]string{"mcpmux.task.id": task, "mcp.session.id": session})
 	}
 }
